@@ -1,0 +1,49 @@
+# recallbench: two commands on a fresh machine.
+#   make eval  - set up .venv and run every stage of the fixture lane into build/
+#   make test  - set up .venv, then lint, tests and the strict docs build (what CI runs)
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+BUILD ?= build
+STAMP := $(VENV)/.recallbench-installed
+RB := $(BIN)/recallbench --build-dir $(BUILD)
+
+.PHONY: setup eval test lint docs baseline bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,docs]'
+	@touch $(STAMP)
+
+eval: $(STAMP)
+	$(RB) validate
+	$(RB) hydrate
+	$(RB) query
+	$(RB) snapshot-roundtrip
+	$(RB) score
+	$(RB) report
+	$(RB) decide
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/pytest -q
+	$(BIN)/mkdocs build --strict --quiet
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
+baseline: $(STAMP)
+	$(BIN)/python scripts/retrieval_eval.py --write-baseline benchmarks/retrieval/baseline.json
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_pipeline.py
+
+clean:
+	rm -rf $(BUILD)/* .nox
+	@git checkout -- $(BUILD)/README.md 2>/dev/null || true

@@ -1,0 +1,136 @@
+"""Read and write the JSON artifacts that stages exchange in the build directory.
+
+Every artifact is an envelope::
+
+    {"artifact": "<kind>", "schema_version": N, "recallbench_version": "...",
+     "inputs": {"<name>": "<sha256>", ...}, "fingerprint": "<sha256 of data>", "data": {...}}
+
+`inputs` records the fingerprints of what the artifact was made from, so a later stage
+can refuse an upstream artifact that is stale (made from other inputs) or from another
+schema, with a message naming the stage to rerun. Writes are atomic (temp file + rename).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from recallbench import __version__
+from recallbench.errors import ArtifactError
+
+SCHEMA_VERSION = 1
+
+#: artifact kind -> (file name in the build dir, stage command that makes it)
+ARTIFACTS: dict[str, tuple[str, str]] = {
+    "suite": ("suite.json", "validate"),
+    "hydrate": ("hydrate.json", "hydrate"),
+    "runs": ("runs.json", "query"),
+    "roundtrip": ("roundtrip.json", "snapshot-roundtrip"),
+    "scores": ("scores.json", "score"),
+    "results": ("results.json", "report"),
+    "decision": ("decision.json", "decide"),
+}
+
+_DUMP_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+
+
+def dumps(obj: Any) -> bytes:
+    """Canonical JSON bytes: sorted keys, 2-space indent, trailing newline."""
+    return orjson.dumps(obj, option=_DUMP_OPTIONS)
+
+
+def fingerprint(obj: Any) -> str:
+    """sha256 of the canonical compact JSON of `obj`."""
+    return hashlib.sha256(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def atomic_write_bytes(path: Path, payload: bytes) -> None:
+    """Write `payload` to `path` through a temp file in the same directory and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def artifact_path(build_dir: Path, kind: str) -> Path:
+    return Path(build_dir) / ARTIFACTS[kind][0]
+
+
+def envelope(kind: str, data: Mapping[str, Any], inputs: Mapping[str, str]) -> dict[str, Any]:
+    """Wrap stage output `data` with its kind, schema version and input fingerprints."""
+    return {
+        "artifact": kind,
+        "schema_version": SCHEMA_VERSION,
+        "recallbench_version": __version__,
+        "inputs": dict(inputs),
+        "fingerprint": fingerprint(data),
+        "data": data,
+    }
+
+
+def write_artifact(
+    build_dir: Path, kind: str, data: Mapping[str, Any], inputs: Mapping[str, str]
+) -> Path:
+    """Atomically write artifact `kind` into `build_dir`; return its path."""
+    path = artifact_path(build_dir, kind)
+    atomic_write_bytes(path, dumps(envelope(kind, data, inputs)))
+    return path
+
+
+def read_artifact(build_dir: Path, kind: str) -> dict[str, Any]:
+    """Read artifact `kind` from `build_dir`, checking that it exists and has our schema.
+
+    Raises ArtifactError naming the stage to run when it is missing or foreign.
+    """
+    path = artifact_path(build_dir, kind)
+    stage = ARTIFACTS[kind][1]
+    if not path.exists():
+        raise ArtifactError(f"{path}: missing; run `recallbench {stage}` first")
+    try:
+        env = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise ArtifactError(f"{path}: not valid JSON ({exc}); run `recallbench {stage}` again") from None
+    if not isinstance(env, dict) or env.get("artifact") != kind or "data" not in env:
+        raise ArtifactError(f"{path}: not a recallbench {kind} artifact; run `recallbench {stage}`")
+    if env.get("schema_version") != SCHEMA_VERSION:
+        raise ArtifactError(
+            f"{path}: schema version {env.get('schema_version')} is not {SCHEMA_VERSION}; "
+            f"run `recallbench {stage}` again"
+        )
+    if env.get("fingerprint") != fingerprint(env["data"]):
+        raise ArtifactError(f"{path}: content does not match its fingerprint; run `recallbench {stage}` again")
+    return env
+
+
+def require_made_from(env: Mapping[str, Any], upstream: Mapping[str, Any], build_dir: Path) -> None:
+    """Refuse `env` if it was not made from the `upstream` artifact as it is now (stale)."""
+    kind = env["artifact"]
+    up_kind = upstream["artifact"]
+    recorded = env.get("inputs", {}).get(up_kind)
+    if recorded != upstream["fingerprint"]:
+        path = artifact_path(build_dir, kind)
+        raise ArtifactError(
+            f"{path}: stale (made from another {ARTIFACTS[up_kind][0]}); "
+            f"run `recallbench {ARTIFACTS[kind][1]}` again"
+        )

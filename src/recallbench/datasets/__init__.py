@@ -1,0 +1,1 @@
+"""Readers that turn datasets into the internal suite model."""

@@ -1,0 +1,18 @@
+"""Systems under test, behind one seam (`base.System`). Stages look them up by name here."""
+
+from __future__ import annotations
+
+from recallbench.errors import RecallbenchError
+from recallbench.systems.base import System
+
+SYSTEM_NAMES: tuple[str, ...] = ("hotmem", "hotmem-mmr")
+DEFAULT_SYSTEM = "hotmem"
+
+
+def get_system(name: str = DEFAULT_SYSTEM) -> System:
+    """Build a fresh system instance by name; unknown names are a user error."""
+    if name not in SYSTEM_NAMES:
+        raise RecallbenchError(f"unknown system '{name}' (known: {', '.join(SYSTEM_NAMES)})")
+    from recallbench.systems.hotmem import build_system
+
+    return build_system(name)
