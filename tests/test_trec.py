@@ -1,0 +1,151 @@
+"""TREC run/qrels export: line formats, strictly decreasing scores, id checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recallbench.trec import qrels_lines, run_lines, strictly_decreasing, write_trec
+
+
+def _scores(lines: list[str]) -> list[float]:
+    return [float(line.split()[4]) for line in lines]
+
+
+def test_run_line_format() -> None:
+    lines = run_lines([("q1", [("m1", 0.75), ("m2", 0.5)]), ("q2", [("m3", 0.25)])], "hotmem")
+    assert lines == [
+        "q1 Q0 m1 1 0.750000 hotmem",
+        "q1 Q0 m2 2 0.500000 hotmem",
+        "q2 Q0 m3 1 0.250000 hotmem",
+    ]
+    for line in lines:
+        assert len(line.split(" ")) == 6
+
+
+def test_run_keeps_given_order_and_empty_queries() -> None:
+    # query order and doc order are the caller's; a query with no results writes nothing
+    lines = run_lines([("qb", [("z", 1.0), ("a", 0.0)]), ("qa", []), ("qc", [("m", 2.0)])], "t")
+    assert [line.split()[:4] for line in lines] == [
+        ["qb", "Q0", "z", "1"],
+        ["qb", "Q0", "a", "2"],
+        ["qc", "Q0", "m", "1"],
+    ]
+
+
+def test_tied_scores_become_strictly_decreasing() -> None:
+    lines = run_lines([("q", [("a", 0.5), ("b", 0.5), ("c", 0.5), ("d", 0.2)])], "t")
+    # 0.5, then 0.5 - 1e-6, then - 2e-6; 0.2 is already below: kept
+    assert [line.split()[4] for line in lines] == ["0.500000", "0.499999", "0.499998", "0.200000"]
+
+
+def test_increasing_scores_become_strictly_decreasing() -> None:
+    # the system ranked a above b although b has the higher score: order wins
+    lines = run_lines([("q", [("a", 0.1), ("b", 0.9), ("c", 0.95), ("d", 0.05)])], "t")
+    assert [line.split()[4] for line in lines] == ["0.100000", "0.099999", "0.099998", "0.050000"]
+
+
+def test_scores_that_differ_below_precision_do_not_tie_after_formatting() -> None:
+    # strictly decreasing floats that all round to 0.123457 at six decimals
+    written = strictly_decreasing([0.12345704, 0.12345703, 0.12345702])
+    assert written == ["0.123457", "0.123456", "0.123455"]
+
+
+def test_negative_scores_and_crossing_zero() -> None:
+    written = strictly_decreasing([0.000001, 0.0, 0.0, -0.0000004, -1.0, -1.0])
+    assert written == ["0.000001", "0.000000", "-0.000001", "-0.000002", "-1.000000", "-1.000001"]
+    assert [float(s) for s in written] == sorted((float(s) for s in written), reverse=True)
+
+
+def test_strict_decrease_is_per_query() -> None:
+    lines = run_lines([("q1", [("a", 0.5), ("b", 0.5)]), ("q2", [("a", 0.5), ("b", 0.5)])], "t")
+    assert _scores(lines) == [0.5, 0.499999, 0.5, 0.499999]
+
+
+def test_many_ties_stay_strictly_decreasing_after_parsing() -> None:
+    results = [(f"m{i}", 0.3) for i in range(500)]
+    scores = _scores(run_lines([("q", results)], "t"))
+    assert all(a > b for a, b in zip(scores, scores[1:], strict=False))
+    assert len(set(scores)) == 500
+
+
+@pytest.mark.parametrize("score", [float("nan"), float("inf"), None, "0.5", True])
+def test_non_finite_or_non_numeric_score_rejected(score: object) -> None:
+    with pytest.raises(ValueError, match="score"):
+        run_lines([("q", [("a", score)])], "t")  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("run", "tag", "bad"),
+    [
+        ([("q 1", [("a", 1.0)])], "t", "'q 1'"),
+        ([("q", [("a\tb", 1.0)])], "t", "'a\\tb'"),
+        ([("q", [("a\nb", 1.0)])], "t", "'a\\nb'"),
+        ([("#q", [("a", 1.0)])], "t", "'#q'"),
+        ([("q", [("#a", 1.0)])], "t", "'#a'"),
+        ([("q", [("a", 1.0)])], "my run", "'my run'"),
+        ([("q", [("a", 1.0)])], "#tag", "'#tag'"),
+        ([("q", [("", 1.0)])], "t", "''"),
+    ],
+)
+def test_run_rejects_bad_ids(run: list, tag: str, bad: str) -> None:
+    with pytest.raises(ValueError) as info:
+        run_lines(run, tag)
+    assert bad in str(info.value)
+
+
+def test_id_with_hash_inside_is_allowed() -> None:
+    assert run_lines([("q#1", [("a#b", 1.0)])], "t") == ["q#1 Q0 a#b 1 1.000000 t"]
+
+
+def test_run_rejects_repeated_doc_and_query() -> None:
+    with pytest.raises(ValueError, match="repeats doc id 'a'"):
+        run_lines([("q", [("a", 1.0), ("a", 0.5)])], "t")
+    with pytest.raises(ValueError, match="repeats query id 'q'"):
+        run_lines([("q", [("a", 1.0)]), ("q", [("b", 1.0)])], "t")
+
+
+def test_qrels_format_sorted_and_positive_only() -> None:
+    qrels = {"q2": {"b": 1, "a": 3}, "q1": {"z": 2, "c": 0, "d": 2}, "q3": {"x": 0}, "q4": {}}
+    assert qrels_lines(qrels) == [
+        "q1 0 d 2",
+        "q1 0 z 2",
+        "q2 0 a 3",
+        "q2 0 b 1",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("qrels", "bad"),
+    [
+        ({"q 1": {"a": 2}}, "'q 1'"),
+        ({"q": {"a b": 2}}, "'a b'"),
+        ({"#q": {"a": 2}}, "'#q'"),
+        ({"q": {"#a": 2}}, "'#a'"),
+        ({"q": {"a": 2.5}}, "2.5"),
+        ({"q": {"a": True}}, "True"),
+    ],
+)
+def test_qrels_rejects_bad_ids_and_grades(qrels: dict, bad: str) -> None:
+    with pytest.raises(ValueError) as info:
+        qrels_lines(qrels)
+    assert bad in str(info.value)
+
+
+def test_write_trec(tmp_path: Path) -> None:
+    run_path, qrels_path = tmp_path / "out" / "run.txt", tmp_path / "out" / "qrels.txt"
+    run = iter([("q1", [("a", 0.5), ("b", 0.5)])])  # any iterable, consumed once
+    write_trec(run_path, qrels_path, run, {"q1": {"b": 2, "c": 0}}, "hotmem-0.2.6")
+    assert run_path.read_bytes() == (
+        b"q1 Q0 a 1 0.500000 hotmem-0.2.6\nq1 Q0 b 2 0.499999 hotmem-0.2.6\n"
+    )
+    assert qrels_path.read_bytes() == b"q1 0 b 2\n"
+    assert sorted(p.name for p in run_path.parent.iterdir()) == ["qrels.txt", "run.txt"]
+
+
+def test_write_trec_bad_input_writes_nothing(tmp_path: Path) -> None:
+    run_path, qrels_path = tmp_path / "run.txt", tmp_path / "qrels.txt"
+    with pytest.raises(ValueError):
+        write_trec(run_path, qrels_path, [("q", [("a", 1.0)])], {"q": {"bad id": 2}}, "t")
+    assert list(tmp_path.iterdir()) == []
