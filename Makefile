@@ -25,6 +25,8 @@ eval: $(STAMP)
 	$(RB) score
 	$(RB) report
 	$(RB) decide
+	$(RB) check-baseline
+	@echo "results: $(BUILD)/results.json  report: $(BUILD)/report.md  decision: $(BUILD)/decision.json"
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -110,7 +110,9 @@ def read_artifact(build_dir: Path, kind: str) -> dict[str, Any]:
     try:
         env = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as exc:
-        raise ArtifactError(f"{path}: not valid JSON ({exc}); run `recallbench {stage}` again") from None
+        raise ArtifactError(
+            f"{path}: not valid JSON ({exc}); run `recallbench {stage}` again"
+        ) from None
     if not isinstance(env, dict) or env.get("artifact") != kind or "data" not in env:
         raise ArtifactError(f"{path}: not a recallbench {kind} artifact; run `recallbench {stage}`")
     if env.get("schema_version") != SCHEMA_VERSION:
@@ -119,18 +121,19 @@ def read_artifact(build_dir: Path, kind: str) -> dict[str, Any]:
             f"run `recallbench {stage}` again"
         )
     if env.get("fingerprint") != fingerprint(env["data"]):
-        raise ArtifactError(f"{path}: content does not match its fingerprint; run `recallbench {stage}` again")
+        raise ArtifactError(
+            f"{path}: content does not match its fingerprint; run `recallbench {stage}` again"
+        )
     return env
 
 
-def require_made_from(env: Mapping[str, Any], upstream: Mapping[str, Any], build_dir: Path) -> None:
-    """Refuse `env` if it was not made from the `upstream` artifact as it is now (stale)."""
+def require_made_from(env: Mapping[str, Any], *upstreams: Mapping[str, Any]) -> None:
+    """Refuse `env` unless it was made from each `upstream` artifact as it is now (stale)."""
     kind = env["artifact"]
-    up_kind = upstream["artifact"]
-    recorded = env.get("inputs", {}).get(up_kind)
-    if recorded != upstream["fingerprint"]:
-        path = artifact_path(build_dir, kind)
-        raise ArtifactError(
-            f"{path}: stale (made from another {ARTIFACTS[up_kind][0]}); "
-            f"run `recallbench {ARTIFACTS[kind][1]}` again"
-        )
+    for upstream in upstreams:
+        up_kind = upstream["artifact"]
+        if env.get("inputs", {}).get(up_kind) != upstream["fingerprint"]:
+            raise ArtifactError(
+                f"{ARTIFACTS[kind][0]} is stale (made from another {ARTIFACTS[up_kind][0]}); "
+                f"run `recallbench {ARTIFACTS[kind][1]}` again"
+            )

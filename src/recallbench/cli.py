@@ -1,8 +1,374 @@
-"""Command line: one subcommand per stage (placeholder while stages are built)."""
+"""Command line: one subcommand per stage over JSON artifacts in the build directory.
+
+    recallbench validate && recallbench hydrate && recallbench query \\
+      && recallbench snapshot-roundtrip && recallbench score && recallbench report \\
+      && recallbench decide
+
+Errors a user can fix print one line (`recallbench <stage>: error: ...`) and exit non-zero:
+1 for bad input or missing/stale artifacts, 2 for usage errors, 3 for a failed baseline gate.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import click
 
+from recallbench import __version__
+from recallbench.artifacts import (
+    artifact_path,
+    atomic_write_bytes,
+    dumps,
+    read_artifact,
+    write_artifact,
+)
+from recallbench.errors import RecallbenchError, ValidationFailed
+from recallbench.systems import DEFAULT_SYSTEM, SYSTEM_NAMES
 
-@click.group()
-def main() -> None:
-    """recallbench: retrieval-quality evidence for agent memory stores."""
+DEFAULT_CORPUS = Path("benchmarks/retrieval/corpus.jsonl")
+DEFAULT_QUERIES = Path("benchmarks/retrieval/queries.jsonl")
+DEFAULT_BASELINE = Path("benchmarks/retrieval/baseline.json")
+
+
+class StageError(click.ClickException):
+    """A RecallbenchError shown as one line with its own exit code."""
+
+    def __init__(self, stage: str, exc: RecallbenchError) -> None:
+        super().__init__(str(exc))
+        self.stage = stage
+        self.exit_code = exc.exit_code
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"recallbench {self.stage}: error: {self.message}", err=True)
+
+
+def stage_command(name: str, **kwargs: Any) -> Callable:
+    """Register a subcommand whose RecallbenchErrors become one-line messages."""
+
+    def wrap(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kw: Any) -> Any:
+            try:
+                return fn(*args, **kw)
+            except ValidationFailed as exc:
+                for problem in exc.problems:
+                    click.echo(problem, err=True)
+                raise StageError(
+                    name, RecallbenchError(f"{len(exc.problems)} problem(s); nothing written")
+                ) from None
+            except RecallbenchError as exc:
+                raise StageError(name, exc) from None
+
+        return main.command(name, **kwargs)(inner)
+
+    return wrap
+
+
+class Context:
+    def __init__(self, build_dir: Path, quiet: bool) -> None:
+        self.build_dir = build_dir
+        self.quiet = quiet
+
+    def say(self, message: str) -> None:
+        if not self.quiet:
+            click.echo(message, err=True)
+
+    def read(self, kind: str) -> dict[str, Any]:
+        return read_artifact(self.build_dir, kind)
+
+    def write(self, env: dict[str, Any]) -> Path:
+        path = write_artifact(self.build_dir, env["artifact"], env["data"], env["inputs"])
+        if "source_paths" in env:  # validate also records where its inputs were read from
+            full = {
+                **read_artifact(self.build_dir, env["artifact"]),
+                "source_paths": env["source_paths"],
+            }
+            atomic_write_bytes(path, dumps(full))
+        return path
+
+    @property
+    def store_dir(self) -> Path:
+        return self.build_dir / "store"
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="recallbench")
+@click.option(
+    "--build-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("build"),
+    show_default=True,
+    envvar="RECALLBENCH_BUILD_DIR",
+    help="Where artifacts, stores and reports are written.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
+@click.pass_context
+def main(ctx: click.Context, build_dir: Path, quiet: bool) -> None:
+    """recallbench: retrieval-quality evidence for agent memory stores.
+
+    Run the stages in order (each reads the previous stage's artifact in the build dir):
+    validate, hydrate, query, snapshot-roundtrip, score, report, decide. `run` does all of
+    them in one process.
+    """
+    ctx.obj = Context(build_dir, quiet)
+
+
+@stage_command("validate")
+@click.option(
+    "--corpus",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_CORPUS,
+    show_default=True,
+)
+@click.option(
+    "--queries",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_QUERIES,
+    show_default=True,
+)
+@pass_ctx
+def validate_cmd(ctx: Context, corpus: Path, queries: Path) -> None:
+    """Check the JSONL fixtures; write the normalized suite (suite.json).
+
+    Every problem is printed as FILE:LINE: reason; nothing is written when any is found.
+    """
+    from recallbench.stages.validate import run_validate
+
+    env = run_validate(corpus, queries)
+    path = ctx.write(env)
+    c = env["data"]["counts"]
+    ctx.say(
+        f"wrote {path}: {c['memories']} memories, {c['queries']} queries in {len(c['per_category'])} categories"
+    )
+
+
+@stage_command("hydrate")
+@click.option(
+    "--system", type=click.Choice(SYSTEM_NAMES), default=DEFAULT_SYSTEM, show_default=True
+)
+@pass_ctx
+def hydrate_cmd(ctx: Context, system: str) -> None:
+    """Ingest every corpus memory into a fresh store under BUILD/store (hydrate.json)."""
+    from recallbench.stages.hydrate import run_hydrate
+
+    env = run_hydrate(ctx.read("suite"), ctx.store_dir, system)
+    path = ctx.write(env)
+    t = env["data"]["timing"]
+    ctx.say(
+        f"wrote {path}: {env['data']['records']} records into {ctx.store_dir} ({t['records_per_second']:.0f} records/s)"
+    )
+
+
+@stage_command("query")
+@click.option(
+    "--top-k", type=click.IntRange(min=1), default=5, show_default=True, help="Results per query."
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Latency samples per query (>1 only for latency).",
+)
+@pass_ctx
+def query_cmd(ctx: Context, top_k: int, repeat: int) -> None:
+    """Run every query through the system's production search (runs.json)."""
+    from recallbench.stages.query import run_query
+
+    env = run_query(
+        ctx.read("suite"), ctx.read("hydrate"), ctx.store_dir, top_k=top_k, repeat=repeat
+    )
+    path = ctx.write(env)
+    ctx.say(f"wrote {path}: {len(env['data']['queries'])} queries, top-{top_k}, {repeat} repeat(s)")
+
+
+@stage_command("snapshot-roundtrip")
+@pass_ctx
+def roundtrip_cmd(ctx: Context) -> None:
+    """Snapshot -> verify -> clean hydrate -> query again; check a corrupted copy fails (roundtrip.json)."""
+    from recallbench.stages.roundtrip import run_roundtrip
+
+    env = run_roundtrip(
+        ctx.read("suite"),
+        ctx.read("hydrate"),
+        ctx.read("runs"),
+        ctx.store_dir,
+        ctx.build_dir / "roundtrip",
+    )
+    path = ctx.write(env)
+    eq = env["data"]["equivalence"]
+    cc = env["data"]["corruption_check"]
+    ctx.say(
+        f"wrote {path}: {eq['numerator']}/{eq['denominator']} queries identical after the round trip; "
+        f"corrupted package {'rejected (' + cc['reason'] + ')' if cc['rejected'] else 'ACCEPTED'}"
+    )
+
+
+@stage_command("score")
+@pass_ctx
+def score_cmd(ctx: Context) -> None:
+    """Compute every metric per query, per category and overall (scores.json)."""
+    from recallbench.stages.score import run_score
+
+    env = run_score(ctx.read("suite"), ctx.read("runs"), ctx.read("roundtrip"))
+    path = ctx.write(env)
+    k = env["data"]["top_k"]
+    o = env["data"]["overall"]
+    ctx.say(
+        f"wrote {path}: Recall@{k} {o[f'recall@{k}']['value']:.3f}, nDCG@{k} {o[f'ndcg@{k}']['value']:.3f}"
+    )
+
+
+@stage_command("report")
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Result JSON path [default: BUILD/results.json].",
+)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Markdown path [default: BUILD/report.md].",
+)
+@pass_ctx
+def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> None:
+    """Write the result JSON and the Markdown report."""
+    from recallbench.stages.report import run_report
+
+    result, markdown = run_report(
+        *(ctx.read(k) for k in ("suite", "hydrate", "runs", "roundtrip", "scores"))
+    )
+    output = output or artifact_path(ctx.build_dir, "results")
+    report_path = report_path or ctx.build_dir / "report.md"
+    atomic_write_bytes(output, dumps(result))
+    atomic_write_bytes(report_path, markdown.encode("utf-8"))
+    ctx.say(f"wrote {output} and {report_path}")
+
+
+@stage_command("decide")
+@pass_ctx
+def decide_cmd(ctx: Context) -> None:
+    """Apply the decision rules to the scores; print the recommendation (decision.json)."""
+    from recallbench.stages.decide import run_decide
+
+    env = run_decide(ctx.read("scores"))
+    path = ctx.write(env)
+    d = env["data"]
+    ctx.say(f"wrote {path}")
+    click.echo(f"rule {d['rule']}: {d['recommendation']}")
+
+
+@stage_command("check-baseline")
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_BASELINE,
+    show_default=True,
+)
+@click.option(
+    "--result",
+    "result_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="[default: BUILD/results.json]",
+)
+@pass_ctx
+def check_baseline_cmd(ctx: Context, baseline: Path, result_path: Path | None) -> None:
+    """Compare the normalized result with the committed baseline (exit 3 on any difference)."""
+    from recallbench.baseline import category_table, differences, load_result
+    from recallbench.errors import GateFailed
+
+    result_path = result_path or artifact_path(ctx.build_dir, "results")
+    if not result_path.exists():
+        raise RecallbenchError(f"{result_path}: missing; run `recallbench report` first")
+    base, current = load_result(baseline), load_result(result_path)
+    diffs = differences(base, current)
+    if diffs:
+        click.echo("category-level before -> after:\n" + category_table(base, current), err=True)
+        click.echo("differences:\n" + "\n".join(f"  {d}" for d in diffs), err=True)
+        raise GateFailed(
+            f"result differs from {baseline} in {len(diffs)} place(s); if intended, run `make baseline` "
+            "and explain the change"
+        )
+    ctx.say(f"result matches {baseline}")
+
+
+@stage_command("export-trec")
+@click.option("--tag", default=None, help="Run tag [default: the system name].")
+@pass_ctx
+def export_trec_cmd(ctx: Context, tag: str | None) -> None:
+    """Write BUILD/run.trec and BUILD/qrels.trec for trec_eval-compatible tools."""
+    from recallbench.stages.validate import suite_of
+    from recallbench.trec import write_trec
+
+    suite = suite_of(ctx.read("suite"))
+    runs = ctx.read("runs")["data"]
+    run = [
+        (r["query_id"], [(h["memory_id"], h["score"]) for h in r["hits"]]) for r in runs["queries"]
+    ]
+    qrels = {q.query_id: q.relevance for q in suite.queries}
+    write_trec(
+        ctx.build_dir / "run.trec", ctx.build_dir / "qrels.trec", run, qrels, tag or runs["system"]
+    )
+    ctx.say(f"wrote {ctx.build_dir / 'run.trec'} and {ctx.build_dir / 'qrels.trec'}")
+
+
+@stage_command("run")
+@click.option(
+    "--corpus",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_CORPUS,
+    show_default=True,
+)
+@click.option(
+    "--queries",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_QUERIES,
+    show_default=True,
+)
+@click.option(
+    "--system", type=click.Choice(SYSTEM_NAMES), default=DEFAULT_SYSTEM, show_default=True
+)
+@click.option("--top-k", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True)
+@pass_ctx
+def run_cmd(
+    ctx: Context, corpus: Path, queries: Path, system: str, top_k: int, repeat: int
+) -> None:
+    """Every stage in one process, writing the same artifacts as the separate commands."""
+    from recallbench.pipeline import run_fixture_lane
+
+    out = run_fixture_lane(
+        corpus, queries, ctx.build_dir, top_k=top_k, repeat=repeat, system=system
+    )
+    for env in out.envelopes.values():
+        ctx.write(env)
+    atomic_write_bytes(artifact_path(ctx.build_dir, "results"), dumps(out.result))
+    atomic_write_bytes(ctx.build_dir / "report.md", out.markdown.encode("utf-8"))
+    d = out.result["decision"]
+    ctx.say(f"wrote {ctx.build_dir}/results.json and {ctx.build_dir}/report.md")
+    click.echo(f"rule {d['rule']}: {d['recommendation']}")
+
+
+def _register_longmemeval() -> None:
+    try:
+        from recallbench.longmemeval.cli import longmemeval
+    except ImportError:  # lane not installed in this build
+        return
+    main.add_command(longmemeval, "longmemeval")
+
+
+_register_longmemeval()
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -27,10 +27,22 @@ from recallbench.suite import (
     Suite,
 )
 
-MEMORY_FIELDS = {"memory_id": str, "identifier": str, "fact": str, "importance": float, "tags": list}
+MEMORY_FIELDS = {
+    "memory_id": str,
+    "identifier": str,
+    "fact": str,
+    "importance": float,
+    "tags": list,
+}
 MEMORY_OPTIONAL = {"duplicate_group": str}
 QUERY_FIELDS = {"query_id": str, "category": str, "query": str, "relevance": dict, "notes": str}
-_TYPE_NAMES = {str: "a string", float: "a number", list: "a list", dict: "an object", int: "an integer"}
+_TYPE_NAMES = {
+    str: "a string",
+    float: "a number",
+    list: "a list",
+    dict: "an object",
+    int: "an integer",
+}
 
 
 def iter_jsonl(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -92,11 +104,20 @@ def _check_fields(
     return problems
 
 
+def _id_problems(value: str, name: str, where: str) -> list[str]:
+    """Ids go into TREC run/qrels files: no whitespace, no leading '#'."""
+    if value.strip() and any(ch.isspace() for ch in value):
+        return [f"{where}: field '{name}' {value!r} contains whitespace"]
+    if value.startswith("#"):
+        return [f"{where}: field '{name}' {value!r} starts with '#'"]
+    return []
+
+
 def read_corpus(path: Path, problems: list[str]) -> list[tuple[int, Memory]]:
     """Parse corpus.jsonl; append problems; return the memories that parsed cleanly."""
     memories: list[tuple[int, Memory]] = []
     seen_ids: dict[str, int] = {}
-    seen_content: dict[tuple[str, str], int] = {}
+    seen_content: dict[str, int] = {}
     for number, obj in iter_jsonl(path, problems):
         where = f"{path}:{number}"
         found = _check_fields(obj, MEMORY_FIELDS, MEMORY_OPTIONAL, where)
@@ -104,6 +125,7 @@ def read_corpus(path: Path, problems: list[str]) -> list[tuple[int, Memory]]:
             for name in ("memory_id", "identifier", "fact"):
                 if not obj[name].strip():
                     found.append(f"{where}: field '{name}' is empty")
+            found.extend(_id_problems(obj["memory_id"], "memory_id", where))
             if not 0.0 <= obj["importance"] <= 1.0:
                 found.append(f"{where}: importance {obj['importance']} is outside [0, 1]")
             if not all(isinstance(t, str) and t.strip() for t in obj["tags"]):
@@ -113,9 +135,13 @@ def read_corpus(path: Path, problems: list[str]) -> list[tuple[int, Memory]]:
                 found.append(f"{where}: field 'duplicate_group' is empty")
         if not found:
             mid = obj["memory_id"]
-            key = (obj["identifier"], obj["fact"])
+            # HotMem's content_hash is sha256(f"{identifier}:{fact}"): compare that string,
+            # so ("a:b", "c") and ("a", "b:c") are caught as the same memory too.
+            key = f"{obj['identifier']}:{obj['fact']}"
             if mid in seen_ids:
-                found.append(f"{where}: duplicate memory_id '{mid}' (first on line {seen_ids[mid]})")
+                found.append(
+                    f"{where}: duplicate memory_id '{mid}' (first on line {seen_ids[mid]})"
+                )
             elif key in seen_content:
                 found.append(
                     f"{where}: same identifier and fact as line {seen_content[key]} "
@@ -156,22 +182,37 @@ def read_queries(
             for name in ("query_id", "query"):
                 if not obj[name].strip():
                     found.append(f"{where}: field '{name}' is empty")
+            found.extend(_id_problems(obj["query_id"], "query_id", where))
             category = obj["category"]
             if category not in CATEGORIES:
-                found.append(f"{where}: unknown category '{category}' (expected one of: {', '.join(CATEGORIES)})")
+                found.append(
+                    f"{where}: unknown category '{category}' (expected one of: {', '.join(CATEGORIES)})"
+                )
             for mid, grade in obj["relevance"].items():
-                if isinstance(grade, bool) or not isinstance(grade, int) or not 0 <= grade <= MAX_GRADE:
-                    found.append(f"{where}: relevance grade for '{mid}' must be an integer 0-{MAX_GRADE}, got {grade!r}")
+                if (
+                    isinstance(grade, bool)
+                    or not isinstance(grade, int)
+                    or not 0 <= grade <= MAX_GRADE
+                ):
+                    found.append(
+                        f"{where}: relevance grade for '{mid}' must be an integer 0-{MAX_GRADE}, got {grade!r}"
+                    )
                 elif memory_ids is not None and mid not in memory_ids:
                     found.append(f"{where}: relevance references unknown memory '{mid}'")
             if category == NEGATIVE_CATEGORY and obj["relevance"]:
-                found.append(f"{where}: a {NEGATIVE_CATEGORY} query must have an empty relevance object")
+                found.append(
+                    f"{where}: a {NEGATIVE_CATEGORY} query must have an empty relevance object"
+                )
             elif (
                 category in CATEGORIES
                 and category != NEGATIVE_CATEGORY
-                and not any(isinstance(g, int) and g >= RELEVANT_GRADE for g in obj["relevance"].values())
+                and not any(
+                    isinstance(g, int) and g >= RELEVANT_GRADE for g in obj["relevance"].values()
+                )
             ):
-                found.append(f"{where}: a {category} query needs at least one memory graded {RELEVANT_GRADE} or {MAX_GRADE}")
+                found.append(
+                    f"{where}: a {category} query needs at least one memory graded {RELEVANT_GRADE} or {MAX_GRADE}"
+                )
             qid = obj["query_id"]
             if qid in seen_ids:
                 found.append(f"{where}: duplicate query_id '{qid}' (first on line {seen_ids[qid]})")

@@ -88,6 +88,9 @@ class System(Protocol):
     def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> Store:
         """A fresh, empty store inside `directory` (which must not hold one already)."""
 
+    def attach(self, directory: Path) -> Store:
+        """Reopen the store a previous `open_store` left in `directory`."""
+
     def snapshot(self, store: Store, package_dir: Path) -> PackageInfo: ...
 
     def verify(self, package_dir: Path, work_dir: Path) -> int:

@@ -29,7 +29,6 @@ from hotmem.rerank import MMRReranker
 
 from recallbench.systems.base import (
     Hit,
-    MissingVector,
     PackageInfo,
     SnapshotRejected,
     StoreRecord,
@@ -183,7 +182,9 @@ class HotMemSystem:
         path = directory / DB_NAME
         if path.exists():
             raise FileExistsError(f"{path}: a store already exists here")
-        embedder = self.embedder if vectors is None else _CachedEmbedder(self.embedder.descriptor, vectors)
+        embedder = (
+            self.embedder if vectors is None else _CachedEmbedder(self.embedder.descriptor, vectors)
+        )
         with self._inside():
             db = MemoryDB(path)
         silence_hotmem_tracing()
@@ -191,6 +192,15 @@ class HotMemSystem:
 
     def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> HotMemStore:
         return self._open(directory, vectors)
+
+    def attach(self, directory: Path) -> HotMemStore:
+        path = Path(directory) / DB_NAME
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no HotMem store here")
+        with self._inside():
+            db = MemoryDB(path)
+        silence_hotmem_tracing()
+        return HotMemStore(self, db, self.embedder)
 
     def snapshot(self, store: HotMemStore, package_dir: Path) -> PackageInfo:
         with self._inside():

@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Evaluate retrieval quality in one process: every stage chained, nothing left behind.
+
+    python scripts/retrieval_eval.py [--corpus PATH] [--queries PATH] [--output r.json]
+                                     [--report r.md] [--top-k 5] [--repeat 1]
+    python scripts/retrieval_eval.py --longmemeval longmemeval_s.json [--cache DIR] ...
+
+The store lives in a temporary directory that is removed at the end; only the paths given
+with --output, --report and --write-baseline are written. Exit codes: 0 ok, 1 bad input or
+evaluator error (one line on stderr), 2 usage error, 3 result differs from --check-baseline.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from recallbench.artifacts import atomic_write_bytes, dumps
+from recallbench.errors import GateFailed, RecallbenchError, ValidationFailed
+from recallbench.systems import DEFAULT_SYSTEM, SYSTEM_NAMES
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "benchmarks" / "retrieval"
+
+
+def _summary(result: dict) -> str:
+    k = result["run"]["top_k"]
+    o = result["metrics"]["overall"]
+    d = result["decision"]
+    eq = result["roundtrip"]["equivalence"]
+
+    def v(name: str) -> str:
+        x = o[name]["value"]
+        return "n/a" if x is None else f"{x:.3f}"
+
+    return (
+        f"Recall@1 {v('recall@1')}  Recall@{k} {v(f'recall@{k}')}  MRR@{k} {v(f'mrr@{k}')}  "
+        f"nDCG@{k} {v(f'ndcg@{k}')}  round-trip {eq['numerator']}/{eq['denominator']} identical\n"
+        f"rule {d['rule']}: {d['recommendation']}"
+    )
+
+
+def _fixture_lane(
+    corpus: Path,
+    queries: Path,
+    output: Path | None,
+    report: Path | None,
+    top_k: int,
+    repeat: int,
+    system: str,
+    write_baseline: Path | None,
+    check_baseline: Path | None,
+) -> None:
+    from recallbench.baseline import category_table, differences, load_result
+    from recallbench.pipeline import run_fixture_lane
+    from recallbench.stages.report import normalize
+
+    with tempfile.TemporaryDirectory(prefix="recallbench-") as work:
+        out = run_fixture_lane(
+            corpus, queries, Path(work), top_k=top_k, repeat=repeat, system=system
+        )
+    if output:
+        atomic_write_bytes(output, dumps(out.result))
+    if report:
+        atomic_write_bytes(report, out.markdown.encode("utf-8"))
+    if write_baseline:
+        atomic_write_bytes(write_baseline, dumps(normalize(out.result)))
+        click.echo(f"wrote baseline {write_baseline}", err=True)
+    click.echo(_summary(out.result))
+    if check_baseline:
+        base = load_result(check_baseline)
+        diffs = differences(base, out.result)
+        if diffs:
+            click.echo(
+                "category-level before -> after:\n" + category_table(base, out.result), err=True
+            )
+            click.echo("differences:\n" + "\n".join(f"  {d}" for d in diffs), err=True)
+            raise GateFailed(f"result differs from {check_baseline} in {len(diffs)} place(s)")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--corpus",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=FIXTURES / "corpus.jsonl",
+    show_default=True,
+)
+@click.option(
+    "--queries",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=FIXTURES / "queries.jsonl",
+    show_default=True,
+)
+@click.option(
+    "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the result JSON here."
+)
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the Markdown report here.",
+)
+@click.option("--top-k", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Latency samples per query; >1 only for latency.",
+)
+@click.option(
+    "--system", type=click.Choice(SYSTEM_NAMES), default=DEFAULT_SYSTEM, show_default=True
+)
+@click.option(
+    "--write-baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the normalized result (the committed baseline's form) here.",
+)
+@click.option(
+    "--check-baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Exit 3 when the normalized result differs from this baseline.",
+)
+@click.option(
+    "--longmemeval",
+    "longmemeval_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Run the LongMemEval lane on this data file instead of the fixtures.",
+)
+@click.option(
+    "--cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="LongMemEval: embedding cache made by `recallbench longmemeval prep`.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="LongMemEval: parallel worker processes.",
+)
+@click.option(
+    "--session-text",
+    type=click.Choice(["user", "all"]),
+    default="user",
+    show_default=True,
+    help="LongMemEval: user turns only (official) or every turn.",
+)
+@click.option(
+    "--build-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=ROOT / "build",
+    show_default=True,
+    help="LongMemEval: where its artifacts go.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+def main(
+    corpus,
+    queries,
+    output,
+    report,
+    top_k,
+    repeat,
+    system,
+    write_baseline,
+    check_baseline,
+    longmemeval_file,
+    cache,
+    workers,
+    session_text,
+    build_dir,
+    quiet,
+) -> None:
+    """Run every retrieval-evaluation stage in-process and print the headline figures."""
+    try:
+        if longmemeval_file:
+            from recallbench.longmemeval.pipeline import run_lane
+
+            run_lane(
+                longmemeval_file,
+                build_dir=build_dir,
+                cache_dir=cache,
+                workers=workers,
+                session_text=session_text,
+                output=output,
+                report=report,
+                quiet=quiet,
+            )
+        else:
+            _fixture_lane(
+                corpus,
+                queries,
+                output,
+                report,
+                top_k,
+                repeat,
+                system,
+                write_baseline,
+                check_baseline,
+            )
+    except ValidationFailed as exc:
+        for problem in exc.problems:
+            click.echo(problem, err=True)
+        click.echo(
+            f"retrieval_eval: error: {len(exc.problems)} problem(s) in the fixtures", err=True
+        )
+        sys.exit(exc.exit_code)
+    except RecallbenchError as exc:
+        click.echo(f"retrieval_eval: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Compare a run's normalized result with the committed baseline.
+
+The baseline (benchmarks/retrieval/baseline.json) is `report.normalize(result)` of a run of
+the unchanged system: no timestamps, timings, paths, host or commit data. Any difference in
+ordered ids, grades, scores, metrics, round-trip equivalence or decision is a mismatch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from recallbench.errors import RecallbenchError
+from recallbench.stages.report import RESULT_SCHEMA, normalize
+
+DEFAULT_BASELINE = Path("benchmarks/retrieval/baseline.json")
+
+
+def load_result(path: Path) -> dict[str, Any]:
+    """Read a result or baseline document, checking its schema name."""
+    try:
+        doc = orjson.loads(Path(path).read_bytes())
+    except FileNotFoundError:
+        raise RecallbenchError(f"{path}: not found") from None
+    except orjson.JSONDecodeError as exc:
+        raise RecallbenchError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != RESULT_SCHEMA:
+        raise RecallbenchError(f"{path}: not a {RESULT_SCHEMA} document")
+    return doc
+
+
+def _diff(a: Any, b: Any, path: str, out: list[str], limit: int = 40) -> None:
+    if len(out) >= limit:
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            if key not in a:
+                out.append(f"{path}.{key}: added")
+            elif key not in b:
+                out.append(f"{path}.{key}: removed")
+            else:
+                _diff(a[key], b[key], f"{path}.{key}", out, limit)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _diff(x, y, f"{path}[{i}]", out, limit)
+    elif a != b:
+        out.append(f"{path}: {a!r} -> {b!r}")
+
+
+def differences(baseline: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    """Paths that differ between the normalized baseline and the normalized result."""
+    out: list[str] = []
+    _diff(normalize(baseline), normalize(result), "$", out)  # normalize is idempotent
+    return out
+
+
+def category_table(baseline: dict[str, Any], result: dict[str, Any]) -> str:
+    """Category-level before/after values for every metric, as aligned text."""
+    names = result["run"]["metrics"]
+    rows = []
+    for cat in ["overall", *result["metrics"]["per_category"]]:
+        before = (
+            baseline["metrics"]["overall"]
+            if cat == "overall"
+            else baseline["metrics"]["per_category"].get(cat, {})
+        )
+        after = (
+            result["metrics"]["overall"]
+            if cat == "overall"
+            else result["metrics"]["per_category"][cat]
+        )
+        for n in names:
+            b = (before.get(n) or {}).get("value")
+            a = (after.get(n) or {}).get("value")
+            if a != b:
+                rows.append(f"  {cat:<32} {n:<26} {_num(b):>8} -> {_num(a):>8}")
+    return "\n".join(rows) if rows else "  (no metric changed; ids, scores or other fields did)"
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4f}"
