@@ -33,8 +33,9 @@ def search_all(
     """Run every query `repeat` times; return per-query rows and latencies in ms.
 
     Raises RecallbenchError when repeats of one query disagree (a nondeterministic system).
-    Each row also carries `full_ranking`: ids of an untimed search over the whole store, used
-    only to explain misses (where a relevant memory ranked when it was not in the top-k).
+    Each row also carries `full_ranking`: for a query that misses a relevant memory, the ids of
+    an untimed search over the whole store (to say where the missed memory ranked); otherwise
+    the top-k ids.
     """
     depth = store.count()
     rows, latencies = [], {}
@@ -51,13 +52,20 @@ def search_all(
                 raise RecallbenchError(
                     f"query {q.query_id}: results differ between repeats; the system is not deterministic"
                 )
-        full = [h.memory_id for h in store.search(q.query, depth)] if depth > top_k else None
+        top_ids = [h.memory_id for h in first or []]
+        # Only a query that misses a relevant memory needs the deeper, untimed diagnostic search.
+        missing = q.relevant_ids - set(top_ids)
+        full = (
+            [h.memory_id for h in store.search(q.query, depth)]
+            if missing and depth > top_k
+            else top_ids
+        )
         rows.append(
             {
                 "query_id": q.query_id,
                 "category": q.category,
                 "hits": hits_to_rows(first or [], q.relevance),
-                "full_ranking": full if full is not None else [h.memory_id for h in first or []],
+                "full_ranking": full,
             }
         )
         latencies[q.query_id] = samples

@@ -140,13 +140,18 @@ class HotMemSystem:
         self._seconds_inside = 0.0
         silence_hotmem_tracing()
 
+    #: wall time inside HotMem calls by every instance in this process (for overhead figures)
+    process_seconds_inside = 0.0
+
     @contextlib.contextmanager
     def _inside(self) -> Iterator[None]:
         start = time.perf_counter()
         try:
             yield
         finally:
-            self._seconds_inside += time.perf_counter() - start
+            elapsed = time.perf_counter() - start
+            self._seconds_inside += elapsed
+            HotMemSystem.process_seconds_inside += elapsed
 
     def seconds_inside(self) -> float:
         return self._seconds_inside
