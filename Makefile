@@ -25,6 +25,7 @@ eval: $(STAMP)
 	$(RB) score
 	$(RB) report
 	$(RB) decide
+	$(RB) export-trec
 	$(RB) check-baseline
 	@echo "results: $(BUILD)/results.json  report: $(BUILD)/report.md  decision: $(BUILD)/decision.json"
 
