@@ -1,0 +1,343 @@
+"""Stream a LongMemEval file one instance at a time, check every record, name the release.
+
+The files are one JSON array of question objects; the M file is ~2.7 GB, so nothing here
+loads a whole file: `DataFile.instances()` parses with ijson (its C backend when present)
+and yields one checked `Instance` at a time, while a hashing reader computes the file's
+sha256 on the same pass (and feeds an optional byte progress bar). After the stream is
+exhausted `DataFile.sha256` holds the digest, and `identify()` names the release.
+
+A malformed record stops the stream with a one-line `RecallbenchError` naming the file,
+the record's index in the array (0-based, ``record[17]``), its question id when readable
+and the field path, e.g.::
+
+    data.json: record[17] (question_id 'e47becba'): field 'haystack_sessions' must be a list
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import ijson
+import orjson
+
+from recallbench.errors import RecallbenchError
+
+try:  # the C backend is ~10x faster; fall back to whatever ijson picked
+    import ijson.backends.yajl2_c as _ijson_backend
+except ImportError:  # pragma: no cover - depends on the platform's wheel
+    _ijson_backend = ijson
+
+#: sha256 -> what the file is. Only files whose digests are published in the project's
+#: reference notes are listed; any other file is "unknown" and gets a warning.
+KNOWN_RELEASES: dict[str, dict[str, Any]] = {
+    "821a2034d219ab45846873dd14c14f12cfe7776e73527a483f9dac095d38620c": {
+        "file": "longmemeval_oracle.json",
+        "release": "cleaned",
+        "shape": "oracle",
+        "size_bytes": 15_388_478,
+    },
+    "d6f21ea9d60a0d56f34a05b609c79c88a451d2ae03597821ea3d5a9678c3a442": {
+        "file": "longmemeval_s_cleaned.json",
+        "release": "cleaned",
+        "shape": "s",
+        "size_bytes": 277_383_467,
+    },
+}
+
+#: Suffix of the sidecar the generator writes next to a synthetic file.
+GENERATED_SIDECAR_SUFFIX = ".generated.json"
+
+ROLES = ("user", "assistant")
+READ_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: str
+    content: str
+    #: None when the turn has no ``has_answer`` key (non-evidence sessions in cleaned files)
+    has_answer: bool | None
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One checked LongMemEval record. Session lists are parallel."""
+
+    index: int
+    question_id: str
+    question_type: str
+    question: str
+    question_date: str | None
+    session_ids: tuple[str, ...]
+    sessions: tuple[tuple[Turn, ...], ...]
+    dates: tuple[str, ...] | None
+    #: None when the record has no ``answer_session_ids`` key
+    answer_session_ids: tuple[str, ...] | None
+
+
+class _HashingReader:
+    """A binary file wrapper that hashes (and reports) every byte the parser reads."""
+
+    def __init__(self, handle: BinaryIO, progress: Callable[[int], Any] | None) -> None:
+        self._handle = handle
+        self._progress = progress
+        self.digest = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self._handle.read(size)
+        if chunk:
+            self.digest.update(chunk)
+            if self._progress is not None:
+                self._progress(len(chunk))
+        return chunk
+
+    def drain(self) -> None:
+        """Hash whatever the parser did not need to read (trailing whitespace)."""
+        while self.read(READ_CHUNK):
+            pass
+
+
+def _fail(path: Path, index: int, qid: Any, message: str) -> RecallbenchError:
+    who = f" (question_id {qid!r})" if isinstance(qid, str) else ""
+    return RecallbenchError(f"{path}: record[{index}]{who}: {message}")
+
+
+def _type_name(value: Any) -> str:
+    return {
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
+
+
+def check_record(raw: Any, index: int, path: Path) -> Instance:
+    """Check one raw record against the LongMemEval schema; return it as an `Instance`."""
+    if not isinstance(raw, dict):
+        raise _fail(path, index, None, f"must be an object, not {_type_name(raw)}")
+    qid = raw.get("question_id")
+
+    def need(name: str, kind: type | tuple[type, ...], what: str, *, optional: bool = False) -> Any:
+        if name not in raw:
+            if optional:
+                return None
+            raise _fail(path, index, qid, f"field '{name}' is missing")
+        value = raw[name]
+        if not isinstance(value, kind):
+            raise _fail(path, index, qid, f"field '{name}' must be {what}, not {_type_name(value)}")
+        return value
+
+    question_id = need("question_id", str, "a string")
+    if not question_id:
+        raise _fail(path, index, qid, "field 'question_id' must not be empty")
+    question_type = need("question_type", str, "a string")
+    question = need("question", str, "a string")
+    question_date = need("question_date", str, "a string", optional=True)
+    if "answer" in raw and not isinstance(raw["answer"], str | int | float | list):
+        raise _fail(
+            path,
+            index,
+            qid,
+            f"field 'answer' must be a string or a number, not {_type_name(raw['answer'])}",
+        )
+    session_ids = need("haystack_session_ids", list, "a list")
+    sessions = need("haystack_sessions", list, "a list")
+    dates = need("haystack_dates", list, "a list", optional=True)
+    answer_ids = need("answer_session_ids", list, "a list", optional=True)
+
+    for i, sid in enumerate(session_ids):
+        if not isinstance(sid, str) or not sid:
+            raise _fail(
+                path, index, qid, f"field 'haystack_session_ids[{i}]' must be a non-empty string"
+            )
+    if len(sessions) != len(session_ids):
+        raise _fail(
+            path,
+            index,
+            qid,
+            f"field 'haystack_sessions' has {len(sessions)} sessions but "
+            f"'haystack_session_ids' has {len(session_ids)}",
+        )
+    if dates is not None:
+        if len(dates) != len(session_ids):
+            raise _fail(
+                path,
+                index,
+                qid,
+                f"field 'haystack_dates' has {len(dates)} dates but "
+                f"'haystack_session_ids' has {len(session_ids)}",
+            )
+        for i, date in enumerate(dates):
+            if not isinstance(date, str):
+                raise _fail(path, index, qid, f"field 'haystack_dates[{i}]' must be a string")
+    if answer_ids is not None:
+        for i, sid in enumerate(answer_ids):
+            if not isinstance(sid, str) or not sid:
+                raise _fail(
+                    path, index, qid, f"field 'answer_session_ids[{i}]' must be a non-empty string"
+                )
+
+    checked: list[tuple[Turn, ...]] = []
+    for s, session in enumerate(sessions):
+        if not isinstance(session, list):
+            raise _fail(
+                path,
+                index,
+                qid,
+                f"field 'haystack_sessions[{s}]' must be a list of turns, not {_type_name(session)}",
+            )
+        turns = []
+        for t, turn in enumerate(session):
+            where = f"haystack_sessions[{s}][{t}]"
+            if not isinstance(turn, dict):
+                raise _fail(
+                    path, index, qid, f"field '{where}' must be an object, not {_type_name(turn)}"
+                )
+            role = turn.get("role")
+            if role not in ROLES:
+                raise _fail(
+                    path,
+                    index,
+                    qid,
+                    f"field '{where}.role' must be 'user' or 'assistant', not {role!r}",
+                )
+            content = turn.get("content")
+            if not isinstance(content, str):
+                raise _fail(
+                    path,
+                    index,
+                    qid,
+                    f"field '{where}.content' must be a string, not {_type_name(content)}",
+                )
+            has_answer = turn.get("has_answer")
+            if has_answer is not None and not isinstance(has_answer, bool):
+                raise _fail(
+                    path,
+                    index,
+                    qid,
+                    f"field '{where}.has_answer' must be a boolean, not {_type_name(has_answer)}",
+                )
+            turns.append(Turn(role, content, has_answer))
+        checked.append(tuple(turns))
+
+    return Instance(
+        index=index,
+        question_id=question_id,
+        question_type=question_type,
+        question=question,
+        question_date=question_date,
+        session_ids=tuple(session_ids),
+        sessions=tuple(checked),
+        dates=tuple(dates) if dates is not None else None,
+        answer_session_ids=tuple(answer_ids) if answer_ids is not None else None,
+    )
+
+
+def _first_byte(path: Path) -> bytes:
+    with open(path, "rb") as handle:
+        head = handle.read(4096)
+    head = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    return head[:1]
+
+
+class DataFile:
+    """A LongMemEval file on disk, read as a stream."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise RecallbenchError(f"{self.path}: no such file")
+        self.size = self.path.stat().st_size
+        self.sha256: str | None = None
+        self.records = 0
+
+    def instances(self, progress: Callable[[int], Any] | None = None) -> Iterator[Instance]:
+        """Yield every record, checked, in file order; set `sha256` when exhausted.
+
+        `progress` is called with the number of bytes read, chunk by chunk.
+        """
+        first = _first_byte(self.path)
+        if first != b"[":
+            found = "an empty file" if not first else f"{first.decode(errors='replace')!r}"
+            raise RecallbenchError(
+                f"{self.path}: expected a JSON array of question objects, found {found}"
+            )
+        index = -1
+        with open(self.path, "rb") as handle:
+            reader = _HashingReader(handle, progress)
+            try:
+                for index, raw in enumerate(  # noqa: B007 - index is reported on errors
+                    _ijson_backend.items(reader, "item", use_float=True, buf_size=READ_CHUNK)
+                ):
+                    yield check_record(raw, index, self.path)
+            except ijson.JSONError as exc:
+                where = f"after record[{index}]" if index >= 0 else "before the first record"
+                raise RecallbenchError(f"{self.path}: invalid JSON {where}: {exc}") from None
+            reader.drain()
+        if index < 0:
+            raise RecallbenchError(f"{self.path}: the array holds no records")
+        self.records = index + 1
+        self.sha256 = reader.digest.hexdigest()
+
+
+def identify(path: Path, sha256: str) -> dict[str, Any]:
+    """What the file is: a known release, synthetic data from our generator, or unknown.
+
+    {"known": bool, "label": "...", "release": ... } - `label` is the human sentence.
+    """
+    release = KNOWN_RELEASES.get(sha256)
+    if release is not None:
+        return {
+            "kind": "release",
+            "known": True,
+            **release,
+            "label": f"{release['file']} ({release['release']} release, sha256 matches)",
+        }
+    sidecar = Path(str(path) + GENERATED_SIDECAR_SUFFIX)
+    if sidecar.is_file():
+        try:
+            meta = orjson.loads(sidecar.read_bytes())
+        except orjson.JSONDecodeError:
+            meta = None
+        if isinstance(meta, dict) and meta.get("sha256") == sha256:
+            params = meta.get("parameters", {})
+            return {
+                "kind": "synthetic",
+                "known": True,
+                "generator": meta.get("generator"),
+                "parameters": params,
+                "label": (
+                    "synthetic data from the recallbench generator "
+                    f"(shape {params.get('shape')}, {params.get('questions')} questions, "
+                    f"seed {params.get('seed')}) - not LongMemEval"
+                ),
+            }
+    return {
+        "kind": "unknown",
+        "known": False,
+        "label": "unknown file (sha256 matches no known LongMemEval release)",
+    }
+
+
+def stderr_log(message: str) -> None:
+    """Default sink for the lane's notices: one line on stderr."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def progress_enabled(quiet: bool) -> bool:
+    """Progress bars only on an interactive stderr, never with --quiet or NO_PROGRESS."""
+    return not quiet and sys.stderr.isatty() and not os.environ.get("NO_PROGRESS")
+
+
+def describe_file(path: Path, sha256: str, size: int) -> dict[str, Any]:
+    """The data file as artifacts record it: name (never the full path), size, sha256."""
+    return {"name": Path(path).name, "size_bytes": size, "sha256": sha256}

@@ -1,0 +1,119 @@
+"""What a worker does: per-question hydrate + query, and prep's embedding batches.
+
+Worker-local state (the system under test and, when given, the vector cache) is built once
+per worker by `init_worker`; tasks are module-level functions of plain data, so any
+executor (serial, process pool, Ray, Dask) can run them.
+
+A question's task never sees a dataset session id, a question id or the gold: its item is
+``{"index", "question", "documents": [(opaque memory id, text), ...]}``. It opens a fresh
+store in its own directory, ingests the documents through the system's normal insert
+path, runs the system's search once, closes the store and deletes the directory, and
+returns the ranked opaque ids with their scores.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from recallbench.errors import RecallbenchError
+from recallbench.longmemeval.cache import VectorCache, pack_vectors
+from recallbench.longmemeval.pairs import STORE_IDENTIFIER
+from recallbench.systems import get_system
+from recallbench.systems.base import StoreRecord
+
+_STATE: dict[str, Any] = {}
+
+
+class TaskFailed(RecallbenchError):
+    """A worker's failure, carried to the parent as one picklable line."""
+
+
+def init_worker(config: dict[str, Any]) -> None:
+    """Build this worker's system (and open the vector cache when `config` names one).
+
+    config: {"system": name, "work_dir": str | None, "cache": None | {"directory",
+    "embedder_identity", "data_sha256", "session_text"}, "keep_stores": bool}
+    """
+    close_worker()
+    system = get_system(config["system"])
+    cache = None
+    if config.get("cache"):
+        spec = config["cache"]
+        # the parent verified the files' sha256 once; workers check sizes and identity
+        cache = VectorCache.open(
+            Path(spec["directory"]),
+            embedder_identity=spec["embedder_identity"],
+            data_sha256=spec["data_sha256"],
+            session_text=spec["session_text"],
+            verify_files=False,
+        )
+    _STATE.update(
+        system=system,
+        cache=cache,
+        work_dir=config.get("work_dir"),
+        keep_stores=bool(config.get("keep_stores")),
+    )
+
+
+def close_worker() -> None:
+    cache = _STATE.get("cache")
+    if cache is not None:
+        cache.close()
+    _STATE.clear()
+
+
+def run_question(item: dict[str, Any]) -> dict[str, Any]:
+    """Fresh store -> ingest -> one search -> delete; the ranked opaque ids and scores."""
+    started = time.perf_counter()
+    system = _STATE["system"]
+    cache: VectorCache | None = _STATE["cache"]
+    inside_before = system.seconds_inside()
+    closing = 0.0
+    directory = Path(tempfile.mkdtemp(prefix=f"q{item['index']:06d}-", dir=_STATE["work_dir"]))
+    try:
+        store = system.open_store(directory, vectors=cache.lookup if cache is not None else None)
+        try:
+            records = [
+                StoreRecord(memory_id, STORE_IDENTIFIER, text)
+                for memory_id, text in item["documents"]
+            ]
+            store.ingest(records)
+            hits = store.search(item["question"], item["top_k"])
+        finally:
+            # closing checkpoints SQLite's WAL into the database file: the system's own
+            # work, which the seam does not time, so it is timed (and counted) here
+            close_start = time.perf_counter()
+            store.close()
+            closing = time.perf_counter() - close_start
+    except RecallbenchError as exc:
+        raise TaskFailed(f"question #{item['index']}: {exc}") from None
+    finally:
+        if not _STATE["keep_stores"]:
+            shutil.rmtree(directory, ignore_errors=True)
+    return {
+        "index": item["index"],
+        "hits": [[hit.memory_id, hit.score] for hit in hits],
+        "rows": len(item["documents"]),
+        "seconds_inside": system.seconds_inside() - inside_before + closing,
+        "seconds_close": closing,
+        "seconds_task": time.perf_counter() - started,
+    }
+
+
+def embed_batch(texts: list[str]) -> dict[str, Any]:
+    """Prep: embed texts with the system's own embedder; float32 bytes, row after row."""
+    started = time.perf_counter()
+    system = _STATE["system"]
+    inside_before = system.seconds_inside()
+    vectors = system.embed_texts(texts)
+    dimension = len(vectors[0]) if vectors else 0
+    return {
+        "blob": pack_vectors(vectors),
+        "dimension": dimension,
+        "seconds_inside": system.seconds_inside() - inside_before,
+        "seconds_task": time.perf_counter() - started,
+    }
