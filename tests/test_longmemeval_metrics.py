@@ -1,0 +1,85 @@
+"""Official LongMemEval metrics re-implemented: hand calculations, quirks, no-gold cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from recallbench.longmemeval import official_metrics as om
+from recallbench.longmemeval.stages import question_metrics
+from recallbench.metrics import recall_at_k
+
+
+def test_dcg_rank_one_and_two_are_both_undiscounted() -> None:
+    assert om.dcg([1, 1], 2) == 2.0  # textbook DCG would give 1 + 1/log2(3)
+    assert om.dcg([0, 1], 2) == 1.0  # rank 2 discount is log2(2) = 1
+    assert om.dcg([0, 0, 1], 3) == pytest.approx(1 / math.log2(3))  # rank 3: log2(3)
+    assert om.dcg([0, 0, 0, 1], 4) == pytest.approx(0.5)  # rank 4: log2(4)
+    assert om.dcg([1, 1, 1], 2) == 2.0  # cut at k
+    assert om.dcg([], 10) == 0.0
+
+
+def test_ndcg_hand_calculation() -> None:
+    corpus = ["x", "a", "y", "b", "z"]
+    ranking = [0, 1, 2, 3, 4]  # x a y b z
+    # rel = [0, 1, 0, 1]: DCG = 0 + 1/log2(2) + 0 + 1/log2(4) = 1.5; IDCG = 1 + 1 = 2
+    assert om.ndcg(ranking, {"a", "b"}, corpus, k=4) == pytest.approx(0.75)
+    # k = 2: DCG = 1, IDCG = 2
+    assert om.ndcg(ranking, {"a", "b"}, corpus, k=2) == pytest.approx(0.5)
+    # gold at rank 2 alone scores a perfect 1.0 at k=2 with the official discount
+    assert om.ndcg([1, 0], {"a"}, corpus, k=2) == 1.0
+    assert om.ndcg([0, 1], {"a"}, corpus, k=2) == 1.0  # rank 2 == rank 1: the quirk
+
+
+def test_ideal_dcg_counts_only_gold_in_the_corpus() -> None:
+    corpus = ["a", "x"]
+    # "b" is gold but not in the corpus: IDCG = 1 (only "a"), so a at rank 1 is perfect
+    assert om.ndcg([0, 1], {"a", "b"}, corpus, k=2) == 1.0
+
+
+def test_recall_any_all_hand_calculation() -> None:
+    corpus = ["x", "a", "y", "b"]
+    assert om.evaluate_retrieval([0, 1, 2, 3], {"a", "b"}, corpus, k=1) == (0.0, 0.0, 0.0)
+    any_, all_, ndcg = om.evaluate_retrieval([0, 1, 2, 3], {"a", "b"}, corpus, k=2)
+    assert (any_, all_) == (1.0, 0.0) and ndcg == pytest.approx(0.5)
+    any_, all_, _ = om.evaluate_retrieval([0, 1, 2, 3], {"a", "b"}, corpus, k=4)
+    assert (any_, all_) == (1.0, 1.0)
+
+
+def test_no_gold_behaviour_is_the_official_one() -> None:
+    # any([]) = 0, all([]) = 1, IDCG = 0 -> nDCG 0
+    assert om.evaluate_retrieval([0, 1], set(), ["x", "y"], k=2) == (0.0, 1.0, 0.0)
+    assert om.evaluate_ids(["x", "y"], [], k=2) == (0.0, 1.0, 0.0)
+    assert om.recall_fraction(["x"], [], 1) is None
+
+
+def test_evaluate_ids_equals_index_form() -> None:
+    corpus = ["s1", "s2", "s3", "s4", "s5"]
+    ranked = ["s3", "s1", "s5", "s2", "s4"]
+    gold = {"s1", "s4"}
+    for k in (1, 2, 3, 5):
+        by_index = om.evaluate_retrieval([corpus.index(s) for s in ranked], gold, corpus, k)
+        assert om.evaluate_ids(ranked, gold, k, corpus=corpus) == by_index
+        assert om.evaluate_ids(ranked, gold, k) == by_index  # corpus = ranked + gold
+    with pytest.raises(ValueError, match="not in the corpus"):
+        om.evaluate_ids(["zz"], gold, 1, corpus=corpus)
+
+
+def test_fractional_recall_sits_between_any_and_all() -> None:
+    ranked = ["a", "x", "y", "b", "c"]
+    gold = ["a", "b", "c"]
+    assert om.recall_fraction(ranked, gold, 1) == pytest.approx(1 / 3)
+    assert om.recall_fraction(ranked, gold, 4) == pytest.approx(2 / 3)
+    assert om.recall_fraction(ranked, gold, 5) == 1.0
+    # same as the project's recall_at_k with gold graded relevant
+    ratio = recall_at_k(ranked, {g: 2 for g in gold}, 4)
+    assert ratio is not None and ratio.value == pytest.approx(2 / 3)
+
+
+def test_question_metrics_row() -> None:
+    row = question_metrics(["x", "a", "y", "b"], ["a", "b"], (1, 5, 10))
+    assert row["recall@1"] == 0.0 and row["recall_any@1"] == 0.0
+    assert row["recall@5"] == 1.0 and row["recall_all@5"] == 1.0
+    assert row["ndcg_any@5"] == pytest.approx(0.75)
+    assert row["gold_found@5"] == 2
