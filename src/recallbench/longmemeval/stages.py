@@ -66,6 +66,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "longmemeval-results": ("results.json", "recallbench longmemeval report"),
 }
 TIMING = "timing.json"
+PREP_TIMING = "prep_timing.json"
 REPORT_MD = "report.md"
 FALLBACK_CAVEAT = (
     "gold for some questions was aggregated from turn-level has_answer labels (no "
@@ -412,17 +413,19 @@ def prep(
         f"{cache_dir}: {manifest['count']} vectors ({identity}, --session-text {session_text}) "
         f"in {wall:.1f} s"
     )
-    return {
-        "manifest": manifest,
-        "timing": {
-            "label": "local diagnostic: wall time on this machine, not a result",
-            "workers": workers,
-            "wall_seconds": wall,
-            "seconds_inside_system": inside,
-            "seconds_in_tasks": task_seconds,
-            "texts_embedded": manifest["count"],
-        },
+    timing = {
+        "label": "local diagnostic: wall time on this machine, not a result",
+        "workers": workers,
+        "questions": counts["questions"],
+        "wall_seconds": wall,
+        "seconds_inside_system": inside,
+        "seconds_in_tasks": task_seconds,
+        "texts_embedded": manifest["count"],
+        "harness_overhead_in_tasks": (task_seconds - inside) / inside if inside else None,
+        "harness_overhead_end_to_end": (wall * workers - inside) / inside if inside else None,
     }
+    atomic_write_bytes(lane_dir(build_dir) / PREP_TIMING, dumps(timing))
+    return {"manifest": manifest, "timing": timing}
 
 
 # -- run (hydrate + query) --------------------------------------------------------------
