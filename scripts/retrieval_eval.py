@@ -36,8 +36,9 @@ def _summary(result: dict) -> str:
         x = o[name]["value"]
         return "n/a" if x is None else f"{x:.3f}"
 
+    recall = f"Recall@1 {v('recall@1')}  " + (f"Recall@{k} {v(f'recall@{k}')}  " if k != 1 else "")
     return (
-        f"Recall@1 {v('recall@1')}  Recall@{k} {v(f'recall@{k}')}  MRR@{k} {v(f'mrr@{k}')}  "
+        f"{recall}MRR@{k} {v(f'mrr@{k}')}  "
         f"nDCG@{k} {v(f'ndcg@{k}')}  round-trip {eq['numerator']}/{eq['denominator']} identical\n"
         f"rule {d['rule']}: {d['recommendation']}"
     )
@@ -78,7 +79,10 @@ def _fixture_lane(
                 "category-level before -> after:\n" + category_table(base, out.result), err=True
             )
             click.echo("differences:\n" + "\n".join(f"  {d}" for d in diffs), err=True)
-            raise GateFailed(f"result differs from {check_baseline} in {len(diffs)} place(s)")
+            raise GateFailed(
+                f"result differs from {check_baseline} in {len(diffs)} place(s); if intended, "
+                "run `make baseline` and explain the change"
+            )
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -24,6 +24,7 @@ from recallbench.artifacts import (
     atomic_write_bytes,
     dumps,
     read_artifact,
+    require_made_from,
     write_artifact,
 )
 from recallbench.errors import RecallbenchError, ValidationFailed
@@ -311,8 +312,10 @@ def export_trec_cmd(ctx: Context, tag: str | None) -> None:
     from recallbench.stages.validate import suite_of
     from recallbench.trec import write_trec
 
-    suite = suite_of(ctx.read("suite"))
-    runs = ctx.read("runs")["data"]
+    suite_env, runs_env = ctx.read("suite"), ctx.read("runs")
+    require_made_from(runs_env, suite_env)
+    suite = suite_of(suite_env)
+    runs = runs_env["data"]
     run = [
         (r["query_id"], [(h["memory_id"], h["score"]) for h in r["hits"]]) for r in runs["queries"]
     ]

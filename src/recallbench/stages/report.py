@@ -124,7 +124,11 @@ def build_result(
         "roundtrip": {
             "equivalence": rt["equivalence"],
             "records": rt["records"],
-            "drift": {q: d for q, d in rt["per_query"].items() if not d["identical"]},
+            "drift": {
+                q: d
+                for q, d in rt["per_query"].items()
+                if not d["identical"] or d["max_score_drift"] > 0
+            },
             "corruption_check": rt["corruption_check"],
         },
         "performance": {
@@ -287,7 +291,7 @@ def render_markdown(result: dict[str, Any]) -> str:
     if rt["drift"]:
         for qid, drift in sorted(rt["drift"].items()):
             out.append(
-                f"- `{qid}`: positions {drift['moved_positions']} changed, max score drift "
+                f"- `{qid}`: positions {drift['moved_positions'] or 'none'} changed, max score drift "
                 f"{drift['max_score_drift']:.4f}, now {', '.join(drift['after'])}"
             )
     else:

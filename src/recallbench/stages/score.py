@@ -11,9 +11,9 @@ from recallbench.stages.validate import suite_of
 from recallbench.suite import DUPLICATE_CATEGORY, NEGATIVE_CATEGORY, Suite
 
 
-#: metric names in report order, for a run with cutoff k
 def metric_names(k: int) -> list[str]:
-    return [
+    """Metric names in report order for a run with cutoff k (recall@1 once when k == 1)."""
+    names = [
         "recall@1",
         f"recall@{k}",
         f"mrr@{k}",
@@ -21,6 +21,7 @@ def metric_names(k: int) -> list[str]:
         f"fp_rate@{k}",
         f"duplicate_slot_rate@{k}",
     ]
+    return list(dict.fromkeys(names))
 
 
 def score_query(
@@ -55,7 +56,7 @@ def aggregate(rows: list[dict[str, Any]], k: int) -> dict[str, Any]:
     averages); `found`/`relevant` are the pooled integer counts behind it.
     """
     out: dict[str, Any] = {}
-    for name in ("recall@1", f"recall@{k}"):
+    for name in dict.fromkeys(("recall@1", f"recall@{k}")):
         ratios = [_ratio(r[name]) for r in rows]
         pooled = m.total(ratios)
         out[name] = {
