@@ -1,0 +1,77 @@
+"""Shared fixtures for the stage and end-to-end tests: the committed suite, one staged CLI
+build and one in-process run against the real HotMem (each made once per test session)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner, Result
+
+from recallbench.cli import main
+from recallbench.pipeline import LaneOutput, run_fixture_lane
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "benchmarks" / "retrieval"
+CORPUS = FIXTURES / "corpus.jsonl"
+QUERIES = FIXTURES / "queries.jsonl"
+BASELINE = FIXTURES / "baseline.json"
+
+#: the stage commands in pipeline order, each with the artifact file it writes
+STAGE_OUTPUTS: tuple[tuple[str, str], ...] = (
+    ("validate", "suite.json"),
+    ("hydrate", "hydrate.json"),
+    ("query", "runs.json"),
+    ("snapshot-roundtrip", "roundtrip.json"),
+    ("score", "scores.json"),
+    ("report", "results.json"),
+    ("decide", "decision.json"),
+)
+
+
+def cli(build_dir: Path, *args: str | Path) -> Result:
+    """Invoke `recallbench --build-dir BUILD ARGS...` in-process (stdout and stderr kept apart)."""
+    return CliRunner().invoke(main, ["--build-dir", str(build_dir), *map(str, args)])
+
+
+def stage_args(stage: str) -> list[str | Path]:
+    """Arguments for one stage that do not depend on the current directory."""
+    if stage == "validate":
+        return ["validate", "--corpus", CORPUS, "--queries", QUERIES]
+    if stage == "check-baseline":
+        return ["check-baseline", "--baseline", BASELINE]
+    return [stage]
+
+
+def run_stages(build_dir: Path, stages: Sequence[str] | None = None) -> None:
+    """Run the given stages (default: all seven) through the CLI, asserting each succeeds."""
+    for stage in stages or [s for s, _ in STAGE_OUTPUTS]:
+        result = cli(build_dir, *stage_args(stage))
+        assert result.exit_code == 0, (stage, result.output)
+
+
+def load_json(path: Path) -> dict:
+    return orjson.loads(Path(path).read_bytes())
+
+
+def copy_build(src: Path, dst: Path) -> Path:
+    """A private copy of a build directory, for tests that damage artifacts."""
+    shutil.copytree(src, dst)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def staged_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A build directory made by the seven stage commands, one after another (read-only)."""
+    build = tmp_path_factory.mktemp("staged") / "build"
+    run_stages(build)
+    return build
+
+
+@pytest.fixture(scope="session")
+def lane(tmp_path_factory: pytest.TempPathFactory) -> LaneOutput:
+    """One in-process run of the whole fixture lane on the committed suite (read-only)."""
+    return run_fixture_lane(CORPUS, QUERIES, tmp_path_factory.mktemp("lane"))

@@ -1,0 +1,243 @@
+"""The decision rules on hand-made score dicts: each rule, its boundary, and the rule order."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from recallbench.artifacts import envelope
+from recallbench.stages.decide import ACTIONS, GUARDRAILS, decide, run_decide
+
+FORBIDDEN = re.compile(
+    r"entit|hosted|learned|cross-encoder|\bLLM\b|Cohere|OpenAI|Voyage|Anthropic", re.IGNORECASE
+)
+
+
+def scores(
+    equivalence: float | None = 1.0,
+    exact: float | None = 1.0,
+    paraphrase: float | None = 1.0,
+    dup: float | None = 0.0,
+    k: int = 5,
+) -> dict[str, Any]:
+    """The smallest `scores` data that decide() reads."""
+
+    def summary(value: float | None) -> dict[str, Any]:
+        return {"value": value}
+
+    return {
+        "top_k": k,
+        "per_category": {
+            "exact_lexical": {f"recall@{k}": summary(exact)},
+            "semantic_paraphrase": {f"recall@{k}": summary(paraphrase)},
+            "near_duplicate_diversity": {f"duplicate_slot_rate@{k}": summary(dup)},
+        },
+        "roundtrip": {"equivalence": {"value": equivalence}},
+    }
+
+
+def states(decision: dict[str, Any]) -> list[tuple[int, bool, bool]]:
+    return [(r["rule"], r["met"], r["fired"]) for r in decision["rules"]]
+
+
+def test_rule_1_equivalence_56_of_57() -> None:
+    d = decide(scores(equivalence=56 / 57))
+    assert d["rule"] == 1
+    assert d["action"] == "fix_clone_compatibility"
+    assert d["recommendation"] == ACTIONS["fix_clone_compatibility"]
+    assert "clone/index compatibility" in d["recommendation"]
+    assert d["evidence"] == {"equivalence": 56 / 57}
+    assert states(d) == [(1, True, True), (2, False, False), (3, False, False), (4, False, False)]
+
+
+def test_full_equivalence_does_not_fire_rule_1() -> None:
+    d = decide(scores(equivalence=1.0))
+    assert d["rule"] == 4
+    assert d["rules"][0]["met"] is False
+
+
+def test_rule_2_gap_of_exactly_15_points_fires() -> None:
+    d = decide(scores(exact=1.0, paraphrase=0.85))
+    assert d["rule"] == 2
+    assert d["action"] == "semantic_embeddings"
+    assert "#78" in d["recommendation"]
+    assert d["evidence"]["gap_points"] == 15.0
+    assert d["evidence"]["exact_lexical_recall@5"] == 1.0
+    assert d["evidence"]["semantic_paraphrase_recall@5"] == 0.85
+
+
+def test_rule_2_gap_of_14_points_does_not_fire() -> None:
+    d = decide(scores(exact=1.0, paraphrase=0.86))
+    assert d["rule"] == 4
+    assert d["rules"][1]["met"] is False
+    assert d["rules"][1]["measured"]["gap_points"] == 14.0
+
+
+@pytest.mark.parametrize(
+    ("exact", "paraphrase"),
+    # every pair is 15 points apart on paper; in binary floating point several are not
+    [(1.0, 0.85), (0.95, 0.8), (0.7, 0.55), (0.3, 0.15), (0.15, 0.0), (0.6, 0.45), (0.45, 0.3)],
+)
+def test_rule_2_boundary_is_float_safe(exact: float, paraphrase: float) -> None:
+    assert decide(scores(exact=exact, paraphrase=paraphrase))["rule"] == 2
+
+
+def test_rule_2_just_below_the_boundary() -> None:
+    assert decide(scores(exact=1.0, paraphrase=0.8501))["rule"] == 4
+
+
+def test_rule_2_with_recall_from_fractions() -> None:
+    """exact 7/7 vs paraphrase 6/7: 14.29 points, below; vs 5/7: 28.57 points, above."""
+    assert decide(scores(exact=7 / 7, paraphrase=6 / 7))["rule"] == 4
+    assert decide(scores(exact=7 / 7, paraphrase=5 / 7))["rule"] == 2
+
+
+def test_rule_2_does_not_fire_when_paraphrase_is_better() -> None:
+    assert decide(scores(exact=0.2, paraphrase=0.9))["rule"] == 4
+
+
+def test_rule_3_duplicate_rate_above_20_percent_fires() -> None:
+    d = decide(scores(dup=0.21))
+    assert d["rule"] == 3
+    assert d["action"] == "deterministic_reranking"
+    assert "#80" in d["recommendation"]
+    assert d["evidence"] == {"duplicate_slot_rate@5": 0.21}
+
+
+@pytest.mark.parametrize("dup", [0.20, 6 / 30, 1 / 5, 0.0])
+def test_rule_3_at_or_below_20_percent_does_not_fire(dup: float) -> None:
+    d = decide(scores(dup=dup))
+    assert d["rule"] == 4
+    assert d["rules"][2]["met"] is False
+
+
+def test_rule_3_seven_of_thirty_fires() -> None:
+    assert decide(scores(dup=7 / 30))["rule"] == 3
+
+
+def test_rule_4_when_nothing_holds() -> None:
+    d = decide(scores())
+    assert d["rule"] == 4
+    assert d["action"] == "retain_and_expand"
+    assert d["evidence"] == {}
+    assert "expand the fixtures" in d["recommendation"]
+    assert states(d) == [(1, False, False), (2, False, False), (3, False, False), (4, True, True)]
+
+
+def test_rule_1_beats_2_and_3() -> None:
+    d = decide(scores(equivalence=0.5, exact=1.0, paraphrase=0.0, dup=0.9))
+    assert d["rule"] == 1
+    assert states(d) == [(1, True, True), (2, True, False), (3, True, False), (4, False, False)]
+
+
+def test_rule_2_beats_3() -> None:
+    d = decide(scores(exact=1.0, paraphrase=0.0, dup=0.9))
+    assert d["rule"] == 2
+    assert states(d) == [(1, False, False), (2, True, True), (3, True, False), (4, False, False)]
+
+
+def test_rule_1_and_3_without_2() -> None:
+    d = decide(scores(equivalence=0.9, dup=0.5))
+    assert states(d) == [(1, True, True), (2, False, False), (3, True, False), (4, False, False)]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"equivalence": None},
+        {"exact": None, "paraphrase": 0.0},
+        {"exact": 1.0, "paraphrase": None},
+        {"exact": None, "paraphrase": None},
+        {"dup": None},
+        {"equivalence": None, "exact": None, "paraphrase": None, "dup": None},
+    ],
+)
+def test_not_applicable_inputs_do_not_fire(kwargs: dict[str, Any]) -> None:
+    d = decide(scores(**kwargs))
+    assert d["rule"] == 4
+    assert [r["met"] for r in d["rules"][:3]] == [False, False, False]
+
+
+def test_not_applicable_gap_is_reported_as_none() -> None:
+    d = decide(scores(exact=None, paraphrase=0.0))
+    assert d["rules"][1]["measured"]["gap_points"] is None
+
+
+def test_missing_categories_do_not_fire() -> None:
+    data = scores(equivalence=1.0)
+    data["per_category"] = {}
+    assert decide(data)["rule"] == 4
+
+
+def test_decide_reads_the_metrics_at_the_run_cutoff() -> None:
+    """With top_k 3 the rules use recall@3 and duplicate_slot_rate@3, not the @5 names."""
+    d = decide(scores(exact=1.0, paraphrase=0.0, k=3))
+    assert d["rule"] == 2 and d["top_k"] == 3
+    assert "Recall@3" in d["rules"][1]["condition"]
+    data = scores(exact=1.0, paraphrase=0.0, k=3)
+    data["per_category"]["exact_lexical"]["recall@5"] = {"value": 0.0}
+    assert decide(data)["rule"] == 2
+    assert decide(scores(dup=0.5, k=10))["rules"][2]["measured"] == {"duplicate_slot_rate@10": 0.5}
+
+
+def test_exactly_one_rule_fires_and_it_is_the_first_met() -> None:
+    for eq in (1.0, 0.5, None):
+        for para in (1.0, 0.5, None):
+            for dup in (0.0, 0.5, None):
+                d = decide(scores(equivalence=eq, paraphrase=para, dup=dup))
+                fired = [r["rule"] for r in d["rules"] if r["fired"]]
+                first_met = next(r["rule"] for r in d["rules"] if r["met"])
+                assert fired == [first_met] == [d["rule"]]
+
+
+def test_guardrails_are_always_present() -> None:
+    for data in (scores(), scores(equivalence=0.1), scores(paraphrase=0.0), scores(dup=0.9)):
+        d = decide(data)
+        assert d["guardrails"] == GUARDRAILS
+        assert len(d["guardrails"]) == 3
+        text = " ".join(d["guardrails"])
+        assert "Entity extraction is never recommended" in text
+        assert "hosted or learned reranker is never recommended" in text
+        assert "not release thresholds" in text
+
+
+@pytest.mark.parametrize(
+    "data",
+    [scores(equivalence=0.1), scores(paraphrase=0.0), scores(dup=0.9), scores()],
+    ids=["rule1", "rule2", "rule3", "rule4"],
+)
+def test_no_recommendation_is_entity_extraction_or_a_hosted_reranker(data: dict) -> None:
+    d = decide(data)
+    assert not FORBIDDEN.search(d["recommendation"]), d["recommendation"]
+    assert not FORBIDDEN.search(d["action"])
+    for r in d["rules"]:
+        assert not FORBIDDEN.search(r["action"])
+        assert not FORBIDDEN.search(ACTIONS[r["action"]])
+
+
+def test_every_action_text_is_free_of_forbidden_recommendations() -> None:
+    assert set(ACTIONS) == {
+        "fix_clone_compatibility",
+        "semantic_embeddings",
+        "deterministic_reranking",
+        "retain_and_expand",
+    }
+    for text in ACTIONS.values():
+        assert not FORBIDDEN.search(text), text
+
+
+def test_decide_is_deterministic_and_does_not_modify_its_input() -> None:
+    data = scores(equivalence=0.9, paraphrase=0.0, dup=0.5)
+    frozen = repr(data)
+    assert decide(data) == decide(data)
+    assert repr(data) == frozen
+
+
+def test_run_decide_wraps_the_decision_with_the_scores_fingerprint() -> None:
+    scores_env = envelope("scores", scores(paraphrase=0.5), {})
+    env = run_decide(scores_env)
+    assert env["artifact"] == "decision"
+    assert env["inputs"] == {"scores": scores_env["fingerprint"]}
+    assert env["data"]["rule"] == 2

@@ -1,0 +1,143 @@
+"""Nothing is written outside the build directory and a temporary directory.
+
+Each test runs with the current directory, TMPDIR (and `tempfile.tempdir`) and HOME pointed
+at fresh, empty directories, and compares file listings with mtimes before and after.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import BASELINE, CORPUS, QUERIES, ROOT, STAGE_OUTPUTS, cli
+
+from recallbench.pipeline import run_fixture_lane
+
+Listing = dict[str, tuple[int, int]]
+
+
+def listing(root: Path) -> Listing:
+    """relative path -> (size, mtime_ns) of every file and directory under `root`."""
+    out: Listing = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            st = path.lstat()
+            out[str(path.relative_to(root))] = (st.st_size if path.is_file() else 0, st.st_mtime_ns)
+    return out
+
+
+@dataclass
+class Sandbox:
+    cwd: Path
+    tmp: Path
+    home: Path
+
+    def watched(self) -> dict[str, Listing]:
+        return {
+            "benchmarks": listing(ROOT / "benchmarks"),
+            "home": listing(self.home),
+            "tmp": listing(self.tmp),
+            "cwd": listing(self.cwd),
+        }
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Sandbox:
+    box = Sandbox(tmp_path / "cwd", tmp_path / "tmp", tmp_path / "home")
+    for d in (box.cwd, box.tmp, box.home):
+        d.mkdir()
+    monkeypatch.setenv("TMPDIR", str(box.tmp))
+    monkeypatch.setenv("HOME", str(box.home))
+    monkeypatch.delenv("RECALLBENCH_BUILD_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(box.tmp))
+    monkeypatch.chdir(box.cwd)
+    assert tempfile.gettempdir() == str(box.tmp)
+    assert Path.home() == box.home
+    return box
+
+
+def test_in_process_chain_in_a_temporary_directory(sandbox: Sandbox) -> None:
+    before = sandbox.watched()
+    with tempfile.TemporaryDirectory(prefix="recallbench-") as work:
+        assert Path(work).parent == sandbox.tmp
+        out = run_fixture_lane(CORPUS, QUERIES, Path(work))
+        inside = {p.relative_to(work).parts[0] for p in Path(work).rglob("*")}
+        assert inside == {"store", "roundtrip"}  # the stores went into the work dir
+    assert out.result["roundtrip"]["equivalence"]["numerator"] == 57
+    after = sandbox.watched()
+    assert after["tmp"] == {}  # the TemporaryDirectory is gone and nothing else is left
+    assert after == before
+
+
+def test_in_process_chain_into_a_build_dir(sandbox: Sandbox) -> None:
+    before = sandbox.watched()
+    run_fixture_lane(CORPUS, QUERIES, Path("build"))
+    after = sandbox.watched()
+    assert set(after["cwd"]) - set(before["cwd"]) == {
+        p for p in after["cwd"] if p == "build" or p.startswith("build" + os.sep)
+    }
+    assert {p.split(os.sep)[1] for p in after["cwd"] if os.sep in p} == {"store", "roundtrip"}
+    assert after["tmp"] == {}  # HotMem's spool stayed inside the build dir
+    assert after["home"] == before["home"] == {}
+    assert after["benchmarks"] == before["benchmarks"]
+
+
+def test_cli_stages_write_only_into_the_build_dir(sandbox: Sandbox) -> None:
+    before = sandbox.watched()
+    build = Path("build")  # relative: resolved against the sandbox cwd
+    assert cli(build, "validate", "--corpus", CORPUS, "--queries", QUERIES).exit_code == 0
+    for stage, _ in STAGE_OUTPUTS[1:]:
+        result = cli(build, stage)
+        assert result.exit_code == 0, (stage, result.output)
+    assert cli(build, "check-baseline", "--baseline", BASELINE).exit_code == 0
+    assert cli(build, "export-trec").exit_code == 0
+    after = sandbox.watched()
+    new = set(after["cwd"]) - set(before["cwd"])
+    assert new and all(p == "build" or p.startswith("build" + os.sep) for p in new)
+    top = {p.split(os.sep)[1] for p in new if os.sep in p}
+    assert top == {name for _, name in STAGE_OUTPUTS} | {
+        "report.md", "store", "roundtrip", "run.trec", "qrels.trec"
+    }  # fmt: skip
+    assert after["tmp"] == {}
+    assert after["home"] == {}
+    assert after["benchmarks"] == before["benchmarks"]
+
+
+def test_script_leaves_tmpdir_empty_and_writes_only_its_outputs(sandbox: Sandbox) -> None:
+    before = sandbox.watched()
+    env = {
+        **os.environ,
+        "TMPDIR": str(sandbox.tmp),
+        "HOME": str(sandbox.home),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "retrieval_eval.py"), "--output", "r.json",
+         "--report", "r.md"],
+        cwd=sandbox.cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    after = sandbox.watched()
+    assert set(after["cwd"]) == {"r.json", "r.md"}
+    assert after["tmp"] == {}
+    assert after["home"] == {}
+    assert after["benchmarks"] == before["benchmarks"]
+
+
+def test_failed_validation_writes_nothing_anywhere(sandbox: Sandbox) -> None:
+    bad = sandbox.tmp.parent / "bad.jsonl"
+    bad.write_text('{"memory_id": \n', encoding="utf-8")
+    before = sandbox.watched()
+    result = cli(Path("build"), "validate", "--corpus", bad, "--queries", QUERIES)
+    assert result.exit_code == 1
+    assert sandbox.watched() == before
