@@ -120,11 +120,6 @@ def test_works_from_another_directory(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes and umask")
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: artifacts.atomic_write_bytes keeps mkstemp's 0600 mode, so the result JSON and "
-    "the Markdown report are unreadable to group/others whatever the umask",
-)
 def test_outputs_follow_the_umask(tmp_path: Path) -> None:
     output, report = tmp_path / "r.json", tmp_path / "r.md"
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
