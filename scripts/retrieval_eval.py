@@ -20,7 +20,7 @@ import click
 
 from recallbench.artifacts import atomic_write_bytes, dumps
 from recallbench.errors import GateFailed, RecallbenchError, ValidationFailed
-from recallbench.systems import DEFAULT_SYSTEM, SYSTEM_NAMES
+from recallbench.options import fixture_options, repeat_option, system_option, top_k_option
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "benchmarks" / "retrieval"
@@ -86,18 +86,7 @@ def _fixture_lane(
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--corpus",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=FIXTURES / "corpus.jsonl",
-    show_default=True,
-)
-@click.option(
-    "--queries",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=FIXTURES / "queries.jsonl",
-    show_default=True,
-)
+@fixture_options(FIXTURES, shown="<repo>/benchmarks/retrieval")
 @click.option(
     "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the result JSON here."
 )
@@ -106,17 +95,9 @@ def _fixture_lane(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the Markdown report here.",
 )
-@click.option("--top-k", type=click.IntRange(min=1), default=5, show_default=True)
-@click.option(
-    "--repeat",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Latency samples per query; >1 only for latency.",
-)
-@click.option(
-    "--system", type=click.Choice(SYSTEM_NAMES), default=DEFAULT_SYSTEM, show_default=True
-)
+@top_k_option
+@repeat_option
+@system_option
 @click.option(
     "--write-baseline",
     type=click.Path(dir_okay=False, path_type=Path),

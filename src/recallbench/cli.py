@@ -28,10 +28,8 @@ from recallbench.artifacts import (
     write_artifact,
 )
 from recallbench.errors import RecallbenchError, ValidationFailed
-from recallbench.systems import DEFAULT_SYSTEM, SYSTEM_NAMES
+from recallbench.options import fixture_options, repeat_option, system_option, top_k_option
 
-DEFAULT_CORPUS = Path("benchmarks/retrieval/corpus.jsonl")
-DEFAULT_QUERIES = Path("benchmarks/retrieval/queries.jsonl")
 DEFAULT_BASELINE = Path("benchmarks/retrieval/baseline.json")
 
 
@@ -122,18 +120,7 @@ def main(ctx: click.Context, build_dir: Path, quiet: bool) -> None:
 
 
 @stage_command("validate")
-@click.option(
-    "--corpus",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=DEFAULT_CORPUS,
-    show_default=True,
-)
-@click.option(
-    "--queries",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=DEFAULT_QUERIES,
-    show_default=True,
-)
+@fixture_options()
 @pass_ctx
 def validate_cmd(ctx: Context, corpus: Path, queries: Path) -> None:
     """Check the JSONL fixtures; write the normalized suite (suite.json).
@@ -151,9 +138,7 @@ def validate_cmd(ctx: Context, corpus: Path, queries: Path) -> None:
 
 
 @stage_command("hydrate")
-@click.option(
-    "--system", type=click.Choice(SYSTEM_NAMES), default=DEFAULT_SYSTEM, show_default=True
-)
+@system_option
 @pass_ctx
 def hydrate_cmd(ctx: Context, system: str) -> None:
     """Ingest every corpus memory into a fresh store under BUILD/store (hydrate.json)."""
@@ -168,16 +153,8 @@ def hydrate_cmd(ctx: Context, system: str) -> None:
 
 
 @stage_command("query")
-@click.option(
-    "--top-k", type=click.IntRange(min=1), default=5, show_default=True, help="Results per query."
-)
-@click.option(
-    "--repeat",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Latency samples per query (>1 only for latency).",
-)
+@top_k_option
+@repeat_option
 @pass_ctx
 def query_cmd(ctx: Context, top_k: int, repeat: int) -> None:
     """Run every query through the system's production search (runs.json)."""
@@ -327,23 +304,10 @@ def export_trec_cmd(ctx: Context, tag: str | None) -> None:
 
 
 @stage_command("run")
-@click.option(
-    "--corpus",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=DEFAULT_CORPUS,
-    show_default=True,
-)
-@click.option(
-    "--queries",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=DEFAULT_QUERIES,
-    show_default=True,
-)
-@click.option(
-    "--system", type=click.Choice(SYSTEM_NAMES), default=DEFAULT_SYSTEM, show_default=True
-)
-@click.option("--top-k", type=click.IntRange(min=1), default=5, show_default=True)
-@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True)
+@fixture_options()
+@system_option
+@top_k_option
+@repeat_option
 @pass_ctx
 def run_cmd(
     ctx: Context, corpus: Path, queries: Path, system: str, top_k: int, repeat: int

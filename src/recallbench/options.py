@@ -1,0 +1,59 @@
+"""Click options shared by the `recallbench` CLI and `scripts/retrieval_eval.py`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from recallbench.systems import DEFAULT_SYSTEM, SYSTEM_NAMES
+
+FIXTURE_DIR = Path("benchmarks/retrieval")
+
+
+def _compose(*decorators: Callable) -> Callable:
+    def apply(fn: Callable) -> Callable:
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+
+    return apply
+
+
+def fixture_options(base: Path = FIXTURE_DIR, shown: str | None = None) -> Callable:
+    """--corpus and --queries, defaulting to the committed suite under `base`.
+
+    `shown` replaces `base` in --help (e.g. to avoid printing a machine-specific path).
+    """
+    file = click.Path(dir_okay=False, path_type=Path)
+
+    def option(name: str, filename: str, text: str) -> Callable:
+        default_text = f"{shown}/{filename}" if shown else True
+        return click.option(
+            name, type=file, default=base / filename, show_default=default_text, help=text
+        )
+
+    return _compose(
+        option("--corpus", "corpus.jsonl", "Memories, one JSON object per line."),
+        option("--queries", "queries.jsonl", "Graded queries, one JSON object per line."),
+    )
+
+
+system_option = click.option(
+    "--system",
+    type=click.Choice(SYSTEM_NAMES),
+    default=DEFAULT_SYSTEM,
+    show_default=True,
+    help="System under test.",
+)
+top_k_option = click.option(
+    "--top-k", type=click.IntRange(min=1), default=5, show_default=True, help="Results per query."
+)
+repeat_option = click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Latency samples per query (>1 only for latency; results must not change).",
+)
