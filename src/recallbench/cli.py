@@ -29,6 +29,7 @@ from recallbench.artifacts import (
 )
 from recallbench.errors import RecallbenchError, ValidationFailed
 from recallbench.options import fixture_options, repeat_option, system_option, top_k_option
+from recallbench.systems import SYSTEM_NAMES
 
 DEFAULT_BASELINE = Path("benchmarks/retrieval/baseline.json")
 
@@ -325,6 +326,88 @@ def run_cmd(
     d = out.result["decision"]
     ctx.say(f"wrote {ctx.build_dir}/results.json and {ctx.build_dir}/report.md")
     click.echo(f"rule {d['rule']}: {d['recommendation']}")
+
+
+@stage_command("compare")
+@fixture_options()
+@top_k_option
+@click.option(
+    "--system",
+    "systems",
+    type=click.Choice(SYSTEM_NAMES),
+    multiple=True,
+    help="A system to run (repeat; the first is the reference) [default: every known system].",
+)
+@click.option(
+    "--result",
+    "result_files",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    multiple=True,
+    help="Compare saved result JSONs instead of running systems (repeat; first is the reference).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the resampling.")
+@click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="[default: BUILD/compare.json]",
+)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="[default: BUILD/compare.md]",
+)
+@pass_ctx
+def compare_cmd(
+    ctx: Context,
+    corpus: Path,
+    queries: Path,
+    top_k: int,
+    systems: tuple[str, ...],
+    result_files: tuple[Path, ...],
+    seed: int,
+    resamples: int,
+    output: Path | None,
+    report_path: Path | None,
+) -> None:
+    """Run the suite against several systems (or read saved results) and compare them with
+    paired statistics: mean differences, bootstrap CIs, sign-flip p-values, wins/ties/losses."""
+    import tempfile
+
+    from recallbench.baseline import load_result
+    from recallbench.compare import compare_results, render_markdown
+    from recallbench.pipeline import run_fixture_lane
+
+    if systems and result_files:
+        raise click.UsageError("give either --system or --result, not both")
+    if result_files:
+        results = [load_result(p) for p in result_files]
+        labels = [p.stem for p in result_files]
+    else:
+        labels = list(dict.fromkeys(systems or SYSTEM_NAMES))
+        results = []
+        for name in labels:
+            ctx.say(f"running {name} ...")
+            with tempfile.TemporaryDirectory(
+                prefix="recallbench-compare-", dir=_mkdir(ctx.build_dir)
+            ) as work:
+                results.append(
+                    run_fixture_lane(corpus, queries, Path(work), top_k=top_k, system=name).result
+                )
+    doc = compare_results(results, labels, seed=seed, resamples=resamples)
+    output = output or ctx.build_dir / "compare.json"
+    report_path = report_path or ctx.build_dir / "compare.md"
+    atomic_write_bytes(output, dumps(doc))
+    atomic_write_bytes(report_path, render_markdown(doc).encode("utf-8"))
+    ctx.say(f"wrote {output} and {report_path}")
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _register_longmemeval() -> None:

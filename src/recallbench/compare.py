@@ -1,0 +1,253 @@
+"""Systems side by side: paired statistics over per-query metrics of two or more results.
+
+Every result must come from the same suite (same fixture sha256s) and the same top-k, so
+query i of one system pairs with query i of the other. For each challenger against the
+reference (the first result) and each per-query metric:
+
+- mean of each system over the queries the metric applies to, and the mean difference
+  d = mean(challenger - reference);
+- per-query wins / ties / losses (challenger above / equal to / below the reference);
+- a paired randomization (sign-flip) test of mean(d) = 0, two-sided: exact when there are at
+  most 2**14 sign patterns, else `resamples` random ones (scipy.stats.permutation_test);
+- a paired bootstrap 95% percentile confidence interval of mean(d) (scipy.stats.bootstrap).
+Randomness comes from one seeded numpy Generator, so the output is reproducible.
+No correction for multiple comparisons is applied; the report says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from recallbench.errors import RecallbenchError
+
+COMPARE_SCHEMA = "recallbench.comparison"
+COMPARE_SCHEMA_VERSION = 1
+EXACT_LIMIT = 2**14
+
+
+def per_query_values(result: dict[str, Any], metric: str) -> dict[str, float | None]:
+    """query id -> the metric's per-query value (recall ratios as their value)."""
+    out = {}
+    for q in result["queries"]:
+        v = q["metrics"].get(metric)
+        out[q["query_id"]] = v["value"] if isinstance(v, dict) else v
+    return out
+
+
+def _mean_diff(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(y - x, axis=axis)
+
+
+def paired_stats(
+    reference: list[float], challenger: list[float], *, resamples: int, rng: np.random.Generator
+) -> dict[str, Any]:
+    """Means, mean difference, W/T/L, sign-flip p-value and bootstrap CI for paired values."""
+    a, b = np.asarray(reference, dtype=float), np.asarray(challenger, dtype=float)
+    n = len(a)
+    d = b - a
+    out: dict[str, Any] = {
+        "queries": n,
+        "reference_mean": float(a.mean()) if n else None,
+        "challenger_mean": float(b.mean()) if n else None,
+        "mean_difference": float(d.mean()) if n else None,
+        "wins": int((d > 0).sum()),
+        "ties": int((d == 0).sum()),
+        "losses": int((d < 0).sum()),
+        "p_value": None,
+        "ci95": None,
+        "test": None,
+    }
+    if n < 2:
+        return out
+    if not d.any():  # identical on every query: nothing to test, nothing to resample
+        out.update(p_value=1.0, ci95=[0.0, 0.0], test="identical on every query")
+        return out
+    exact = 2**n <= EXACT_LIMIT
+    perm = stats.permutation_test(
+        (a, b),
+        _mean_diff,
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=EXACT_LIMIT if exact else resamples,
+        alternative="two-sided",
+        random_state=rng,
+    )
+    boot = stats.bootstrap(
+        (a, b),
+        _mean_diff,
+        paired=True,
+        vectorized=True,
+        n_resamples=resamples,
+        confidence_level=0.95,
+        method="percentile",
+        random_state=rng,
+    )
+    out.update(
+        p_value=float(perm.pvalue),
+        ci95=[float(boot.confidence_interval.low), float(boot.confidence_interval.high)],
+        test="exact sign-flip" if exact else f"sign-flip, {resamples} random resamples",
+    )
+    return out
+
+
+def _check_comparable(results: list[dict[str, Any]], labels: list[str]) -> None:
+    ref = results[0]
+    for label, r in zip(labels[1:], results[1:], strict=True):
+        if r["suite"]["sources"] != ref["suite"]["sources"]:
+            raise RecallbenchError(
+                f"{label}: made from another suite than {labels[0]}; compare like with like"
+            )
+        if r["run"]["top_k"] != ref["run"]["top_k"]:
+            raise RecallbenchError(
+                f"{label}: top-k {r['run']['top_k']} differs from {labels[0]}'s {ref['run']['top_k']}"
+            )
+
+
+def compare_results(
+    results: list[dict[str, Any]], labels: list[str], *, seed: int = 0, resamples: int = 10_000
+) -> dict[str, Any]:
+    """The comparison document: every challenger against the first result (the reference)."""
+    if len(results) < 2:
+        raise RecallbenchError("compare needs at least two results")
+    if len(set(labels)) != len(labels):
+        raise RecallbenchError(f"labels must be distinct, got {labels}")
+    _check_comparable(results, labels)
+    rng = np.random.default_rng(seed)
+    ref = results[0]
+    k = ref["run"]["top_k"]
+    metrics = [m for m in ref["run"]["metrics"] if not m.startswith(("fp_rate", "duplicate_slot"))]
+    categories = ref["suite"]["categories"]
+    category_of = {q["query_id"]: q["category"] for q in ref["queries"]}
+    pairs = []
+    for label, challenger in zip(labels[1:], results[1:], strict=True):
+        per_metric = {}
+        for metric in metrics:
+            a_all, b_all = per_query_values(ref, metric), per_query_values(challenger, metric)
+            ids = [q for q in a_all if a_all[q] is not None and b_all.get(q) is not None]
+            overall = paired_stats(
+                [a_all[q] for q in ids], [b_all[q] for q in ids], resamples=resamples, rng=rng
+            )
+            by_category = {}
+            for cat in categories:
+                cat_ids = [q for q in ids if category_of[q] == cat]
+                a, b = np.array([a_all[q] for q in cat_ids]), np.array([b_all[q] for q in cat_ids])
+                d = b - a
+                by_category[cat] = {
+                    "queries": len(cat_ids),
+                    "reference_mean": float(a.mean()) if cat_ids else None,
+                    "challenger_mean": float(b.mean()) if cat_ids else None,
+                    "wins": int((d > 0).sum()),
+                    "ties": int((d == 0).sum()),
+                    "losses": int((d < 0).sum()),
+                }
+            per_metric[metric] = {"overall": overall, "per_category": by_category}
+        rates = {
+            name: {
+                "reference": ref["metrics"]["overall"][name],
+                "challenger": challenger["metrics"]["overall"][name],
+            }
+            for name in (f"fp_rate@{k}", f"duplicate_slot_rate@{k}")
+        }
+        pairs.append(
+            {"reference": labels[0], "challenger": label, "metrics": per_metric, "rates": rates}
+        )
+    return {
+        "schema": COMPARE_SCHEMA,
+        "schema_version": COMPARE_SCHEMA_VERSION,
+        "systems": [
+            {
+                "label": lab,
+                **{
+                    k2: r["system"][k2]
+                    for k2 in ("name", "hotmem_version", "embedding_model", "reranker")
+                },
+            }
+            for lab, r in zip(labels, results, strict=True)
+        ],
+        "suite": ref["suite"]["sources"],
+        "top_k": k,
+        "seed": seed,
+        "resamples": resamples,
+        "comparisons": pairs,
+    }
+
+
+def _f(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    """The comparison as Markdown, from the document alone."""
+    out = [
+        "# Systems side by side",
+        "",
+        f"Suite: {doc['suite']['corpus']['file']} + {doc['suite']['queries']['file']}, top-{doc['top_k']}. "
+        f"Seed {doc['seed']}, {doc['resamples']} resamples.",
+        "",
+        "| label | system | HotMem | embedding | reranker |",
+        "|---|---|---|---|---|",
+    ]
+    out += [
+        f"| {s['label']} | {s['name']} | {s['hotmem_version']} | {s['embedding_model']} | {s['reranker']} |"
+        for s in doc["systems"]
+    ]
+    for pair in doc["comparisons"]:
+        ref, ch = pair["reference"], pair["challenger"]
+        out += [
+            "",
+            f"## {ch} against {ref}",
+            "",
+            f"| metric | n | {ref} | {ch} | difference | 95% CI (bootstrap) | p (sign-flip) | wins / ties / losses |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for metric, m in pair["metrics"].items():
+            o = m["overall"]
+            ci = "n/a" if o["ci95"] is None else f"[{o['ci95'][0]:+.3f}, {o['ci95'][1]:+.3f}]"
+            p = "n/a" if o["p_value"] is None else f"{o['p_value']:.4f}"
+            out.append(
+                f"| {metric} | {o['queries']} | {_f(o['reference_mean'])} | {_f(o['challenger_mean'])} "
+                f"| {_f(o['mean_difference'], signed=True)} | {ci} | {p} | {o['wins']} / {o['ties']} / {o['losses']} |"
+            )
+        out += ["", "Per category (means; wins / ties / losses of the challenger):", ""]
+        metrics = list(pair["metrics"])
+        out.append("| category | " + " | ".join(metrics) + " |")
+        out.append("|---|" + "---|" * len(metrics))
+        for cat in pair["metrics"][metrics[0]]["per_category"]:
+            cells = []
+            for metric in metrics:
+                c = pair["metrics"][metric]["per_category"][cat]
+                cells.append(
+                    "n/a"
+                    if not c["queries"]
+                    else f"{_f(c['reference_mean'])} → {_f(c['challenger_mean'])} ({c['wins']}/{c['ties']}/{c['losses']})"
+                )
+            out.append(f"| {cat} | " + " | ".join(cells) + " |")
+        out += [
+            "",
+            "Pooled slot rates (no test: they are counts over slots, not per-query values):",
+            "",
+        ]
+        for name, r in pair["rates"].items():
+            a, b = r["reference"], r["challenger"]
+            out.append(
+                f"- {name}: {ref} {a['numerator']}/{a['denominator']}, {ch} {b['numerator']}/{b['denominator']}"
+            )
+    out += [
+        "",
+        "## Reading this",
+        "",
+        "- p is the two-sided paired sign-flip (randomization) test of a zero mean difference; "
+        "the interval is a paired bootstrap percentile interval of the mean difference.",
+        "- No correction for multiple comparisons: with several metrics, one small p can be chance.",
+        "- A few dozen queries detect only large differences: a large p is not evidence that two "
+        "systems are equal, and per-category rows (5-8 queries) carry no test at all.",
+        "- The suite is small, synthetic and written by us; differences here are a reason to look, "
+        "not a ranking of systems.",
+        "",
+    ]
+    return "\n".join(out)
