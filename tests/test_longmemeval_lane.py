@@ -146,6 +146,7 @@ def test_one_and_two_workers_give_identical_artifacts(
             lane["build"] / "longmemeval" / name
         ).read_bytes(), name
     assert _artifact(build, "timing.json")["workers"] == 2
+    assert not (build / "longmemeval" / "work").exists()
 
 
 def test_no_dataset_session_id_reaches_any_store(data: Path, tmp_path: Path) -> None:

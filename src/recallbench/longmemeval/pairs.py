@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from recallbench.longmemeval import SESSION_TEXT_MODES
 from recallbench.longmemeval.reader import Instance, Turn
@@ -33,8 +34,7 @@ GOLD_FROM_TURNS = "has_answer_turns"
 STORE_IDENTIFIER = "longmemeval"
 
 
-@dataclass(frozen=True)
-class Document:
+class Document(NamedTuple):
     """One stored memory: an opaque id, its text and the dataset sessions it stands for."""
 
     memory_id: str

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import ijson
 import orjson
@@ -57,8 +57,7 @@ ROLES = ("user", "assistant")
 READ_CHUNK = 1 << 20
 
 
-@dataclass(frozen=True)
-class Turn:
+class Turn(NamedTuple):
     role: str
     content: str
     #: None when the turn has no ``has_answer`` key (non-evidence sessions in cleaned files)
@@ -188,7 +187,7 @@ def check_record(raw: Any, index: int, path: Path) -> Instance:
 
     checked: list[tuple[Turn, ...]] = []
     for s, session in enumerate(sessions):
-        if not isinstance(session, list):
+        if type(session) is not list:
             raise _fail(
                 path,
                 index,
@@ -197,36 +196,19 @@ def check_record(raw: Any, index: int, path: Path) -> Instance:
             )
         turns = []
         for t, turn in enumerate(session):
-            where = f"haystack_sessions[{s}][{t}]"
-            if not isinstance(turn, dict):
-                raise _fail(
-                    path, index, qid, f"field '{where}' must be an object, not {_type_name(turn)}"
-                )
-            role = turn.get("role")
-            if role not in ROLES:
-                raise _fail(
-                    path,
-                    index,
-                    qid,
-                    f"field '{where}.role' must be 'user' or 'assistant', not {role!r}",
-                )
-            content = turn.get("content")
-            if not isinstance(content, str):
-                raise _fail(
-                    path,
-                    index,
-                    qid,
-                    f"field '{where}.content' must be a string, not {_type_name(content)}",
-                )
-            has_answer = turn.get("has_answer")
-            if has_answer is not None and not isinstance(has_answer, bool):
-                raise _fail(
-                    path,
-                    index,
-                    qid,
-                    f"field '{where}.has_answer' must be a boolean, not {_type_name(has_answer)}",
-                )
-            turns.append(Turn(role, content, has_answer))
+            # fast path: a well-formed turn; anything else is diagnosed by _turn_problem
+            if type(turn) is dict:
+                role = turn.get("role")
+                content = turn.get("content")
+                has_answer = turn.get("has_answer")
+                if (
+                    (role == "user" or role == "assistant")
+                    and type(content) is str
+                    and (has_answer is None or type(has_answer) is bool)
+                ):
+                    turns.append(Turn(role, content, has_answer))
+                    continue
+            raise _fail(path, index, qid, _turn_problem(turn, f"haystack_sessions[{s}][{t}]"))
         checked.append(tuple(turns))
 
     return Instance(
@@ -240,6 +222,19 @@ def check_record(raw: Any, index: int, path: Path) -> Instance:
         dates=tuple(dates) if dates is not None else None,
         answer_session_ids=tuple(answer_ids) if answer_ids is not None else None,
     )
+
+
+def _turn_problem(turn: Any, where: str) -> str:
+    if not isinstance(turn, dict):
+        return f"field '{where}' must be an object, not {_type_name(turn)}"
+    role = turn.get("role")
+    if role not in ROLES:
+        return f"field '{where}.role' must be 'user' or 'assistant', not {role!r}"
+    content = turn.get("content")
+    if not isinstance(content, str):
+        return f"field '{where}.content' must be a string, not {_type_name(content)}"
+    has_answer = turn.get("has_answer")
+    return f"field '{where}.has_answer' must be a boolean, not {_type_name(has_answer)}"
 
 
 def _first_byte(path: Path) -> bytes:

@@ -20,11 +20,12 @@ is a local diagnostic and never an input of score or report's normalised results
 from __future__ import annotations
 
 import math
+import shutil
 import statistics
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -528,8 +529,8 @@ def run(
             rows += result["rows"]
             bar.update(1)
     wall = time.perf_counter() - started
-    if not keep_stores:
-        _remove_empty(work_dir)
+    if not keep_stores:  # workers' (empty) directories; each store was deleted after use
+        shutil.rmtree(work_dir, ignore_errors=True)
     _check_same_digest(source, validated)
     if len(questions) != validated["data"]["scored"]:  # pragma: no cover - same rules
         raise RecallbenchError(
@@ -566,11 +567,6 @@ def run(
     atomic_write_bytes(lane_dir(build_dir) / TIMING, dumps(timing))
     log(f"run: {len(questions)} questions in {wall:.1f} s with {workers} worker(s)")
     return env
-
-
-def _remove_empty(directory: Path) -> None:
-    with suppress(OSError):
-        directory.rmdir()
 
 
 # -- score ------------------------------------------------------------------------------

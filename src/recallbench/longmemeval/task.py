@@ -13,6 +13,7 @@ returns the ranked opaque ids with their scores.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -51,10 +52,15 @@ def init_worker(config: dict[str, Any]) -> None:
             session_text=spec["session_text"],
             verify_files=False,
         )
+    work_dir = config.get("work_dir")
     _STATE.update(
         system=system,
         cache=cache,
-        work_dir=config.get("work_dir"),
+        work_dir=work_dir,
+        # one directory per worker; each question's store is a fresh subdirectory of it
+        worker_dir=(
+            Path(tempfile.mkdtemp(prefix=f"w{os.getpid()}-", dir=work_dir)) if work_dir else None
+        ),
         keep_stores=bool(config.get("keep_stores")),
     )
 
@@ -63,7 +69,24 @@ def close_worker() -> None:
     cache = _STATE.get("cache")
     if cache is not None:
         cache.close()
+    worker_dir = _STATE.get("worker_dir")
+    if worker_dir is not None:
+        shutil.rmtree(worker_dir, ignore_errors=True)
     _STATE.clear()
+
+
+def _delete_store(directory: Path) -> None:
+    """Remove a closed store's files (the database, its WAL and shared memory) and directory."""
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+        os.rmdir(directory)
+    except OSError:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def run_question(item: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +96,11 @@ def run_question(item: dict[str, Any]) -> dict[str, Any]:
     cache: VectorCache | None = _STATE["cache"]
     inside_before = system.seconds_inside()
     closing = 0.0
-    directory = Path(tempfile.mkdtemp(prefix=f"q{item['index']:06d}-", dir=_STATE["work_dir"]))
+    if _STATE["keep_stores"]:
+        directory = Path(tempfile.mkdtemp(prefix=f"q{item['index']:06d}-", dir=_STATE["work_dir"]))
+    else:
+        directory = _STATE["worker_dir"] / f"q{item['index']:06d}"
+        directory.mkdir()
     try:
         store = system.open_store(directory, vectors=cache.lookup if cache is not None else None)
         try:
@@ -95,7 +122,7 @@ def run_question(item: dict[str, Any]) -> dict[str, Any]:
         raise TaskFailed(f"question #{item['index']}: {exc}") from None
     finally:
         if not _STATE["keep_stores"]:
-            shutil.rmtree(directory, ignore_errors=True)
+            _delete_store(directory)
     return {
         "index": item["index"],
         "hits": [[hit.memory_id, hit.score] for hit in hits],
