@@ -257,3 +257,32 @@ def test_cli_generate(tmp_path: Path) -> None:
     assert out.read_bytes() == first  # deterministic for a seed
     records = orjson.loads(first)
     assert len(records) == 3 and all(len(r["haystack_session_ids"]) >= 11 for r in records)
+
+
+def test_500_to_470_filtering_is_visible_in_the_report(tmp_path: Path) -> None:
+    data = tmp_path / "oracle_like.json"
+    generate(data, shape="oracle", questions=500, seed=4, session_chars=30)
+    results = run_lane(
+        data,
+        build_dir=tmp_path / "b",
+        cache_dir=None,
+        workers=2,
+        session_text="user",
+        output=None,
+        report=tmp_path / "report.md",
+        quiet=True,
+    )
+    counts = results["counts"]
+    assert (counts["records"], counts["dropped_abstention"]["count"], counts["scored"]) == (
+        500,
+        30,
+        470,
+    )
+    assert len(counts["dropped_abstention"]["question_ids"]) == 30
+    assert sum(c["raw"] for c in counts["by_type"].values()) == 500
+    assert results["metrics"]["overall"]["metrics"]["recall@10"]["denominator"] == 470
+    report = (tmp_path / "report.md").read_text()
+    assert "records in the file: 500" in report
+    assert "dropped, abstention: 30" in report
+    assert "**scored: 470**" in report
+    assert "| multi-session | 133 |" in report  # the real type proportions
