@@ -157,16 +157,7 @@ def compare_results(
     return {
         "schema": COMPARE_SCHEMA,
         "schema_version": COMPARE_SCHEMA_VERSION,
-        "systems": [
-            {
-                "label": lab,
-                **{
-                    k2: r["system"][k2]
-                    for k2 in ("name", "hotmem_version", "embedding_model", "reranker")
-                },
-            }
-            for lab, r in zip(labels, results, strict=True)
-        ],
+        "systems": [{"label": lab, **r["system"]} for lab, r in zip(labels, results, strict=True)],
         "suite": ref["suite"]["sources"],
         "top_k": k,
         "seed": seed,
@@ -189,11 +180,17 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"Suite: {doc['suite']['corpus']['file']} + {doc['suite']['queries']['file']}, top-{doc['top_k']}. "
         f"Seed {doc['seed']}, {doc['resamples']} resamples.",
         "",
-        "| label | system | HotMem | embedding | reranker |",
-        "|---|---|---|---|---|",
+        "| label | system | configuration |",
+        "|---|---|---|",
     ]
     out += [
-        f"| {s['label']} | {s['name']} | {s['hotmem_version']} | {s['embedding_model']} | {s['reranker']} |"
+        f"| {s['label']} | {s['name']} | "
+        + "; ".join(
+            f"{k} {v}"
+            for k, v in s.items()
+            if k not in ("label", "name") and not k.endswith("function")
+        )
+        + " |"
         for s in doc["systems"]
     ]
     for pair in doc["comparisons"]:

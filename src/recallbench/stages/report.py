@@ -169,6 +169,13 @@ def _cell(summary: dict[str, Any] | None, name: str) -> str:
     return f"{_fmt(summary['value'])} (n={summary['queries']})"
 
 
+def _setting(value: Any) -> str:
+    """A configuration value as table text: mappings as `key value, ...`."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in value.items())
+    return str(value)
+
+
 def _worst(result: dict[str, Any], n: int = 5) -> list[dict[str, Any]]:
     k = result["run"]["top_k"]
     graded = [q for q in result["queries"] if q["category"] != NEGATIVE_CATEGORY]
@@ -228,7 +235,6 @@ def render_markdown(result: dict[str, Any]) -> str:
     rt = result["roundtrip"]
     perf = result["performance"]
     counts = result["suite"]["counts"]
-    w = sysinfo["scoring_weights"]
     out = [
         "# Retrieval quality report",
         "",
@@ -238,10 +244,10 @@ def render_markdown(result: dict[str, Any]) -> str:
         "",
         "| setting | value |",
         "|---|---|",
-        f"| system | {sysinfo['name']} (HotMem {sysinfo['hotmem_version']}) |",
-        f"| embedding | {sysinfo['embedding_model']}, dimension {sysinfo['embedding_dimension']} |",
-        f"| scoring weights | cosine {w['cosine']}, FTS5 BM25 {w['fts_bm25']}, importance {w['importance']} |",
-        f"| reranker | {sysinfo['reranker']} |",
+        *(
+            f"| {'system' if key == 'name' else key.replace('_', ' ')} | {_setting(value)} |"
+            for key, value in sysinfo.items()
+        ),
         f"| suite | {counts['memories']} memories, {counts['queries']} queries "
         f"({result['suite']['sources']['corpus']['file']}, {result['suite']['sources']['queries']['file']}) |",
         f"| top-k / repeat | {k} / {result['run']['repeat']} |",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from recallbench.errors import RecallbenchError
 from recallbench.systems.base import System
 
-SYSTEM_NAMES: tuple[str, ...] = ("hotmem", "hotmem-mmr")
+SYSTEM_NAMES: tuple[str, ...] = ("hotmem", "hotmem-mmr", "bm25")
 DEFAULT_SYSTEM = "hotmem"
 
 
@@ -13,6 +13,10 @@ def get_system(name: str = DEFAULT_SYSTEM) -> System:
     """Build a fresh system instance by name; unknown names are a user error."""
     if name not in SYSTEM_NAMES:
         raise RecallbenchError(f"unknown system '{name}' (known: {', '.join(SYSTEM_NAMES)})")
+    if name == "bm25":
+        from recallbench.systems.bm25 import BM25System
+
+        return BM25System()
     from recallbench.systems.hotmem import build_system
 
     return build_system(name)
