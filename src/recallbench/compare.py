@@ -22,6 +22,7 @@ import numpy as np
 from scipy import stats
 
 from recallbench.errors import RecallbenchError
+from recallbench.stages.report import format_setting
 
 COMPARE_SCHEMA = "recallbench.comparison"
 COMPARE_SCHEMA_VERSION = 1
@@ -186,7 +187,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     out += [
         f"| {s['label']} | {s['name']} | "
         + "; ".join(
-            f"{k} {v}"
+            f"{k.replace('_', ' ')} {format_setting(v)}"
             for k, v in s.items()
             if k not in ("label", "name") and not k.endswith("function")
         )

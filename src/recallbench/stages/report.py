@@ -169,7 +169,7 @@ def _cell(summary: dict[str, Any] | None, name: str) -> str:
     return f"{_fmt(summary['value'])} (n={summary['queries']})"
 
 
-def _setting(value: Any) -> str:
+def format_setting(value: Any) -> str:
     """A configuration value as table text: mappings as `key value, ...`."""
     if isinstance(value, dict):
         return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in value.items())
@@ -245,7 +245,7 @@ def render_markdown(result: dict[str, Any]) -> str:
         "| setting | value |",
         "|---|---|",
         *(
-            f"| {'system' if key == 'name' else key.replace('_', ' ')} | {_setting(value)} |"
+            f"| {'system' if key == 'name' else key.replace('_', ' ')} | {format_setting(value)} |"
             for key, value in sysinfo.items()
         ),
         f"| suite | {counts['memories']} memories, {counts['queries']} queries "
