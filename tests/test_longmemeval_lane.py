@@ -286,3 +286,15 @@ def test_500_to_470_filtering_is_visible_in_the_report(tmp_path: Path) -> None:
     assert "dropped, abstention: 30" in report
     assert "**scored: 470**" in report
     assert "| multi-session | 133 |" in report  # the real type proportions
+
+
+def test_registered_under_the_main_cli_inherits_build_dir(data: Path, tmp_path: Path) -> None:
+    from recallbench.cli import main
+
+    build = tmp_path / "inherited"
+    result = CliRunner().invoke(
+        main, ["--build-dir", str(build), "-q", "longmemeval", "validate", str(data)]
+    )
+    assert result.exit_code == 0, result.output
+    assert (build / "longmemeval" / "validate.json").is_file()
+    assert "loaded" not in result.output  # the parent's --quiet silences notices

@@ -71,16 +71,20 @@ def _workers_option(f: Callable) -> Callable:
 @click.option(
     "--build-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("build"),
-    show_default=True,
-    help="Artifacts go to BUILD_DIR/longmemeval/.",
+    default=None,
+    help="Artifacts go to BUILD_DIR/longmemeval/ [default: the parent command's, else build].",
 )
-@click.option("--quiet", is_flag=True, help="No progress bars and no notices (warnings still).")
+@click.option(
+    "--quiet", "-q", is_flag=True, help="No progress bars and no notices (warnings still)."
+)
 @click.pass_context
-def longmemeval(ctx: click.Context, build_dir: Path, quiet: bool) -> None:
+def longmemeval(ctx: click.Context, build_dir: Path | None, quiet: bool) -> None:
     """LongMemEval lane: session-level recall on a LongMemEval file you provide."""
-    ctx.ensure_object(dict)
-    ctx.obj.update(build_dir=build_dir, quiet=quiet)
+    root = ctx.find_root()
+    inherited = root.params if root is not ctx else {}
+    if build_dir is None:
+        build_dir = Path(inherited.get("build_dir") or "build")
+    ctx.obj = {"build_dir": Path(build_dir), "quiet": quiet or bool(inherited.get("quiet"))}
 
 
 @longmemeval.command("generate")
