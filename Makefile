@@ -8,7 +8,7 @@ BUILD ?= build
 STAMP := $(VENV)/.recallbench-installed
 RB := $(BIN)/recallbench --build-dir $(BUILD)
 
-.PHONY: setup eval test lint docs baseline bench clean
+.PHONY: setup eval test lint docs baseline bench bench-longmemeval clean
 
 setup: $(STAMP)
 
@@ -46,6 +46,9 @@ baseline: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_pipeline.py
+
+bench-longmemeval: $(STAMP)  # about 7 minutes on 2 cores
+	$(BIN)/python benchmarks/bench_longmemeval.py
 
 clean:
 	rm -rf $(BUILD)/* .nox

@@ -161,7 +161,13 @@ def main(
     """Run every retrieval-evaluation stage in-process and print the headline figures."""
     try:
         if longmemeval_file:
+            from click.core import ParameterSource
+
+            from recallbench.longmemeval import DEFAULT_TOP_K
             from recallbench.longmemeval.pipeline import run_lane
+
+            source = click.get_current_context().get_parameter_source("top_k")
+            lane_top_k = DEFAULT_TOP_K if source == ParameterSource.DEFAULT else top_k
 
             run_lane(
                 longmemeval_file,
@@ -172,6 +178,8 @@ def main(
                 output=output,
                 report=report,
                 quiet=quiet,
+                top_k=lane_top_k,
+                system=system,
             )
         else:
             _fixture_lane(

@@ -40,11 +40,21 @@ FIXED_CREATED_AT = "2025-01-01T00:00:00Z"
 DB_NAME = "hotmem.sqlite"
 
 
+_loggers_seen = -1
+
+
 def silence_hotmem_tracing() -> None:
-    """Raise every `hotmem.*` logger to WARNING (they print a JSON line per call)."""
+    """Raise every `hotmem.*` logger to WARNING (they print a JSON line per call).
+
+    Cheap to call often: the walk only runs when new loggers have appeared since the last.
+    """
+    global _loggers_seen
+    if len(logging.root.manager.loggerDict) == _loggers_seen:
+        return
     for name in list(logging.root.manager.loggerDict):
         if name == "hotmem" or name.startswith("hotmem."):
             logging.getLogger(name).setLevel(logging.WARNING)
+    _loggers_seen = len(logging.root.manager.loggerDict)
 
 
 @contextlib.contextmanager
@@ -127,7 +137,8 @@ class HotMemStore:
         return self.db.count()
 
     def close(self) -> None:
-        self.db.close()
+        with self._system._inside():
+            self.db.close()
 
 
 class HotMemSystem:
