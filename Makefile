@@ -31,6 +31,7 @@ eval: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/pytest -q
 	$(BIN)/mkdocs build --strict --quiet
 
