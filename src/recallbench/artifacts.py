@@ -26,15 +26,15 @@ from recallbench.errors import ArtifactError
 
 SCHEMA_VERSION = 1
 
-#: artifact kind -> (file name in the build dir, stage command that makes it)
+#: artifact kind -> (file name in the build dir, the command that makes it)
 ARTIFACTS: dict[str, tuple[str, str]] = {
-    "suite": ("suite.json", "validate"),
-    "hydrate": ("hydrate.json", "hydrate"),
-    "runs": ("runs.json", "query"),
-    "roundtrip": ("roundtrip.json", "snapshot-roundtrip"),
-    "scores": ("scores.json", "score"),
-    "results": ("results.json", "report"),
-    "decision": ("decision.json", "decide"),
+    "suite": ("suite.json", "recallbench validate"),
+    "hydrate": ("hydrate.json", "recallbench hydrate"),
+    "runs": ("runs.json", "recallbench query"),
+    "roundtrip": ("roundtrip.json", "recallbench snapshot-roundtrip"),
+    "scores": ("scores.json", "recallbench score"),
+    "results": ("results.json", "recallbench report"),
+    "decision": ("decision.json", "recallbench decide"),
 }
 
 _DUMP_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
@@ -101,42 +101,48 @@ def write_artifact(
     return path
 
 
-def read_artifact(build_dir: Path, kind: str) -> dict[str, Any]:
-    """Read artifact `kind` from `build_dir`, checking that it exists and has our schema.
-
-    Raises ArtifactError naming the stage to run when it is missing or foreign.
-    """
-    path = artifact_path(build_dir, kind)
-    stage = ARTIFACTS[kind][1]
-    if not path.exists():
-        raise ArtifactError(f"{path}: missing; run `recallbench {stage}` first")
+def load_envelope(path: Path, kind: str, command: str) -> dict[str, Any]:
+    """Read the envelope at `path`, checking that it exists, is a `kind` artifact of our
+    schema version and matches its fingerprint. Errors name `command` as the fix."""
+    if not path.is_file():
+        raise ArtifactError(f"{path}: missing; run `{command}` first")
     try:
         env = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as exc:
-        raise ArtifactError(
-            f"{path}: not valid JSON ({exc}); run `recallbench {stage}` again"
-        ) from None
+        raise ArtifactError(f"{path}: not valid JSON ({exc}); run `{command}` again") from None
     if not isinstance(env, dict) or env.get("artifact") != kind or "data" not in env:
-        raise ArtifactError(f"{path}: not a recallbench {kind} artifact; run `recallbench {stage}`")
+        raise ArtifactError(f"{path}: not a recallbench {kind} artifact; run `{command}`")
     if env.get("schema_version") != SCHEMA_VERSION:
         raise ArtifactError(
             f"{path}: schema version {env.get('schema_version')} is not {SCHEMA_VERSION}; "
-            f"run `recallbench {stage}` again"
+            f"run `{command}` again"
         )
     if env.get("fingerprint") != fingerprint(env["data"]):
         raise ArtifactError(
-            f"{path}: content does not match its fingerprint; run `recallbench {stage}` again"
+            f"{path}: content does not match its fingerprint; run `{command}` again"
         )
     return env
 
 
-def require_made_from(env: Mapping[str, Any], *upstreams: Mapping[str, Any]) -> None:
-    """Refuse `env` unless it was made from each `upstream` artifact as it is now (stale)."""
+def read_artifact(build_dir: Path, kind: str) -> dict[str, Any]:
+    """Read fixture-lane artifact `kind` from `build_dir` (see `load_envelope`)."""
+    return load_envelope(artifact_path(build_dir, kind), kind, ARTIFACTS[kind][1])
+
+
+def require_made_from(
+    env: Mapping[str, Any],
+    *upstreams: Mapping[str, Any],
+    registry: Mapping[str, tuple[str, str]] = ARTIFACTS,
+) -> None:
+    """Refuse `env` unless it was made from each `upstream` artifact as it is now (stale).
+
+    `registry` maps kinds to (file name, command) for the message.
+    """
     kind = env["artifact"]
     for upstream in upstreams:
         up_kind = upstream["artifact"]
         if env.get("inputs", {}).get(up_kind) != upstream["fingerprint"]:
             raise ArtifactError(
-                f"{ARTIFACTS[kind][0]} is stale (made from another {ARTIFACTS[up_kind][0]}); "
-                f"run `recallbench {ARTIFACTS[kind][1]}` again"
+                f"{registry[kind][0]} is stale (made from another {registry[up_kind][0]}); "
+                f"run `{registry[kind][1]}` again"
             )

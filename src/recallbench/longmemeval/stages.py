@@ -33,7 +33,8 @@ import orjson
 from tqdm import tqdm
 
 from recallbench import __version__
-from recallbench.artifacts import SCHEMA_VERSION, atomic_write_bytes, dumps, envelope, fingerprint
+from recallbench.artifacts import atomic_write_bytes, dumps, envelope, load_envelope
+from recallbench.artifacts import require_made_from as check_made_from
 from recallbench.errors import ArtifactError, RecallbenchError
 from recallbench.longmemeval import (
     DEFAULT_TOP_K,
@@ -102,36 +103,11 @@ def write_lane_artifact(
 
 def read_lane_artifact(build_dir: Path, kind: str) -> dict[str, Any]:
     """Read a lane artifact, checking kind, schema version and fingerprint."""
-    path = artifact_file(build_dir, kind)
-    command = KINDS[kind][1]
-    if not path.is_file():
-        raise ArtifactError(f"{path}: missing; run `{command}` first")
-    try:
-        env = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError:
-        raise ArtifactError(f"{path}: not valid JSON; run `{command}` again") from None
-    if not isinstance(env, dict) or env.get("artifact") != kind or "data" not in env:
-        raise ArtifactError(f"{path}: not a recallbench {kind} artifact; run `{command}`")
-    if env.get("schema_version") != SCHEMA_VERSION:
-        raise ArtifactError(
-            f"{path}: schema version {env.get('schema_version')} is not {SCHEMA_VERSION}; "
-            f"run `{command}` again"
-        )
-    if env.get("fingerprint") != fingerprint(env["data"]):
-        raise ArtifactError(
-            f"{path}: content does not match its fingerprint; run `{command}` again"
-        )
-    return env
+    return load_envelope(artifact_file(build_dir, kind), kind, KINDS[kind][1])
 
 
 def require_made_from(env: Mapping[str, Any], *upstreams: Mapping[str, Any]) -> None:
-    kind = env["artifact"]
-    for up in upstreams:
-        if env.get("inputs", {}).get(up["artifact"]) != up["fingerprint"]:
-            raise ArtifactError(
-                f"{KINDS[kind][0]} is stale (made from another {KINDS[up['artifact']][0]}); "
-                f"run `{KINDS[kind][1]}` again"
-            )
+    check_made_from(env, *upstreams, registry=KINDS)
 
 
 @contextmanager
