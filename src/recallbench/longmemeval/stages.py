@@ -472,7 +472,6 @@ def run(
 
     questions: list[dict[str, Any]] = []
     inside = 0.0
-    closing = 0.0
     task_seconds = 0.0
     rows = 0
     started = time.perf_counter()
@@ -500,7 +499,6 @@ def run(
                 }
             )
             inside += result["seconds_inside"]
-            closing += result["seconds_close"]
             task_seconds += result["seconds_task"]
             rows += result["rows"]
             bar.update(1)
@@ -533,7 +531,6 @@ def run(
         "stored_memories": rows,
         "wall_seconds": wall,
         "seconds_inside_system": inside,
-        "seconds_inside_system_closing_stores": closing,
         "seconds_in_tasks": task_seconds,
         "harness_overhead_in_tasks": (task_seconds - inside) / inside if inside else None,
         "harness_overhead_end_to_end": (wall * workers - inside) / inside if inside else None,

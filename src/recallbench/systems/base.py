@@ -8,7 +8,9 @@ snapshot -> verify -> restore path. HotMem is the first implementation; later sy
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -58,6 +60,30 @@ class MissingVector(RecallbenchError):
 
 #: text -> vector; a store opened with one embeds nothing itself.
 VectorLookup = Callable[[str], Sequence[float]]
+
+
+class TimedCalls:
+    """Mixin for systems: `_inside()` times a block as the system's own work.
+
+    `seconds_inside()` is this instance's total; `process_seconds_inside` (per class) adds
+    up every instance in the process, for overhead figures in benchmarks.
+    """
+
+    process_seconds_inside: float = 0.0
+    _seconds_inside: float = 0.0
+
+    @contextlib.contextmanager
+    def _inside(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - start
+            self._seconds_inside += elapsed
+            type(self).process_seconds_inside += elapsed
+
+    def seconds_inside(self) -> float:
+        return self._seconds_inside
 
 
 class Store(Protocol):

@@ -11,13 +11,11 @@ and record count, checked on verify.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import re
 import shutil
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,14 @@ import numpy as np
 import orjson
 
 from recallbench.artifacts import atomic_write_bytes
-from recallbench.systems.base import Hit, PackageInfo, SnapshotRejected, StoreRecord, VectorLookup
+from recallbench.systems.base import (
+    Hit,
+    PackageInfo,
+    SnapshotRejected,
+    StoreRecord,
+    TimedCalls,
+    VectorLookup,
+)
 
 RECORDS = "records.jsonl"
 MANIFEST = "manifest.json"
@@ -115,29 +120,13 @@ def _read_records(path: Path) -> list[StoreRecord]:
     return out
 
 
-class BM25System:
+class BM25System(TimedCalls):
     """Okapi BM25 over the records' text; parameters k1 and b as in Lucene."""
-
-    process_seconds_inside = 0.0
 
     def __init__(self, name: str = "bm25", *, k1: float = 1.5, b: float = 0.75) -> None:
         self.name = name
         self.k1 = k1
         self.b = b
-        self._seconds_inside = 0.0
-
-    @contextlib.contextmanager
-    def _inside(self) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            elapsed = time.perf_counter() - start
-            self._seconds_inside += elapsed
-            BM25System.process_seconds_inside += elapsed
-
-    def seconds_inside(self) -> float:
-        return self._seconds_inside
 
     def configuration(self) -> dict[str, Any]:
         return {

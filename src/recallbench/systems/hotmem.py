@@ -13,7 +13,6 @@ import contextlib
 import json
 import logging
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from recallbench.systems.base import (
     PackageInfo,
     SnapshotRejected,
     StoreRecord,
+    TimedCalls,
     VectorLookup,
 )
 
@@ -141,31 +141,14 @@ class HotMemStore:
             self.db.close()
 
 
-class HotMemSystem:
+class HotMemSystem(TimedCalls):
     """HotMem with a given embedder (default: hotmem-hash-v1) and optional reranker."""
 
     def __init__(self, name: str = "hotmem", *, reranker: Any = None, embedder: Any = None) -> None:
         self.name = name
         self.reranker = reranker
         self.embedder = embedder if embedder is not None else DEFAULT_EMBEDDER
-        self._seconds_inside = 0.0
         silence_hotmem_tracing()
-
-    #: wall time inside HotMem calls by every instance in this process (for overhead figures)
-    process_seconds_inside = 0.0
-
-    @contextlib.contextmanager
-    def _inside(self) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            elapsed = time.perf_counter() - start
-            self._seconds_inside += elapsed
-            HotMemSystem.process_seconds_inside += elapsed
-
-    def seconds_inside(self) -> float:
-        return self._seconds_inside
 
     def configuration(self) -> dict[str, Any]:
         d = self.embedder.descriptor
