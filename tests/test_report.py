@@ -311,3 +311,17 @@ def test_explain_miss_on_the_real_run(lane: LaneOutput) -> None:
         "mem-eng-002 (near-duplicate of mem-eng-003), mem-sup-009 (another project's memory "
         "(delta-support)), mem-eng-001 (near-duplicate of mem-eng-003), mem-eng-004 (graded 3)"
     ]
+
+
+def test_configuration_rows_do_not_depend_on_key_order(lane: LaneOutput) -> None:
+    """`report` reads the configuration back from a sorted-key artifact; `run` gets it from
+    the system directly. Both must render the same table."""
+    shuffled = copy.deepcopy(lane.result)
+    shuffled["system"] = dict(reversed(list(shuffled["system"].items())))
+    shuffled["system"]["scoring_weights"] = dict(
+        reversed(list(shuffled["system"]["scoring_weights"].items()))
+    )
+    assert section(render_markdown(shuffled), "Configuration") == section(
+        lane.markdown, "Configuration"
+    )
+    assert section(lane.markdown, "Configuration")[2] == "| system | hotmem |"

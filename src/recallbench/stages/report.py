@@ -170,9 +170,9 @@ def _cell(summary: dict[str, Any] | None, name: str) -> str:
 
 
 def format_setting(value: Any) -> str:
-    """A configuration value as table text: mappings as `key value, ...`."""
+    """A configuration value as table text: mappings as `key value, ...`, keys sorted."""
     if isinstance(value, dict):
-        return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in value.items())
+        return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(value.items()))
     return str(value)
 
 
@@ -246,7 +246,9 @@ def render_markdown(result: dict[str, Any]) -> str:
         "|---|---|",
         *(
             f"| {'system' if key == 'name' else key.replace('_', ' ')} | {format_setting(value)} |"
-            for key, value in sysinfo.items()
+            # name first, then sorted: the same order whether the configuration came
+            # straight from the system or back from a sorted-key artifact
+            for key, value in sorted(sysinfo.items(), key=lambda kv: (kv[0] != "name", kv[0]))
         ),
         f"| suite | {counts['memories']} memories, {counts['queries']} queries "
         f"({result['suite']['sources']['corpus']['file']}, {result['suite']['sources']['queries']['file']}) |",
