@@ -324,4 +324,4 @@ def test_configuration_rows_do_not_depend_on_key_order(lane: LaneOutput) -> None
     assert section(render_markdown(shuffled), "Configuration") == section(
         lane.markdown, "Configuration"
     )
-    assert section(lane.markdown, "Configuration")[2] == "| system | hotmem |"
+    assert section(lane.markdown, "Configuration")[3] == "| system | hotmem |"
