@@ -20,7 +20,14 @@ import click
 
 from recallbench.artifacts import atomic_write_bytes, dumps
 from recallbench.errors import GateFailed, RecallbenchError, ValidationFailed
-from recallbench.options import fixture_options, repeat_option, system_option, top_k_option
+from recallbench.options import (
+    fixture_options,
+    repeat_option,
+    session_text_option,
+    system_option,
+    top_k_option,
+    workers_option,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "benchmarks" / "retrieval"
@@ -119,20 +126,8 @@ def _fixture_lane(
     type=click.Path(file_okay=False, path_type=Path),
     help="LongMemEval: embedding cache made by `recallbench longmemeval prep`.",
 )
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="LongMemEval: parallel worker processes.",
-)
-@click.option(
-    "--session-text",
-    type=click.Choice(["user", "all"]),
-    default="user",
-    show_default=True,
-    help="LongMemEval: user turns only (official) or every turn.",
-)
+@workers_option
+@session_text_option
 @click.option(
     "--build-dir",
     type=click.Path(file_okay=False, path_type=Path),

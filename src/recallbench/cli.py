@@ -98,7 +98,25 @@ class Context:
 pass_ctx = click.make_pass_decorator(Context)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _MainGroup(click.Group):
+    """The stage commands, plus the LongMemEval group imported only when it is used (its
+    imports would otherwise slow every stage command's start-up)."""
+
+    LAZY = {"longmemeval": ("recallbench.longmemeval.cli", "longmemeval")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.LAZY])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.LAZY:
+            import importlib
+
+            module, attr = self.LAZY[name]
+            return getattr(importlib.import_module(module), attr)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=_MainGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="recallbench")
 @click.option(
     "--build-dir",
@@ -409,16 +427,6 @@ def _mkdir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     return path
 
-
-def _register_longmemeval() -> None:
-    try:
-        from recallbench.longmemeval.cli import longmemeval
-    except ImportError:  # lane not installed in this build
-        return
-    main.add_command(longmemeval, "longmemeval")
-
-
-_register_longmemeval()
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

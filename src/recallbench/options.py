@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from recallbench.longmemeval import SESSION_TEXT_MODES
 from recallbench.systems import DEFAULT_SYSTEM, SYSTEM_NAMES
 
 FIXTURE_DIR = Path("benchmarks/retrieval")
@@ -56,4 +57,21 @@ repeat_option = click.option(
     default=1,
     show_default=True,
     help="Latency samples per query (>1 only for latency; results must not change).",
+)
+
+# --- the LongMemEval lane (its CLI group and the script's --longmemeval) ---
+
+session_text_option = click.option(
+    "--session-text",
+    type=click.Choice(SESSION_TEXT_MODES),
+    default="user",
+    show_default=True,
+    help="LongMemEval: user turns joined by spaces (official); all: every turn as 'role: content'.",
+)
+workers_option = click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="LongMemEval: worker processes (results are identical for any number).",
 )

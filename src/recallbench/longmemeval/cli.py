@@ -15,10 +15,10 @@ from typing import Any
 import click
 
 from recallbench.errors import RecallbenchError
-from recallbench.longmemeval import DEFAULT_TOP_K, SESSION_TEXT_MODES, stages
+from recallbench.longmemeval import DEFAULT_TOP_K, stages
 from recallbench.longmemeval.generator import DEFAULT_SESSION_CHARS, SHAPES, generate
 from recallbench.longmemeval.reader import stderr_log
-from recallbench.systems import DEFAULT_SYSTEM, SYSTEM_NAMES
+from recallbench.options import session_text_option, system_option, workers_option
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -35,36 +35,6 @@ def _opts(ctx: click.Context) -> dict[str, Any]:
     quiet = ctx.obj["quiet"]
     log: Callable[[str], None] = (lambda _m: None) if quiet else stderr_log
     return {"build_dir": ctx.obj["build_dir"], "quiet": quiet, "log": log, "warn": stderr_log}
-
-
-def _system_option(f: Callable) -> Callable:
-    return click.option(
-        "--system",
-        type=click.Choice(SYSTEM_NAMES),
-        default=DEFAULT_SYSTEM,
-        show_default=True,
-        help="System under test.",
-    )(f)
-
-
-def _session_text_option(f: Callable) -> Callable:
-    return click.option(
-        "--session-text",
-        type=click.Choice(SESSION_TEXT_MODES),
-        default="user",
-        show_default=True,
-        help="user: user turns joined by spaces (official); all: every turn as 'role: content'.",
-    )(f)
-
-
-def _workers_option(f: Callable) -> Callable:
-    return click.option(
-        "--workers",
-        type=click.IntRange(min=1),
-        default=1,
-        show_default=True,
-        help="Worker processes (results are identical for any number).",
-    )(f)
 
 
 @click.group()
@@ -170,9 +140,9 @@ def validate_cmd(ctx: click.Context, data_file: Path) -> None:
 @click.option(
     "--cache", "cache_dir", type=click.Path(file_okay=False, path_type=Path), required=True
 )
-@_session_text_option
-@_workers_option
-@_system_option
+@session_text_option
+@workers_option
+@system_option
 @click.pass_context
 def prep_cmd(
     ctx: click.Context,
@@ -207,8 +177,8 @@ def prep_cmd(
     default=None,
     help="Vectors from `prep`; without it texts are embedded inline.",
 )
-@_workers_option
-@_session_text_option
+@workers_option
+@session_text_option
 @click.option(
     "--top-k",
     type=click.IntRange(1, 10_000),
@@ -216,7 +186,7 @@ def prep_cmd(
     show_default=True,
     help="Search limit per call.",
 )
-@_system_option
+@system_option
 @click.pass_context
 def run_cmd(
     ctx: click.Context,
