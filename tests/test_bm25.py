@@ -61,3 +61,10 @@ def test_duplicate_ids_are_refused(tmp_path: Path) -> None:
     store = get_system("bm25").open_store(tmp_path / "s")
     with pytest.raises(SnapshotRejected, match="duplicate memory id"):
         store.ingest([DOCS[0], DOCS[0]])
+
+
+def test_lexical_matches_are_records_sharing_a_token(tmp_path: Path) -> None:
+    store = get_system("bm25").open_store(tmp_path / "s")
+    store.ingest(DOCS)
+    assert store.lexical_matches("Apple pie") == ("BM25", ["m1", "m2"])
+    assert store.lexical_matches("zebra") == ("BM25", [])

@@ -303,13 +303,36 @@ def test_explain_miss_duplicate_group_first_member_is_not_a_duplicate() -> None:
     assert "(grade 3) not returned at all" in text
 
 
+def test_explain_miss_reports_the_lexical_matcher() -> None:
+    suite = small_suite()
+    q = Query("q4", "exact_lexical", "a?", {"a1": 3})
+    top = [row("a2", "proj-a")]
+    none = explain_miss("a1", q, top, ["a2", "a1"], suite, {"matcher": "FTS5", "matched": []})
+    assert none.endswith("; FTS5 matched no memory for this query")
+    hit = explain_miss(
+        "a1", q, top, ["a2", "a1"], suite, {"matcher": "FTS5", "matched": ["a1", "a2"]}
+    )
+    assert hit.endswith("; FTS5 matched 2 memories, a1 among them")
+    other = explain_miss("a1", q, top, ["a2", "a1"], suite, {"matcher": "BM25", "matched": ["a2"]})
+    assert other.endswith("; BM25 matched 1 memory, a1 not among them")
+
+
+def test_lexical_matches_come_from_hotmem_fts(lane: LaneOutput) -> None:
+    """FTS5 is an implicit AND of prefix terms: on this suite it matches few queries at all."""
+    counts = {q["query_id"]: q["lexical_matches"] for q in lane.result["queries"]}
+    assert {c["matcher"] for c in counts.values()} == {"FTS5"}
+    assert sum(1 for c in counts.values() if c["count"]) == 7
+    assert counts["q-semantic-001"]["count"] == 0
+
+
 def test_explain_miss_on_the_real_run(lane: LaneOutput) -> None:
     q = next(x for x in lane.result["queries"] if x["query_id"] == "q-dup-001")
     assert q["missed"] == ["mem-eng-005"]
     assert q["why_missed"] == [
         "mem-eng-005 (grade 2) ranked 7 of 80; the top-5 held: mem-eng-003 (graded 2), "
         "mem-eng-002 (near-duplicate of mem-eng-003), mem-sup-009 (another project's memory "
-        "(delta-support)), mem-eng-001 (near-duplicate of mem-eng-003), mem-eng-004 (graded 3)"
+        "(delta-support)), mem-eng-001 (near-duplicate of mem-eng-003), mem-eng-004 (graded 3); "
+        "FTS5 matched no memory for this query"
     ]
 
 

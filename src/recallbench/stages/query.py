@@ -35,7 +35,8 @@ def search_all(
     Raises RecallbenchError when repeats of one query disagree (a nondeterministic system).
     Each row also carries `full_ranking`: for a query that misses a relevant memory, the ids of
     an untimed search over the whole store (to say where the missed memory ranked); otherwise
-    the top-k ids.
+    the top-k ids. `lexical` names the system's lexical matcher and the ids it matched (a
+    diagnostic, untimed).
     """
     depth = store.count()
     rows, latencies = [], {}
@@ -60,12 +61,14 @@ def search_all(
             if missing and depth > top_k
             else top_ids
         )
+        matcher, matched = store.lexical_matches(q.query)
         rows.append(
             {
                 "query_id": q.query_id,
                 "category": q.category,
                 "hits": hits_to_rows(first or [], q.relevance),
                 "full_ranking": full,
+                "lexical": {"matcher": matcher, "matched": matched},
             }
         )
         latencies[q.query_id] = samples

@@ -31,9 +31,15 @@ def normalize(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def explain_miss(
-    missed_id: str, query: Query, hits: list[dict[str, Any]], full_ranking: list[str], suite: Suite
+    missed_id: str,
+    query: Query,
+    hits: list[dict[str, Any]],
+    full_ranking: list[str],
+    suite: Suite,
+    lexical: dict[str, Any] | None = None,
 ) -> str:
-    """Why a relevant memory is not in the top-k, as far as the data shows it."""
+    """Why a relevant memory is not in the top-k, as far as the data shows it: where it
+    ranked, what held the top-k slots, and whether the system's lexical matcher found it."""
     memories = {m.memory_id: m for m in suite.memories}
     groups = suite.duplicate_groups
     target = memories[missed_id]
@@ -60,7 +66,16 @@ def explain_miss(
         if group and group not in seen_groups:
             seen_groups[group] = mid
         reasons.append(f"{mid} ({why})")
-    return f"{missed_id} (grade {grade}) {where}; the top-{len(hits)} held: " + ", ".join(reasons)
+    text = f"{missed_id} (grade {grade}) {where}; the top-{len(hits)} held: " + ", ".join(reasons)
+    if lexical is not None:
+        matched = lexical["matched"]
+        if not matched:
+            text += f"; {lexical['matcher']} matched no memory for this query"
+        else:
+            found = "among them" if missed_id in matched else "not among them"
+            noun = "memory" if len(matched) == 1 else "memories"
+            text += f"; {lexical['matcher']} matched {len(matched)} {noun}, {missed_id} {found}"
+    return text
 
 
 def build_result(
@@ -94,9 +109,13 @@ def build_result(
                 "metrics": {name: s[name] for name in scores["metrics"]},
                 "missed": s["missed"],
                 "why_missed": [
-                    explain_miss(mid, q, row["hits"], row["full_ranking"], suite)
+                    explain_miss(mid, q, row["hits"], row["full_ranking"], suite, row["lexical"])
                     for mid in s["missed"]
                 ],
+                "lexical_matches": {
+                    "matcher": row["lexical"]["matcher"],
+                    "count": len(row["lexical"]["matched"]),
+                },
                 "roundtrip_identical": rt["per_query"][q.query_id]["identical"],
             }
         )
@@ -195,6 +214,9 @@ def _observations(result: dict[str, Any]) -> list[str]:
         s = result["metrics"]["per_category"][cat]
         in_cat = [q for q in result["queries"] if q["category"] == cat]
         missed = [q["query_id"] for q in in_cat if q["missed"]]
+        matcher = in_cat[0]["lexical_matches"]["matcher"] if in_cat else "lexical matcher"
+        lexical = sum(1 for q in in_cat if q["lexical_matches"]["count"])
+        lexical_text = f" {matcher} matched any memory for {lexical} of {len(in_cat)} queries."
         if cat == NEGATIVE_CATEGORY:
             fp = s[f"fp_rate@{k}"]
             lines.append(
@@ -202,6 +224,7 @@ def _observations(result: dict[str, Any]) -> list[str]:
                 f"returned slots hold a memory although the corpus has no answer "
                 f"(false-positive rate {_fmt(fp['value'], pct=True)}); the system returned results "
                 f"for {sum(1 for q in in_cat if q['returned'])} of {len(in_cat)} queries."
+                + lexical_text
             )
             continue
         r = s[f"recall@{k}"]
@@ -220,7 +243,7 @@ def _observations(result: dict[str, Any]) -> list[str]:
                 f" Duplicate slots: {dup['numerator']}/{dup['denominator']} "
                 f"({_fmt(dup['value'], pct=True)})."
             )
-        lines.append(text)
+        lines.append(text + lexical_text)
     return lines
 
 

@@ -93,6 +93,10 @@ class Store(Protocol):
     def search(self, query: str, top_k: int) -> list[Hit]:
         """The system's production search, results in its own order."""
 
+    def lexical_matches(self, query: str) -> tuple[str, list[str]]:
+        """(name of the system's lexical matcher, ids it matches for `query`), through the
+        system's own code. Diagnostic only: explains misses, never used for scoring."""
+
     def count(self) -> int: ...
 
     def close(self) -> None: ...

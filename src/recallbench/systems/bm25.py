@@ -86,6 +86,14 @@ class BM25Store:
             for i in order
         ]
 
+    def lexical_matches(self, query: str) -> tuple[str, list[str]]:
+        """Records sharing at least one token with the query (a BM25 score above 0)."""
+        if self._index is None:
+            return "BM25", []
+        with self._system._inside():
+            scores = np.asarray(self._index.get_scores(tokenize(query)), dtype=float)
+        return "BM25", sorted(str(self._ids[i]) for i in np.flatnonzero(scores > 0))
+
     def count(self) -> int:
         return len(self._records)
 

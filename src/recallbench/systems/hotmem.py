@@ -133,6 +133,13 @@ class HotMemStore:
             )
         return [Hit(r["memory_id"], float(r["score"]), r["identifier"]) for r in rows]
 
+    def lexical_matches(self, query: str) -> tuple[str, list[str]]:
+        """The rows HotMem's FTS5 leg matches (`MemoryDB.fts_search`, the query HotMem's
+        search runs: an implicit AND of prefix terms)."""
+        with self._system._inside():
+            rows = self.db.fts_search(query)
+        return "FTS5", sorted(r["id"] for r in rows)
+
     def count(self) -> int:
         return self.db.count()
 
