@@ -51,6 +51,20 @@ def _summary(result: dict) -> str:
     )
 
 
+def _lane_summary(results: dict) -> str:
+    """Overall LongMemEval figures per k, with the number of questions scored."""
+    overall = results["metrics"]["overall"]["metrics"]
+    scored = results["counts"]["scored"]
+    lines = []
+    for k in results["k"]:
+        cells = [
+            f"{name}@{k} {overall[f'{name}@{k}']['value']:.3f}"
+            for name in ("recall", "recall_any", "recall_all", "ndcg_any")
+        ]
+        lines.append("  ".join(cells))
+    return "\n".join(lines) + f"\n(means over {scored} scored questions; recall = fractional)"
+
+
 def _fixture_lane(
     corpus: Path,
     queries: Path,
@@ -164,7 +178,7 @@ def main(
             source = click.get_current_context().get_parameter_source("top_k")
             lane_top_k = DEFAULT_TOP_K if source == ParameterSource.DEFAULT else top_k
 
-            run_lane(
+            results = run_lane(
                 longmemeval_file,
                 build_dir=build_dir,
                 cache_dir=cache,
@@ -176,6 +190,7 @@ def main(
                 top_k=lane_top_k,
                 system=system,
             )
+            click.echo(_lane_summary(results))
         else:
             _fixture_lane(
                 corpus,
