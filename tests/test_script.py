@@ -135,3 +135,48 @@ def test_outputs_follow_the_umask(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert stat.S_IMODE(output.stat().st_mode) == 0o644
     assert stat.S_IMODE(report.stat().st_mode) == 0o644
+
+
+def test_longmemeval_lane_through_the_script(tmp_path: Path) -> None:
+    data = tmp_path / "lme.json"
+    gen = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "recallbench.cli",
+            "-q",
+            "longmemeval",
+            "generate",
+            "--shape",
+            "s",
+            "--questions",
+            "12",
+            "--seed",
+            "5",
+            "--sessions-per-question",
+            "8",
+            "--out",
+            str(data),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert gen.returncode == 0, gen.stderr
+    report = tmp_path / "lme.md"
+    proc = run_script(
+        "--longmemeval", data, "--build-dir", tmp_path / "build", "--report", report, "-q"
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split()[0] for line in lines[:3]] == ["recall@1", "recall@5", "recall@10"]
+    assert re.fullmatch(r"\(means over \d+ scored questions; recall = fractional\)", lines[3])
+    assert "## Questions" in report.read_text(encoding="utf-8")
+
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"question_id": "q1"}]', encoding="utf-8")
+    bad = run_script("--longmemeval", broken, "--build-dir", tmp_path / "build2", "-q")
+    assert bad.returncode == 1
+    assert "Traceback" not in bad.stderr
+    assert bad.stderr.strip().splitlines()[-1].startswith("retrieval_eval: error: ")
+    assert "record[0]" in bad.stderr
