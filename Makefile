@@ -8,7 +8,7 @@ BUILD ?= build
 STAMP := $(VENV)/.recallbench-installed
 RB := $(BIN)/recallbench --build-dir $(BUILD)
 
-.PHONY: setup eval test lint docs baseline bench bench-longmemeval clean
+.PHONY: setup setup-semantic eval test lint docs baseline bench bench-longmemeval clean
 
 setup: $(STAMP)
 
@@ -16,6 +16,12 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,docs]'
 	@touch $(STAMP)
+
+# Optional: the learned embedder behind `--system hotmem-minilm` (torch, ~1 GB in .venv).
+# torch==2.13.0 first: on these machines that is a CPU build found on local disk.
+setup-semantic: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'torch==2.13.0'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,docs,semantic]'
 
 eval: $(STAMP)
 	$(RB) validate
@@ -48,7 +54,13 @@ baseline: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_pipeline.py
 
-bench-longmemeval: $(STAMP)  # about 7 minutes on 2 cores
+bench-longmem# Optional: the learned embedder behind `--system hotmem-minilm` (torch, ~1 GB in .venv).
+# torch==2.13.0 first: on these machines that is a CPU build found on local disk.
+setup-semantic: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'torch==2.13.0'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,docs,semantic]'
+
+eval: $(STAMP)  # about 7 minutes on 2 cores
 	$(BIN)/python benchmarks/bench_longmemeval.py
 
 clean:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from recallbench.errors import RecallbenchError
 from recallbench.systems.base import System
 
-SYSTEM_NAMES: tuple[str, ...] = ("hotmem", "hotmem-mmr", "bm25")
+#: `hotmem-minilm` needs the optional `semantic` extra (a learned embedder and torch).
+SYSTEM_NAMES: tuple[str, ...] = ("hotmem", "hotmem-mmr", "bm25", "hotmem-minilm")
 DEFAULT_SYSTEM = "hotmem"
 
 

