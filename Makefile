@@ -54,13 +54,7 @@ baseline: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_pipeline.py
 
-bench-longmem# Optional: the learned embedder behind `--system hotmem-minilm` (torch, ~1 GB in .venv).
-# torch==2.13.0 first: on these machines that is a CPU build found on local disk.
-setup-semantic: $(STAMP)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'torch==2.13.0'
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,docs,semantic]'
-
-eval: $(STAMP)  # about 7 minutes on 2 cores
+bench-longmemeval: $(STAMP)  # about 7 minutes on 2 cores
 	$(BIN)/python benchmarks/bench_longmemeval.py
 
 clean:
