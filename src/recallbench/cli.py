@@ -29,7 +29,7 @@ from recallbench.artifacts import (
 )
 from recallbench.errors import RecallbenchError, ValidationFailed
 from recallbench.options import fixture_options, repeat_option, system_option, top_k_option
-from recallbench.systems import SYSTEM_NAMES
+from recallbench.systems import CORE_SYSTEMS, SYSTEM_NAMES
 
 DEFAULT_BASELINE = Path("benchmarks/retrieval/baseline.json")
 
@@ -354,7 +354,7 @@ def run_cmd(
     "systems",
     type=click.Choice(SYSTEM_NAMES),
     multiple=True,
-    help="A system to run (repeat; the first is the reference) [default: every known system].",
+    help="A system to run (repeat; the first is the reference) [default: hotmem, hotmem-mmr, bm25].",
 )
 @click.option(
     "--result",
@@ -405,7 +405,7 @@ def compare_cmd(
         results = [load_result(p) for p in result_files]
         labels = [p.stem for p in result_files]
     else:
-        labels = list(dict.fromkeys(systems or SYSTEM_NAMES))
+        labels = list(dict.fromkeys(systems or CORE_SYSTEMS))
         results = []
         for name in labels:
             ctx.say(f"running {name} ...")

@@ -5,8 +5,10 @@ from __future__ import annotations
 from recallbench.errors import RecallbenchError
 from recallbench.systems.base import System
 
-#: `hotmem-minilm` needs the optional `semantic` extra (a learned embedder and torch).
-SYSTEM_NAMES: tuple[str, ...] = ("hotmem", "hotmem-mmr", "bm25", "hotmem-minilm")
+#: Systems of the core install.
+CORE_SYSTEMS: tuple[str, ...] = ("hotmem", "hotmem-mmr", "bm25")
+#: Every system; `hotmem-minilm` needs the optional `semantic` extra (a learned embedder).
+SYSTEM_NAMES: tuple[str, ...] = (*CORE_SYSTEMS, "hotmem-minilm")
 DEFAULT_SYSTEM = "hotmem"
 
 
