@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -131,7 +131,3 @@ class System(Protocol):
 
     def seconds_inside(self) -> float:
         """Wall time spent inside the system's own calls so far (for overhead figures)."""
-
-
-def describe(system: System) -> Mapping[str, Any]:
-    return {"system": system.name, **system.configuration()}
