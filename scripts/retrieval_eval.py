@@ -19,9 +19,10 @@ from pathlib import Path
 import click
 
 from recallbench.artifacts import atomic_write_bytes, dumps
-from recallbench.errors import GateFailed, RecallbenchError, ValidationFailed
+from recallbench.errors import RecallbenchError, ValidationFailed
 from recallbench.options import (
     fixture_options,
+    output_options,
     repeat_option,
     session_text_option,
     system_option,
@@ -76,7 +77,7 @@ def _fixture_lane(
     write_baseline: Path | None,
     check_baseline: Path | None,
 ) -> None:
-    from recallbench.baseline import category_table, differences, load_result
+    from recallbench.baseline import gate
     from recallbench.pipeline import run_fixture_lane
     from recallbench.stages.report import normalize
 
@@ -93,29 +94,12 @@ def _fixture_lane(
         click.echo(f"wrote baseline {write_baseline}", err=True)
     click.echo(_summary(out.result))
     if check_baseline:
-        base = load_result(check_baseline)
-        diffs = differences(base, out.result)
-        if diffs:
-            click.echo(
-                "category-level before -> after:\n" + category_table(base, out.result), err=True
-            )
-            click.echo("differences:\n" + "\n".join(f"  {d}" for d in diffs), err=True)
-            raise GateFailed(
-                f"result differs from {check_baseline} in {len(diffs)} place(s); if intended, "
-                "run `make baseline` and explain the change"
-            )
+        gate(check_baseline, out.result)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @fixture_options(FIXTURES, shown="<repo>/benchmarks/retrieval")
-@click.option(
-    "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the result JSON here."
-)
-@click.option(
-    "--report",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the Markdown report here.",
-)
+@output_options("not written", "not written")
 @top_k_option
 @repeat_option
 @system_option
@@ -154,7 +138,7 @@ def main(
     corpus,
     queries,
     output,
-    report,
+    report_path,
     top_k,
     repeat,
     system,
@@ -185,7 +169,7 @@ def main(
                 workers=workers,
                 session_text=session_text,
                 output=output,
-                report=report,
+                report=report_path,
                 quiet=quiet,
                 top_k=lane_top_k,
                 system=system,
@@ -196,7 +180,7 @@ def main(
                 corpus,
                 queries,
                 output,
-                report,
+                report_path,
                 top_k,
                 repeat,
                 system,

@@ -92,12 +92,11 @@ def envelope(kind: str, data: Mapping[str, Any], inputs: Mapping[str, str]) -> d
     }
 
 
-def write_artifact(
-    build_dir: Path, kind: str, data: Mapping[str, Any], inputs: Mapping[str, str]
-) -> Path:
-    """Atomically write artifact `kind` into `build_dir`; return its path."""
-    path = artifact_path(build_dir, kind)
-    atomic_write_bytes(path, dumps(envelope(kind, data, inputs)))
+def write_envelope(build_dir: Path, env: Mapping[str, Any]) -> Path:
+    """Atomically write an envelope made by `envelope()` (plus any extra top-level keys)
+    into `build_dir` under its kind's file name; return the path."""
+    path = artifact_path(build_dir, env["artifact"])
+    atomic_write_bytes(path, dumps(env))
     return path
 
 

@@ -7,15 +7,14 @@ ordered ids, grades, scores, metrics, round-trip equivalence or decision is a mi
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from recallbench.errors import RecallbenchError
+from recallbench.errors import GateFailed, RecallbenchError
 from recallbench.stages.report import RESULT_SCHEMA, normalize
-
-DEFAULT_BASELINE = Path("benchmarks/retrieval/baseline.json")
 
 
 def load_result(path: Path) -> dict[str, Any]:
@@ -86,3 +85,18 @@ def category_table(baseline: dict[str, Any], result: dict[str, Any]) -> str:
 
 def _num(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.4f}"
+
+
+def gate(baseline_path: Path, result: dict[str, Any]) -> None:
+    """Raise GateFailed (exit 3) when `result` differs from the baseline at `baseline_path`,
+    after printing the category-level before/after values and the differing paths to stderr."""
+    base = load_result(baseline_path)
+    diffs = differences(base, result)
+    if not diffs:
+        return
+    print("category-level before -> after:\n" + category_table(base, result), file=sys.stderr)
+    print("differences:\n" + "\n".join(f"  {d}" for d in diffs), file=sys.stderr)
+    raise GateFailed(
+        f"result differs from {baseline_path} in {len(diffs)} place(s); if intended, "
+        "run `make baseline` and explain the change"
+    )

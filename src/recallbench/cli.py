@@ -25,13 +25,18 @@ from recallbench.artifacts import (
     dumps,
     read_artifact,
     require_made_from,
-    write_artifact,
+    write_envelope,
 )
 from recallbench.errors import RecallbenchError, ValidationFailed
-from recallbench.options import fixture_options, repeat_option, system_option, top_k_option
+from recallbench.options import (
+    DEFAULT_BASELINE,
+    fixture_options,
+    output_options,
+    repeat_option,
+    system_option,
+    top_k_option,
+)
 from recallbench.systems import CORE_SYSTEMS, SYSTEM_NAMES
-
-DEFAULT_BASELINE = Path("benchmarks/retrieval/baseline.json")
 
 
 class StageError(click.ClickException):
@@ -81,14 +86,7 @@ class Context:
         return read_artifact(self.build_dir, kind)
 
     def write(self, env: dict[str, Any]) -> Path:
-        path = write_artifact(self.build_dir, env["artifact"], env["data"], env["inputs"])
-        if "source_paths" in env:  # validate also records where its inputs were read from
-            full = {
-                **read_artifact(self.build_dir, env["artifact"]),
-                "source_paths": env["source_paths"],
-            }
-            atomic_write_bytes(path, dumps(full))
-        return path
+        return write_envelope(self.build_dir, env)
 
     @property
     def store_dir(self) -> Path:
@@ -224,19 +222,7 @@ def score_cmd(ctx: Context) -> None:
 
 
 @stage_command("report")
-@click.option(
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Result JSON path [default: BUILD/results.json].",
-)
-@click.option(
-    "--report",
-    "report_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Markdown path [default: BUILD/report.md].",
-)
+@output_options("BUILD/results.json", "BUILD/report.md")
 @pass_ctx
 def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> None:
     """Write the result JSON and the Markdown report."""
@@ -282,21 +268,12 @@ def decide_cmd(ctx: Context) -> None:
 @pass_ctx
 def check_baseline_cmd(ctx: Context, baseline: Path, result_path: Path | None) -> None:
     """Compare the normalized result with the committed baseline (exit 3 on any difference)."""
-    from recallbench.baseline import category_table, differences, load_result
-    from recallbench.errors import GateFailed
+    from recallbench.baseline import gate, load_result
 
     result_path = result_path or artifact_path(ctx.build_dir, "results")
     if not result_path.exists():
         raise RecallbenchError(f"{result_path}: missing; run `recallbench report` first")
-    base, current = load_result(baseline), load_result(result_path)
-    diffs = differences(base, current)
-    if diffs:
-        click.echo("category-level before -> after:\n" + category_table(base, current), err=True)
-        click.echo("differences:\n" + "\n".join(f"  {d}" for d in diffs), err=True)
-        raise GateFailed(
-            f"result differs from {baseline} in {len(diffs)} place(s); if intended, run `make baseline` "
-            "and explain the change"
-        )
+    gate(baseline, load_result(result_path))
     ctx.say(f"result matches {baseline}")
 
 
@@ -365,19 +342,7 @@ def run_cmd(
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the resampling.")
 @click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True)
-@click.option(
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="[default: BUILD/compare.json]",
-)
-@click.option(
-    "--report",
-    "report_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="[default: BUILD/compare.md]",
-)
+@output_options("BUILD/compare.json", "BUILD/compare.md")
 @pass_ctx
 def compare_cmd(
     ctx: Context,

@@ -11,6 +11,7 @@ from recallbench.longmemeval import SESSION_TEXT_MODES
 from recallbench.systems import DEFAULT_SYSTEM, SYSTEM_NAMES
 
 FIXTURE_DIR = Path("benchmarks/retrieval")
+DEFAULT_BASELINE = FIXTURE_DIR / "baseline.json"
 
 
 def _compose(*decorators: Callable) -> Callable:
@@ -38,6 +39,23 @@ def fixture_options(base: Path = FIXTURE_DIR, shown: str | None = None) -> Calla
     return _compose(
         option("--corpus", "corpus.jsonl", "Memories, one JSON object per line."),
         option("--queries", "queries.jsonl", "Graded queries, one JSON object per line."),
+    )
+
+
+def output_options(json_default: str, markdown_default: str) -> Callable:
+    """--output (result JSON) and --report (Markdown); None means the given default."""
+    file = click.Path(dir_okay=False, path_type=Path)
+    return _compose(
+        click.option(
+            "--output", type=file, default=None, help=f"Result JSON path [default: {json_default}]."
+        ),
+        click.option(
+            "--report",
+            "report_path",
+            type=file,
+            default=None,
+            help=f"Markdown report path [default: {markdown_default}].",
+        ),
     )
 
 

@@ -7,6 +7,7 @@ works on this model only, whatever dataset it came from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 #: The eight query categories of the fixture lane, in report order.
@@ -104,10 +105,15 @@ class Suite:
     queries: tuple[Query, ...]
     categories: tuple[str, ...] = CATEGORIES
 
-    @property
+    @cached_property
     def duplicate_groups(self) -> dict[str, str]:
         """memory id -> duplicate group, for memories that declare one."""
         return {m.memory_id: m.duplicate_group for m in self.memories if m.duplicate_group}
+
+    @cached_property
+    def memory_by_id(self) -> dict[str, Memory]:
+        """memory id -> Memory."""
+        return {m.memory_id: m for m in self.memories}
 
     def queries_in(self, category: str) -> list[Query]:
         return [q for q in self.queries if q.category == category]

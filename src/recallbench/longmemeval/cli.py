@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from recallbench.errors import RecallbenchError
-from recallbench.longmemeval import DEFAULT_TOP_K, stages
+from recallbench.longmemeval import DEFAULT_TOP_K, MAX_SEARCH_LIMIT, stages
 from recallbench.longmemeval.generator import DEFAULT_SESSION_CHARS, SHAPES, generate
 from recallbench.longmemeval.reader import stderr_log
 from recallbench.options import session_text_option, system_option, workers_option
@@ -181,7 +181,7 @@ def prep_cmd(
 @session_text_option
 @click.option(
     "--top-k",
-    type=click.IntRange(1, 10_000),
+    type=click.IntRange(1, MAX_SEARCH_LIMIT),
     default=DEFAULT_TOP_K,
     show_default=True,
     help="Search limit per call.",

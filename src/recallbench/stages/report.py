@@ -40,9 +40,8 @@ def explain_miss(
 ) -> str:
     """Why a relevant memory is not in the top-k, as far as the data shows it: where it
     ranked, what held the top-k slots, and whether the system's lexical matcher found it."""
-    memories = {m.memory_id: m for m in suite.memories}
     groups = suite.duplicate_groups
-    target = memories[missed_id]
+    target = suite.memory_by_id[missed_id]
     grade = query.relevance.get(missed_id, 0)
     where = (
         f"ranked {full_ranking.index(missed_id) + 1} of {len(full_ranking)}"
