@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 BUILD ?= build
 STAMP := $(VENV)/.recallbench-installed
-RB := $(BIN)/recallbench --build-dir $(BUILD)
+RB := $(BIN)/recallbench --build-dir "$(BUILD)"
 
 .PHONY: setup setup-semantic eval test lint docs baseline bench bench-longmemeval clean
 
@@ -57,6 +57,31 @@ bench: $(STAMP)
 bench-longmemeval: $(STAMP)  # about 7 minutes on 2 cores
 	$(BIN)/python benchmarks/bench_longmemeval.py
 
+# `make clean` empties BUILD (everything recallbench wrote; README.md stays) and removes .nox.
+# It refuses a BUILD that is empty, or is / or a directory containing this one or $HOME
+# (such as `.`, `..` or `~`): checked while make reads the recipe, so `make -n clean` stops
+# too, and again by the shell after resolving symlinks.
+BUILD_ABS = $(abspath $(BUILD))
+build_contains = $(filter $(BUILD_ABS) $(BUILD_ABS)/%,$(1) $(1)/)
+unsafe_build = $(strip \
+  $(if $(strip $(BUILD)),,it is empty) \
+  $(if $(filter ~%,$(BUILD)),make does not expand ~; give the path itself) \
+  $(if $(filter 1,$(words $(BUILD))), \
+    $(if $(filter-out /,$(BUILD_ABS)),,it is the filesystem root) \
+    $(if $(call build_contains,$(CURDIR)),it is or contains $(CURDIR)) \
+    $(if $(HOME),$(if $(call build_contains,$(HOME)),it is or contains your home directory))))
+
 clean:
-	rm -rf $(BUILD)/* .nox
-	@git checkout -- $(BUILD)/README.md 2>/dev/null || true
+	$(if $(unsafe_build),$(error make clean: refusing BUILD='$(BUILD)': $(unsafe_build)))
+	@if [ -e "$(BUILD)" ]; then \
+	  dir=$$(CDPATH= cd -- "$(BUILD)" && pwd -P) || exit 1; \
+	  [ "$$dir" != / ] || { echo "make clean: refusing BUILD='$(BUILD)': it is /" >&2; exit 1; }; \
+	  for keep in "$$(pwd -P)" "$$(CDPATH= cd -- "$${HOME:-/}" 2>/dev/null && pwd -P)"; do \
+	    case "$$keep/" in "$$dir"/*) \
+	      echo "make clean: refusing BUILD='$(BUILD)': $$dir is or contains $$keep" >&2; exit 1;; \
+	    esac; \
+	  done; \
+	  find "$$dir" -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf -- {} +; \
+	  echo "emptied $$dir (kept README.md)"; \
+	fi
+	rm -rf .nox

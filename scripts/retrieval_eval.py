@@ -1,202 +1,200 @@
 #!/usr/bin/env python3
-"""Evaluate retrieval quality in one process: every stage chained, nothing left behind.
+"""Evaluate retrieval quality in one process: every stage chained, for any dataset.
 
     python scripts/retrieval_eval.py [--corpus PATH] [--queries PATH] [--output r.json]
                                      [--report r.md] [--top-k 5] [--repeat 1]
-    python scripts/retrieval_eval.py --longmemeval longmemeval_s.json [--cache DIR] ...
+    python scripts/retrieval_eval.py --dataset longmemeval --data FILE [--unit session|turn]
+    python scripts/retrieval_eval.py --longmemeval FILE        # short form of the above
+    python scripts/retrieval_eval.py --dataset locomo --data locomo10.json --unit turn
 
-The store lives in a temporary directory that is removed at the end; only the paths given
-with --output, --report and --write-baseline are written. Exit codes: 0 ok, 1 bad input or
-evaluator error (one line on stderr), 2 usage error, 3 result differs from --check-baseline.
+Stores and artifacts live in a temporary directory that is removed at the end, unless
+--build-dir is given; only the paths given with --output, --report and --write-baseline (and
+--build-dir) are written. Exit codes: 0 ok, 1 bad input or evaluator error (one line on
+stderr), 2 usage error, 3 result differs from --check-baseline, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 
-from recallbench.artifacts import atomic_write_bytes, dumps
-from recallbench.errors import RecallbenchError, ValidationFailed
-from recallbench.options import (
-    fixture_options,
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # runs from a checkout without an activated venv
+
+from recallbench.cli import run_guarded  # noqa: E402
+from recallbench.options import (  # noqa: E402
+    DEFAULT_TOP_K,
+    dataset_inputs,
+    dataset_options,
+    execution_options,
     output_options,
     repeat_option,
-    session_text_option,
     system_option,
     top_k_option,
-    workers_option,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "benchmarks" / "retrieval"
 
 
-def _summary(result: dict) -> str:
+def fixture_summary(result: Mapping[str, Any]) -> str:
+    """The fixture suite's headline: Recall@1, Recall@k, MRR@k, nDCG@k and the round trip."""
     k = result["run"]["top_k"]
     o = result["metrics"]["overall"]
-    d = result["decision"]
-    eq = result["roundtrip"]["equivalence"]
 
     def v(name: str) -> str:
-        x = o[name]["value"]
+        x = o[name]["value"] if name in o else None
         return "n/a" if x is None else f"{x:.3f}"
 
     recall = f"Recall@1 {v('recall@1')}  " + (f"Recall@{k} {v(f'recall@{k}')}  " if k != 1 else "")
-    return (
-        f"{recall}MRR@{k} {v(f'mrr@{k}')}  "
-        f"nDCG@{k} {v(f'ndcg@{k}')}  round-trip {eq['numerator']}/{eq['denominator']} identical\n"
-        f"rule {d['rule']}: {d['recommendation']}"
+    rt = result["roundtrip"]
+    trip = (
+        f"round-trip {rt['equivalence']['numerator']}/{rt['equivalence']['denominator']} identical"
+        if rt["available"]
+        else rt["reason"]
     )
+    return f"{recall}MRR@{k} {v(f'mrr@{k}')}  nDCG@{k} {v(f'ndcg@{k}')}  {trip}"
 
 
-def _lane_summary(results: dict) -> str:
-    """Overall LongMemEval figures per k, with the number of questions scored."""
-    overall = results["metrics"]["overall"]["metrics"]
-    scored = results["counts"]["scored"]
+def conversational_summary(result: Mapping[str, Any]) -> str:
+    """One line per level and k: recall, recall_any, recall_all and ndcg_any, named as in the
+    report (turn-level names carry the `turn_` prefix), with the denominator."""
+    overall = result["metrics"]["overall"]
     lines = []
-    for k in results["k"]:
-        cells = [
-            f"{name}@{k} {overall[f'{name}@{k}']['value']:.3f}"
-            for name in ("recall", "recall_any", "recall_all", "ndcg_any")
-        ]
-        lines.append("  ".join(cells))
-    return "\n".join(lines) + f"\n(means over {scored} scored questions; recall = fractional)"
+    for level in result["dataset"]["levels"]:
+        ks = sorted({m["k"] for m in result["run"]["measures"] if m["level"] == level["name"]})
+        for k in ks:
+            cells = []
+            for stem in ("recall", "recall_any", "recall_all", "ndcg_any"):
+                name = f"{level['prefix']}{stem}@{k}"
+                value = overall[name]["value"]
+                cells.append(f"{name} {'n/a' if value is None else f'{value:.3f}'}")
+            lines.append("  ".join(cells))
+    scored = result["counts"]["queries"]
+    return "\n".join(lines) + f"\n(means over {scored} scored queries; recall = fractional)"
 
 
-def _fixture_lane(
-    corpus: Path,
-    queries: Path,
-    output: Path | None,
-    report: Path | None,
-    top_k: int,
-    repeat: int,
-    system: str,
-    write_baseline: Path | None,
-    check_baseline: Path | None,
-) -> None:
-    from recallbench.baseline import gate
-    from recallbench.pipeline import run_fixture_lane
-    from recallbench.stages.report import normalize
+def summary(result: Mapping[str, Any], decision: Mapping[str, Any]) -> str:
+    from recallbench.stages.decide import headline
 
-    with tempfile.TemporaryDirectory(prefix="recallbench-") as work:
-        out = run_fixture_lane(
-            corpus, queries, Path(work), top_k=top_k, repeat=repeat, system=system
-        )
-    if output:
-        atomic_write_bytes(output, dumps(out.result))
-    if report:
-        atomic_write_bytes(report, out.markdown.encode("utf-8"))
-    if write_baseline:
-        atomic_write_bytes(write_baseline, dumps(normalize(out.result)))
-        click.echo(f"wrote baseline {write_baseline}", err=True)
-    click.echo(_summary(out.result))
-    if check_baseline:
-        gate(check_baseline, out.result)
+    levels = [lv["name"] for lv in result["dataset"]["levels"]]
+    head = fixture_summary(result) if "memory" in levels else conversational_summary(result)
+    return head + "\n" + headline(decision)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@fixture_options(FIXTURES, shown="<repo>/benchmarks/retrieval")
-@output_options("not written", "not written")
-@top_k_option
-@repeat_option
-@system_option
-@click.option(
-    "--write-baseline",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the normalized result (the committed baseline's form) here.",
-)
-@click.option(
-    "--check-baseline",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Exit 3 when the normalized result differs from this baseline.",
-)
+@dataset_options(FIXTURES, shown="<repo>/benchmarks/retrieval")
 @click.option(
     "--longmemeval",
     "longmemeval_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Run the LongMemEval lane on this data file instead of the fixtures.",
+    help="Short form of --dataset longmemeval --data FILE.",
 )
-@click.option(
-    "--cache",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="LongMemEval: embedding cache made by `recallbench longmemeval prep`.",
-)
-@workers_option
-@session_text_option
+@output_options("not written", "not written")
+@top_k_option
+@repeat_option
+@system_option
+@execution_options
 @click.option(
     "--build-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    default=ROOT / "build",
-    show_default=True,
-    help="LongMemEval: where its artifacts go.",
+    default=None,
+    help="Keep every artifact here [default: a temporary directory, removed afterwards].",
+)
+@click.option(
+    "--write-baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the result document (a baseline's form) here.",
+)
+@click.option(
+    "--check-baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Exit 3 when the result differs from this baseline.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def main(
-    corpus,
-    queries,
-    output,
-    report_path,
-    top_k,
-    repeat,
-    system,
-    write_baseline,
-    check_baseline,
-    longmemeval_file,
-    cache,
-    workers,
-    session_text,
-    build_dir,
-    quiet,
+    dataset: str,
+    data: Path | None,
+    corpus: Path | None,
+    queries: Path | None,
+    unit: str | None,
+    session_text: str | None,
+    longmemeval_file: Path | None,
+    output: Path | None,
+    report_path: Path | None,
+    top_k: int | None,
+    repeat: int,
+    system: str,
+    executor: str,
+    workers: int,
+    ray_address: str | None,
+    cache: Path | None,
+    build_dir: Path | None,
+    write_baseline: Path | None,
+    check_baseline: Path | None,
+    quiet: bool,
 ) -> None:
     """Run every retrieval-evaluation stage in-process and print the headline figures."""
-    try:
-        if longmemeval_file:
-            from click.core import ParameterSource
+    if longmemeval_file is not None:
+        if data is not None or dataset not in ("fixtures", "longmemeval"):
+            raise click.UsageError(
+                "--longmemeval FILE is short for --dataset longmemeval --data FILE"
+            )
+        dataset, data = "longmemeval", longmemeval_file
+    paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text, FIXTURES)
 
-            from recallbench.longmemeval import DEFAULT_TOP_K
-            from recallbench.longmemeval.pipeline import run_lane
+    def body() -> None:
+        from recallbench import progress
+        from recallbench.artifacts import dumps, publish
+        from recallbench.baseline import gate
+        from recallbench.pipeline import run_pipeline, write_run
+        from recallbench.stages.execution import Execution
 
-            source = click.get_current_context().get_parameter_source("top_k")
-            lane_top_k = DEFAULT_TOP_K if source == ParameterSource.DEFAULT else top_k
+        progress.configure(quiet)
+        execution = Execution(executor, workers, ray_address, cache)
+        k = top_k if top_k is not None else DEFAULT_TOP_K.get(dataset, 5)
 
-            results = run_lane(
-                longmemeval_file,
-                build_dir=build_dir,
-                cache_dir=cache,
-                workers=workers,
-                session_text=session_text,
-                output=output,
-                report=report_path,
-                quiet=quiet,
-                top_k=lane_top_k,
+        def evaluate(work: Path) -> Any:
+            return run_pipeline(
+                dataset,
+                paths,
+                work,
+                options=options,
                 system=system,
+                top_k=k,
+                repeat=repeat,
+                execution=execution,
             )
-            click.echo(_lane_summary(results))
+
+        if build_dir is not None:
+            from recallbench.buildpaths import check_build_dir
+            from recallbench.lock import build_lock
+
+            with build_lock(check_build_dir(build_dir), "scripts/retrieval_eval.py"):
+                run = evaluate(build_dir)
+                write_run(run, build_dir)
         else:
-            _fixture_lane(
-                corpus,
-                queries,
-                output,
-                report_path,
-                top_k,
-                repeat,
-                system,
-                write_baseline,
-                check_baseline,
-            )
-    except ValidationFailed as exc:
-        for problem in exc.problems:
-            click.echo(problem, err=True)
-        click.echo(
-            f"retrieval_eval: error: {len(exc.problems)} problem(s) in the fixtures", err=True
-        )
-        sys.exit(exc.exit_code)
-    except RecallbenchError as exc:
-        click.echo(f"retrieval_eval: error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+            with tempfile.TemporaryDirectory(prefix="recallbench-") as work:
+                run = evaluate(Path(work))
+        files: dict[Path, bytes] = {}
+        if output:
+            files[output] = dumps(run.envelopes["results"])
+        if report_path:
+            files[report_path] = run.markdown.encode("utf-8")
+        if write_baseline:
+            files[write_baseline] = dumps(run.result)
+        publish(files)
+        if write_baseline:
+            click.echo(f"wrote baseline {write_baseline}", err=True)
+        click.echo(summary(run.result, run.envelopes["decision"]["data"]))
+        if check_baseline:
+            gate(check_baseline, run.result)
+
+    run_guarded("retrieval_eval", body)
 
 
 if __name__ == "__main__":

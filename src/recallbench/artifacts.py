@@ -1,13 +1,18 @@
-"""Read and write the JSON artifacts that stages exchange in the build directory.
+"""The one artifact contract: envelopes in the build directory, their stages, their timings.
 
-Every artifact is an envelope::
+Every stage artifact (results.json included) is an envelope::
 
     {"artifact": "<kind>", "schema_version": N, "recallbench_version": "...",
-     "inputs": {"<name>": "<sha256>", ...}, "fingerprint": "<sha256 of data>", "data": {...}}
+     "inputs": {"<kind>": "<fingerprint>", ...}, "fingerprint": "<sha256>", "data": {...}}
 
-`inputs` records the fingerprints of what the artifact was made from, so a later stage
-can refuse an upstream artifact that is stale (made from other inputs) or from another
-schema, with a message naming the stage to rerun. Writes are atomic (temp file + rename).
+`fingerprint` covers the kind, the schema version, `inputs` and `data` (everything a consumer
+trusts), so an edited field of any of them is detected. It does not cover the recallbench
+version, and `data` holds nothing machine- or time-specific: the same inputs give the same
+fingerprint run after run. Timings go to a sidecar (``timings/<kind>.json``) that names the
+fingerprint of the artifact it describes and is never an input of another stage.
+
+`STAGES` is the one definition of the stage order; make, nox, the in-process chain and the
+tests take it from here. All outputs of one stage are published together (`publish`).
 """
 
 from __future__ import annotations
@@ -17,25 +22,40 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from recallbench import __version__
 from recallbench.errors import ArtifactError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
+
+class Stage(NamedTuple):
+    """A design-card stage: its command, the artifact kind it writes and that file's name."""
+
+    command: str
+    kind: str
+    file: str
+
+
+#: The seven stages in order (the design card's pipeline).
+STAGES: tuple[Stage, ...] = (
+    Stage("validate", "suite", "suite.json"),
+    Stage("hydrate", "hydrate", "hydrate.json"),
+    Stage("query", "runs", "runs.json"),
+    Stage("snapshot-roundtrip", "roundtrip", "roundtrip.json"),
+    Stage("score", "scores", "scores.json"),
+    Stage("report", "results", "results.json"),
+    Stage("decide", "decision", "decision.json"),
+)
+STAGE_NAMES: tuple[str, ...] = tuple(s.command for s in STAGES)
 #: artifact kind -> (file name in the build dir, the command that makes it)
 ARTIFACTS: dict[str, tuple[str, str]] = {
-    "suite": ("suite.json", "recallbench validate"),
-    "hydrate": ("hydrate.json", "recallbench hydrate"),
-    "runs": ("runs.json", "recallbench query"),
-    "roundtrip": ("roundtrip.json", "recallbench snapshot-roundtrip"),
-    "scores": ("scores.json", "recallbench score"),
-    "results": ("results.json", "recallbench report"),
-    "decision": ("decision.json", "recallbench decide"),
+    s.kind: (s.file, f"recallbench {s.command}") for s in STAGES
 }
+TIMINGS_DIR = "timings"
 
 _DUMP_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
 
@@ -50,6 +70,13 @@ def fingerprint(obj: Any) -> str:
     return hashlib.sha256(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+def envelope_fingerprint(kind: str, inputs: Mapping[str, str], data: Any) -> str:
+    """The fingerprint of an envelope: kind, schema version, inputs and data together."""
+    return fingerprint(
+        {"artifact": kind, "schema_version": SCHEMA_VERSION, "inputs": inputs, "data": data}
+    )
+
+
 def file_sha256(path: Path) -> str:
     """sha256 of a file's bytes, read in chunks."""
     digest = hashlib.sha256()
@@ -59,89 +86,148 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def atomic_write_bytes(path: Path, payload: bytes) -> None:
-    """Write `payload` to `path` through a temp file in the same directory and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def _file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def publish(files: Mapping[Path, bytes]) -> None:
+    """Write every file to a temp file beside it, then rename them all into place.
+
+    Nothing is renamed until every payload is fully written, so a failure (a full disk, a
+    read-only directory) leaves the previous files as they were and no temp file behind.
+    """
+    staged: list[tuple[str, Path]] = []
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
+        for path, payload in files.items():
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            staged.append((tmp, path))
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload)
+            os.chmod(tmp, _file_mode())  # mkstemp makes 0600; give the file the usual mode
+        for tmp, path in staged:
+            os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: Path, payload: bytes) -> None:
+    """Write one file atomically (see `publish`)."""
+    publish({Path(path): payload})
 
 
 def artifact_path(build_dir: Path, kind: str) -> Path:
     return Path(build_dir) / ARTIFACTS[kind][0]
 
 
+def timing_path(build_dir: Path, kind: str) -> Path:
+    return Path(build_dir) / TIMINGS_DIR / f"{kind}.json"
+
+
 def envelope(kind: str, data: Mapping[str, Any], inputs: Mapping[str, str]) -> dict[str, Any]:
-    """Wrap stage output `data` with its kind, schema version and input fingerprints."""
+    """Wrap stage output `data` with its kind, schema version, inputs and fingerprint."""
     return {
         "artifact": kind,
         "schema_version": SCHEMA_VERSION,
         "recallbench_version": __version__,
         "inputs": dict(inputs),
-        "fingerprint": fingerprint(data),
+        "fingerprint": envelope_fingerprint(kind, dict(inputs), data),
         "data": data,
     }
 
 
-def write_envelope(build_dir: Path, env: Mapping[str, Any]) -> Path:
-    """Atomically write an envelope made by `envelope()` (plus any extra top-level keys)
-    into `build_dir` under its kind's file name; return the path."""
-    path = artifact_path(build_dir, env["artifact"])
-    atomic_write_bytes(path, dumps(env))
-    return path
+def inputs_of(*upstreams: Mapping[str, Any]) -> dict[str, str]:
+    """{kind: fingerprint} of the upstream envelopes an artifact is made from."""
+    return {up["artifact"]: up["fingerprint"] for up in upstreams}
+
+
+def stage_files(
+    build_dir: Path, env: Mapping[str, Any], timing: Mapping[str, Any] | None = None
+) -> dict[Path, bytes]:
+    """The files a stage publishes for envelope `env`: the artifact and its timing sidecar."""
+    files = {artifact_path(build_dir, env["artifact"]): dumps(env)}
+    if timing is not None:
+        sidecar = {
+            "label": "local diagnostic: wall time on this machine, not a result",
+            "artifact_fingerprint": env["fingerprint"],
+            **timing,
+        }
+        files[timing_path(build_dir, env["artifact"])] = dumps(sidecar)
+    return files
+
+
+def write_envelope(
+    build_dir: Path, env: Mapping[str, Any], timing: Mapping[str, Any] | None = None
+) -> Path:
+    """Publish an envelope (and its timing sidecar) under its kind's file name."""
+    publish(stage_files(build_dir, env, timing))
+    return artifact_path(build_dir, env["artifact"])
+
+
+def check_envelope(env: Any, kind: str, where: str, command: str) -> dict[str, Any]:
+    """`env` if it is an intact `kind` envelope of our schema; else an ArtifactError."""
+    if not isinstance(env, dict) or env.get("artifact") != kind or "data" not in env:
+        raise ArtifactError(f"{where}: not a recallbench {kind} artifact; run `{command}`")
+    if env.get("schema_version") != SCHEMA_VERSION:
+        raise ArtifactError(
+            f"{where}: schema version {env.get('schema_version')} is not {SCHEMA_VERSION}; "
+            f"run `{command}` again"
+        )
+    inputs = env.get("inputs")
+    if not isinstance(inputs, dict) or env.get("fingerprint") != envelope_fingerprint(
+        kind, inputs, env["data"]
+    ):
+        raise ArtifactError(
+            f"{where}: content does not match its fingerprint; run `{command}` again"
+        )
+    return env
 
 
 def load_envelope(path: Path, kind: str, command: str) -> dict[str, Any]:
     """Read the envelope at `path`, checking that it exists, is a `kind` artifact of our
     schema version and matches its fingerprint. Errors name `command` as the fix."""
-    if not path.is_file():
-        raise ArtifactError(f"{path}: missing; run `{command}` first")
+    path = Path(path)
     try:
-        env = orjson.loads(path.read_bytes())
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ArtifactError(f"{path}: missing; run `{command}` first") from None
+    except IsADirectoryError:
+        raise ArtifactError(f"{path}: is a directory, not an artifact; run `{command}`") from None
+    try:
+        env = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise ArtifactError(f"{path}: not valid JSON ({exc}); run `{command}` again") from None
-    if not isinstance(env, dict) or env.get("artifact") != kind or "data" not in env:
-        raise ArtifactError(f"{path}: not a recallbench {kind} artifact; run `{command}`")
-    if env.get("schema_version") != SCHEMA_VERSION:
-        raise ArtifactError(
-            f"{path}: schema version {env.get('schema_version')} is not {SCHEMA_VERSION}; "
-            f"run `{command}` again"
-        )
-    if env.get("fingerprint") != fingerprint(env["data"]):
-        raise ArtifactError(
-            f"{path}: content does not match its fingerprint; run `{command}` again"
-        )
-    return env
+    return check_envelope(env, kind, str(path), command)
 
 
 def read_artifact(build_dir: Path, kind: str) -> dict[str, Any]:
-    """Read fixture-lane artifact `kind` from `build_dir` (see `load_envelope`)."""
+    """Read artifact `kind` from `build_dir` (see `load_envelope`)."""
     return load_envelope(artifact_path(build_dir, kind), kind, ARTIFACTS[kind][1])
 
 
-def require_made_from(
-    env: Mapping[str, Any],
-    *upstreams: Mapping[str, Any],
-    registry: Mapping[str, tuple[str, str]] = ARTIFACTS,
-) -> None:
-    """Refuse `env` unless it was made from each `upstream` artifact as it is now (stale).
+def read_timing(build_dir: Path, env: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The timing sidecar of envelope `env`, or None when absent, unreadable or stale."""
+    try:
+        timing = orjson.loads(timing_path(build_dir, env["artifact"]).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(timing, dict) or timing.get("artifact_fingerprint") != env["fingerprint"]:
+        return None
+    return timing
 
-    `registry` maps kinds to (file name, command) for the message.
-    """
+
+def require_made_from(env: Mapping[str, Any], *upstreams: Mapping[str, Any]) -> None:
+    """Refuse `env` unless it was made from each `upstream` artifact as it is now (stale)."""
     kind = env["artifact"]
     for upstream in upstreams:
         up_kind = upstream["artifact"]
         if env.get("inputs", {}).get(up_kind) != upstream["fingerprint"]:
             raise ArtifactError(
-                f"{registry[kind][0]} is stale (made from another {registry[up_kind][0]}); "
-                f"run `{registry[kind][1]}` again"
+                f"{ARTIFACTS[kind][0]} is stale (made from another {ARTIFACTS[up_kind][0]}); "
+                f"run `{ARTIFACTS[kind][1]}` again"
             )

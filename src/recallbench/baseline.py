@@ -1,8 +1,10 @@
-"""Compare a run's normalized result with the committed baseline.
+"""Compare a run's result with a committed baseline, for any dataset.
 
-The baseline (benchmarks/retrieval/baseline.json) is `report.normalize(result)` of a run of
-the unchanged system: no timestamps, timings, paths, host or commit data. Any difference in
-ordered ids, grades, scores, metrics, round-trip equivalence or decision is a mismatch.
+A baseline (benchmarks/retrieval/baseline.json for the fixture suite) is the result document
+(the `data` of results.json) of a run of the unchanged system. The result holds no
+timestamps, timings, paths, host or version data (those live in the timing sidecars and the
+envelope), so it is compared as it is: any difference in ordered ids, grades, scores,
+measures, round-trip equivalence or decision is a mismatch.
 """
 
 from __future__ import annotations
@@ -14,19 +16,31 @@ from typing import Any
 import orjson
 
 from recallbench.errors import GateFailed, RecallbenchError
-from recallbench.stages.report import RESULT_SCHEMA, normalize
+from recallbench.report.result import RESULT_SCHEMA
+
+
+def normalize(result: dict[str, Any]) -> dict[str, Any]:
+    """The comparable form of a result: the result document itself (an envelope's data)."""
+    return result["data"] if result.get("artifact") == "results" else result
 
 
 def load_result(path: Path) -> dict[str, Any]:
-    """Read a result or baseline document, checking its schema name."""
+    """Read a baseline (a result document) or a results.json envelope; return the document."""
     try:
         doc = orjson.loads(Path(path).read_bytes())
     except FileNotFoundError:
         raise RecallbenchError(f"{path}: not found") from None
     except orjson.JSONDecodeError as exc:
         raise RecallbenchError(f"{path}: not valid JSON ({exc})") from None
+    if isinstance(doc, dict) and doc.get("artifact") == "results":
+        from recallbench.artifacts import check_envelope
+
+        doc = check_envelope(doc, "results", str(path), "recallbench report")["data"]
     if not isinstance(doc, dict) or doc.get("schema") != RESULT_SCHEMA:
-        raise RecallbenchError(f"{path}: not a {RESULT_SCHEMA} document")
+        raise RecallbenchError(
+            f"{path}: not a {RESULT_SCHEMA} document (schema version 2); regenerate it "
+            "with `make baseline` or `recallbench report`"
+        )
     return doc
 
 

@@ -4,73 +4,83 @@
       && recallbench snapshot-roundtrip && recallbench score && recallbench report \\
       && recallbench decide
 
-Errors a user can fix print one line (`recallbench <stage>: error: ...`) and exit non-zero:
-1 for bad input or missing/stale artifacts, 2 for usage errors, 3 for a failed baseline gate.
+Every dataset runs through the same commands: `validate --dataset NAME --data FILE` picks
+the reader, and the later stages read the dataset from validate's artifact.
+
+Errors a user can fix, and operating-system errors, print one line
+(`recallbench <command>: error: ...`) and exit non-zero: 1 for bad input, missing or stale
+artifacts and OS errors, 2 for usage errors, 3 for a failed baseline gate, 130 when
+interrupted (Ctrl-C). Commands that write into the build directory hold its lock.
 """
 
 from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
 from recallbench import __version__
-from recallbench.artifacts import (
-    artifact_path,
-    atomic_write_bytes,
-    dumps,
-    read_artifact,
-    require_made_from,
-    write_envelope,
-)
 from recallbench.errors import RecallbenchError, ValidationFailed
 from recallbench.options import (
     DEFAULT_BASELINE,
-    fixture_options,
+    DEFAULT_TOP_K,
+    SystemChoice,
+    dataset_inputs,
+    dataset_options,
+    execution_options,
     output_options,
     repeat_option,
     system_option,
     top_k_option,
 )
-from recallbench.systems import CORE_SYSTEMS, SYSTEM_NAMES
 
 
-class StageError(click.ClickException):
-    """A RecallbenchError shown as one line with its own exit code."""
+class CommandError(click.ClickException):
+    """A failure shown as one line `recallbench <command>: error: ...` with its exit code."""
 
-    def __init__(self, stage: str, exc: RecallbenchError) -> None:
-        super().__init__(str(exc))
-        self.stage = stage
-        self.exit_code = exc.exit_code
+    def __init__(self, command: str, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.command = command
+        self.exit_code = exit_code
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"recallbench {self.stage}: error: {self.message}", err=True)
+        click.echo(f"recallbench {self.command}: error: {self.message}", err=True)
 
 
-def stage_command(name: str, **kwargs: Any) -> Callable:
-    """Register a subcommand whose RecallbenchErrors become one-line messages."""
+def os_error_text(exc: OSError) -> str:
+    """An operating-system error as one line naming the path and the cause."""
+    cause = exc.strerror or str(exc)
+    path = exc.filename
+    if path is None:
+        return cause
+    if exc.filename2 is not None:
+        return f"{path} -> {exc.filename2}: {cause}"
+    return f"{path}: {cause}"
 
-    def wrap(fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def inner(*args: Any, **kw: Any) -> Any:
-            try:
-                return fn(*args, **kw)
-            except ValidationFailed as exc:
-                for problem in exc.problems:
-                    click.echo(problem, err=True)
-                raise StageError(
-                    name, RecallbenchError(f"{len(exc.problems)} problem(s); nothing written")
-                ) from None
-            except RecallbenchError as exc:
-                raise StageError(name, exc) from None
 
-        return main.command(name, **kwargs)(inner)
-
-    return wrap
+def run_guarded(command: str, fn: Callable[[], Any]) -> Any:
+    """Run `fn`, turning every user, OS and interrupt error into one line and an exit code."""
+    try:
+        return fn()
+    except ValidationFailed as exc:
+        for problem in exc.problems:
+            click.echo(problem, err=True)
+        raise CommandError(command, f"{len(exc.problems)} problem(s); nothing written") from None
+    except RecallbenchError as exc:
+        raise CommandError(command, str(exc), exc.exit_code) from None
+    except KeyboardInterrupt:
+        click.echo(f"recallbench {command}: interrupted; nothing half-written", err=True)
+        sys.exit(130)
+    except OSError as exc:
+        raise CommandError(command, os_error_text(exc)) from None
+    except Exception as exc:  # sqlite3 and other libraries' own errors: one line, exit 1
+        if exc.__class__.__module__ in ("sqlite3", "_sqlite3") or "disk" in str(exc).lower():
+            raise CommandError(command, f"{exc.__class__.__name__}: {exc}") from None
+        raise
 
 
 class Context:
@@ -83,24 +93,62 @@ class Context:
             click.echo(message, err=True)
 
     def read(self, kind: str) -> dict[str, Any]:
+        from recallbench.artifacts import read_artifact
+
         return read_artifact(self.build_dir, kind)
 
-    def write(self, env: dict[str, Any]) -> Path:
-        return write_envelope(self.build_dir, env)
+    def publish(self, files: Mapping[Path, bytes]) -> None:
+        from recallbench.artifacts import publish
 
-    @property
-    def store_dir(self) -> Path:
-        return self.build_dir / "store"
+        publish(files)
+
+    def write(self, env: Mapping[str, Any], timing: Mapping[str, Any] | None = None) -> Path:
+        from recallbench.artifacts import artifact_path, stage_files
+
+        self.publish(stage_files(self.build_dir, env, timing))
+        return artifact_path(self.build_dir, env["artifact"])
+
+    def checked_build_dir(self) -> Path:
+        from recallbench.buildpaths import check_build_dir
+
+        return check_build_dir(self.build_dir)
 
 
 pass_ctx = click.make_pass_decorator(Context)
 
 
-class _MainGroup(click.Group):
-    """The stage commands, plus the LongMemEval group imported only when it is used (its
-    imports would otherwise slow every stage command's start-up)."""
+def command(name: str, *, writes: bool = True, **kwargs: Any) -> Callable:
+    """Register a subcommand: one-line errors; the build-dir lock when it `writes`."""
 
-    LAZY = {"longmemeval": ("recallbench.longmemeval.cli", "longmemeval")}
+    def wrap(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kw: Any) -> Any:
+            ctx = click.get_current_context().find_object(Context)
+
+            def body() -> Any:
+                if not writes or ctx is None:
+                    return fn(*args, **kw)
+                from recallbench.lock import build_lock
+
+                build_dir = ctx.checked_build_dir()
+                with build_lock(build_dir, f"recallbench {name}"):
+                    return fn(*args, **kw)
+
+            return run_guarded(name, body)
+
+        return main.command(name, **kwargs)(inner)
+
+    return wrap
+
+
+class _MainGroup(click.Group):
+    """The stage commands, plus each dataset's helper group (e.g. `generate`), imported only
+    when used so stage commands start fast."""
+
+    LAZY = {
+        "longmemeval": "recallbench.datasets.longmemeval.generator",
+        "locomo": "recallbench.datasets.locomo_generator",
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.LAZY])
@@ -109,8 +157,7 @@ class _MainGroup(click.Group):
         if name in self.LAZY:
             import importlib
 
-            module, attr = self.LAZY[name]
-            return getattr(importlib.import_module(module), attr)
+            return importlib.import_module(self.LAZY[name])._cli()
         return super().get_command(ctx, name)
 
 
@@ -118,140 +165,295 @@ class _MainGroup(click.Group):
 @click.version_option(__version__, prog_name="recallbench")
 @click.option(
     "--build-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     default=Path("build"),
     show_default=True,
     envvar="RECALLBENCH_BUILD_DIR",
     help="Where artifacts, stores and reports are written.",
 )
-@click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
+@click.option(
+    "-q", "--quiet", is_flag=True, help="Only errors (and the decision) on stderr/stdout."
+)
 @click.pass_context
 def main(ctx: click.Context, build_dir: Path, quiet: bool) -> None:
     """recallbench: retrieval-quality evidence for agent memory stores.
 
-    Run the stages in order (each reads the previous stage's artifact in the build dir):
+    Run the stages in order (each reads the previous stages' artifacts in the build dir):
     validate, hydrate, query, snapshot-roundtrip, score, report, decide. `run` does all of
-    them in one process.
+    them in one process. `recallbench stages` prints that order.
     """
+    from recallbench import progress
+
+    progress.configure(quiet)
     ctx.obj = Context(build_dir, quiet)
 
 
-@stage_command("validate")
-@fixture_options()
-@pass_ctx
-def validate_cmd(ctx: Context, corpus: Path, queries: Path) -> None:
-    """Check the JSONL fixtures; write the normalized suite (suite.json).
+def _execution(executor: str, workers: int, ray_address: str | None, cache: Path | None) -> Any:
+    from recallbench.stages.execution import Execution
 
-    Every problem is printed as FILE:LINE: reason; nothing is written when any is found.
+    return Execution(executor, workers, ray_address, cache)
+
+
+def _top_k(top_k: int | None, dataset: str) -> int:
+    return top_k if top_k is not None else DEFAULT_TOP_K.get(dataset, 5)
+
+
+@command("stages", writes=False)
+def stages_cmd() -> None:
+    """Print the seven stage commands in order, one per line (make and nox read this)."""
+    from recallbench.artifacts import STAGE_NAMES
+
+    click.echo("\n".join(STAGE_NAMES))
+
+
+@command("validate")
+@dataset_options()
+@pass_ctx
+def validate_cmd(
+    ctx: Context,
+    dataset: str,
+    data: Path | None,
+    corpus: Path | None,
+    queries: Path | None,
+    unit: str | None,
+    session_text: str | None,
+) -> None:
+    """Check a dataset through its reader; write suite.json (identity, scopes, drops).
+
+    Fixture problems are printed as FILE:LINE: reason; nothing is written when any is found.
     """
+    from recallbench import progress
     from recallbench.stages.validate import run_validate
 
-    env = run_validate(corpus, queries)
+    paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text)
+    size = sum(p.stat().st_size for p in paths.values() if p.is_file())
+    with progress.bar(size, "validate", "B", unit_scale=True, unit_divisor=1024) as bar:
+        env = run_validate(dataset, paths, options, progress=bar.update)
     path = ctx.write(env)
     c = env["data"]["counts"]
     ctx.say(
-        f"wrote {path}: {c['memories']} memories, {c['queries']} queries in {len(c['per_category'])} categories"
+        f"wrote {path}: {env['data']['identity']['label']}; {c['scopes']} scope(s), "
+        f"{c['memories']} memories, {c['queries']} queries scored of {c['queries_raw']} "
+        f"in {len(env['data']['categories'])} categories"
     )
+    if not env["data"]["identity"]["known"]:
+        click.echo(f"warning: {env['data']['identity']['label']}", err=True)
 
 
-@stage_command("hydrate")
+@command("hydrate")
 @system_option
+@click.option(
+    "--keep-stores/--transient",
+    default=None,
+    help="Keep one store per scope under BUILD/stores [default: keep when there is one scope].",
+)
+@execution_options
 @pass_ctx
-def hydrate_cmd(ctx: Context, system: str) -> None:
-    """Ingest every corpus memory into a fresh store under BUILD/store (hydrate.json)."""
+def hydrate_cmd(
+    ctx: Context,
+    system: str,
+    keep_stores: bool | None,
+    executor: str,
+    workers: int,
+    ray_address: str | None,
+    cache: Path | None,
+) -> None:
+    """Ingest every scope's memories into a fresh store of the system (hydrate.json)."""
     from recallbench.stages.hydrate import run_hydrate
 
-    env = run_hydrate(ctx.read("suite"), ctx.store_dir, system)
-    path = ctx.write(env)
-    t = env["data"]["timing"]
-    ctx.say(
-        f"wrote {path}: {env['data']['records']} records into {ctx.store_dir} ({t['records_per_second']:.0f} records/s)"
+    env, timing = run_hydrate(
+        ctx.read("suite"),
+        ctx.build_dir,
+        system,
+        keep=keep_stores,
+        execution=_execution(executor, workers, ray_address, cache),
     )
+    path = ctx.write(env, timing)
+    if env["data"]["mode"] == "kept":
+        records = sum(s["records"] for s in env["data"]["stores"])
+        rate = timing.get("records_per_second")
+        ctx.say(
+            f"wrote {path}: {records} records in {len(env['data']['stores'])} store(s)"
+            + (f" ({rate:.0f} records/s)" if rate else "")
+        )
+    else:
+        ctx.say(f"wrote {path}: transient stores (query builds, searches and removes each)")
 
 
-@stage_command("query")
+@command("query")
 @top_k_option
 @repeat_option
+@execution_options
 @pass_ctx
-def query_cmd(ctx: Context, top_k: int, repeat: int) -> None:
+def query_cmd(
+    ctx: Context,
+    top_k: int | None,
+    repeat: int,
+    executor: str,
+    workers: int,
+    ray_address: str | None,
+    cache: Path | None,
+) -> None:
     """Run every query through the system's production search (runs.json)."""
     from recallbench.stages.query import run_query
 
-    env = run_query(
-        ctx.read("suite"), ctx.read("hydrate"), ctx.store_dir, top_k=top_k, repeat=repeat
+    suite = ctx.read("suite")
+    k = _top_k(top_k, suite["data"]["dataset"])
+    env, timing = run_query(
+        suite,
+        ctx.read("hydrate"),
+        ctx.build_dir,
+        top_k=k,
+        repeat=repeat,
+        execution=_execution(executor, workers, ray_address, cache),
     )
-    path = ctx.write(env)
-    ctx.say(f"wrote {path}: {len(env['data']['queries'])} queries, top-{top_k}, {repeat} repeat(s)")
+    path = ctx.write(env, timing)
+    ctx.say(f"wrote {path}: {len(env['data']['queries'])} queries, top-{k}, {repeat} repeat(s)")
 
 
-@stage_command("snapshot-roundtrip")
+@command("snapshot-roundtrip")
+@click.option(
+    "--sample",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Scopes to round-trip when the dataset has more (a deterministic sample).",
+)
+@execution_options
 @pass_ctx
-def roundtrip_cmd(ctx: Context) -> None:
-    """Snapshot -> verify -> clean hydrate -> query again; check a corrupted copy fails (roundtrip.json)."""
+def roundtrip_cmd(
+    ctx: Context,
+    sample: int,
+    executor: str,
+    workers: int,
+    ray_address: str | None,
+    cache: Path | None,
+) -> None:
+    """Snapshot -> verify -> clean hydrate -> query again; corrupted copies must fail."""
     from recallbench.stages.roundtrip import run_roundtrip
 
-    env = run_roundtrip(
+    env, timing = run_roundtrip(
         ctx.read("suite"),
         ctx.read("hydrate"),
         ctx.read("runs"),
-        ctx.store_dir,
-        ctx.build_dir / "roundtrip",
+        ctx.build_dir,
+        sample=sample,
+        execution=_execution(executor, workers, ray_address, cache),
     )
-    path = ctx.write(env)
-    eq = env["data"]["equivalence"]
-    cc = env["data"]["corruption_check"]
+    path = ctx.write(env, timing)
+    d = env["data"]
+    if not d["available"]:
+        ctx.say(f"wrote {path}: {d['reason']}")
+        return
+    eq = d["equivalence"]
+    rejected = ", ".join(
+        f"{c['name']} {'rejected' if c['all_rejected'] else 'ACCEPTED'}"
+        for c in d["corruption_checks"]
+    )
     ctx.say(
-        f"wrote {path}: {eq['numerator']}/{eq['denominator']} queries identical after the round trip; "
-        f"corrupted package {'rejected (' + cc['reason'] + ')' if cc['rejected'] else 'ACCEPTED'}"
+        f"wrote {path}: {eq['numerator']}/{eq['denominator']} queries identical after the round "
+        f"trip ({d['sample']['scopes_sampled']} of {d['sample']['scopes_total']} scopes); "
+        f"corrupted packages: {rejected}"
     )
 
 
-@stage_command("score")
+@command("score")
 @pass_ctx
 def score_cmd(ctx: Context) -> None:
-    """Compute every metric per query, per category and overall (scores.json)."""
+    """Compute every measure per query, per category and overall (scores.json)."""
     from recallbench.stages.score import run_score
 
     env = run_score(ctx.read("suite"), ctx.read("runs"), ctx.read("roundtrip"))
     path = ctx.write(env)
-    k = env["data"]["top_k"]
-    o = env["data"]["overall"]
-    ctx.say(
-        f"wrote {path}: Recall@{k} {o[f'recall@{k}']['value']:.3f}, nDCG@{k} {o[f'ndcg@{k}']['value']:.3f}"
+    overall = env["data"]["overall"]
+    shown = [m["name"] for m in env["data"]["measures"] if not m["pooled"]][:4]
+    figures = ", ".join(
+        f"{n} {overall[n]['value']:.3f}" if overall[n]["value"] is not None else f"{n} n/a"
+        for n in shown
     )
+    ctx.say(f"wrote {path}: {figures}")
 
 
-@stage_command("report")
+@command("report")
 @output_options("BUILD/results.json", "BUILD/report.md")
 @pass_ctx
 def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> None:
-    """Write the result JSON and the Markdown report."""
-    from recallbench.stages.report import run_report
+    """Write the result (results.json) and the Markdown report, together."""
+    from recallbench.artifacts import artifact_path, dumps
+    from recallbench.stages.report import run_report, timings_for
 
-    result, markdown = run_report(
-        *(ctx.read(k) for k in ("suite", "hydrate", "runs", "roundtrip", "scores"))
-    )
+    envs = [ctx.read(k) for k in ("suite", "hydrate", "runs", "roundtrip", "scores")]
+    env, markdown = run_report(*envs, timings=timings_for(ctx.build_dir, *envs))
     output = output or artifact_path(ctx.build_dir, "results")
     report_path = report_path or ctx.build_dir / "report.md"
-    atomic_write_bytes(output, dumps(result))
-    atomic_write_bytes(report_path, markdown.encode("utf-8"))
+    ctx.publish({output: dumps(env), report_path: markdown.encode("utf-8")})
     ctx.say(f"wrote {output} and {report_path}")
+    if not ctx.quiet:
+        click.echo(summary_table(env["data"]))
 
 
-@stage_command("decide")
+def summary_table(result: Mapping[str, Any]) -> str:
+    """A compact table of the primary level's headline measures per category."""
+    k = result["run"]["top_k"]
+    primary = result["dataset"]["levels"][0]["name"]
+    names = [
+        m["name"]
+        for m in result["run"]["measures"]
+        if m["level"] == primary and m["k"] in (1, k) and not m["pooled"]
+    ][:4]
+    labels = result["dataset"]["category_labels"]
+    categories = result["dataset"]["categories"]
+    width = max(12, *(len(labels.get(c, c)) for c in categories))
+    lines = [f"{'category':<{width}}  {'n':>5}  " + "  ".join(f"{n:>12}" for n in names)]
+    rows = [("overall", result["counts"]["queries"], result["metrics"]["overall"])]
+    rows += [
+        (
+            labels.get(c, c),
+            result["counts"]["per_category"].get(c, {}).get("scored", 0),
+            result["metrics"]["per_category"][c],
+        )
+        for c in categories
+    ]
+    for label, n, cells in rows:
+        values = [cells[name]["value"] for name in names]
+        lines.append(
+            f"{label:<{width}}  {n:>5}  "
+            + "  ".join(f"{'n/a' if v is None else f'{v:.3f}':>12}" for v in values)
+        )
+    return "\n".join(lines)
+
+
+@command("decide")
 @pass_ctx
 def decide_cmd(ctx: Context) -> None:
-    """Apply the decision rules to the scores; print the recommendation (decision.json)."""
-    from recallbench.stages.decide import run_decide
+    """Apply the dataset's decision rules; print the recommendation (decision.json)."""
+    from recallbench.stages.decide import headline, run_decide
 
-    env = run_decide(ctx.read("scores"))
+    env = run_decide(ctx.read("suite"), ctx.read("scores"))
     path = ctx.write(env)
-    d = env["data"]
     ctx.say(f"wrote {path}")
-    click.echo(f"rule {d['rule']}: {d['recommendation']}")
+    click.echo(headline(env["data"]))
 
 
-@stage_command("check-baseline")
+@command("prep")
+@click.option(
+    "--cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory of the vector cache to write.",
+)
+@system_option
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
+@pass_ctx
+def prep_cmd(ctx: Context, cache: Path, system: str, workers: int) -> None:
+    """Embed every distinct memory and query text of the validated dataset once."""
+    from recallbench.stages.prep import run_prep
+
+    manifest = run_prep(ctx.read("suite"), cache, system, workers=workers)
+    ctx.say(f"{cache}: {manifest['count']} vectors ({manifest['embedder_identity']})")
+
+
+@command("check-baseline", writes=False)
 @click.option(
     "--baseline",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -263,82 +465,100 @@ def decide_cmd(ctx: Context) -> None:
     "result_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="[default: BUILD/results.json]",
+    help="[default: BUILD/results.json, checked fresh against BUILD/scores.json]",
 )
 @pass_ctx
 def check_baseline_cmd(ctx: Context, baseline: Path, result_path: Path | None) -> None:
-    """Compare the normalized result with the committed baseline (exit 3 on any difference)."""
-    from recallbench.baseline import gate, load_result
+    """Compare the result with the committed baseline (exit 3 on any difference)."""
+    from recallbench.artifacts import load_envelope, require_made_from
+    from recallbench.baseline import gate
 
-    result_path = result_path or artifact_path(ctx.build_dir, "results")
-    if not result_path.exists():
-        raise RecallbenchError(f"{result_path}: missing; run `recallbench report` first")
-    gate(baseline, load_result(result_path))
+    if result_path is None:
+        result = ctx.read("results")
+        require_made_from(result, ctx.read("scores"))
+    else:
+        result = load_envelope(result_path, "results", "recallbench report")
+    gate(baseline, result["data"])
     ctx.say(f"result matches {baseline}")
 
 
-@stage_command("export-trec")
+@command("export-trec")
 @click.option("--tag", default=None, help="Run tag [default: the system name].")
 @pass_ctx
 def export_trec_cmd(ctx: Context, tag: str | None) -> None:
-    """Write BUILD/run.trec and BUILD/qrels.trec for trec_eval-compatible tools."""
-    from recallbench.stages.validate import suite_of
-    from recallbench.trec import write_trec
+    """Write BUILD/run.trec and BUILD/qrels.trec (primary level) for trec_eval."""
+    from recallbench.artifacts import require_made_from
+    from recallbench.trec import trec_files
 
     suite_env, runs_env = ctx.read("suite"), ctx.read("runs")
     require_made_from(runs_env, suite_env)
-    suite = suite_of(suite_env)
-    runs = runs_env["data"]
-    run = [
-        (r["query_id"], [(h["memory_id"], h["score"]) for h in r["hits"]]) for r in runs["queries"]
-    ]
-    qrels = {q.query_id: q.relevance for q in suite.queries}
-    write_trec(
-        ctx.build_dir / "run.trec", ctx.build_dir / "qrels.trec", run, qrels, tag or runs["system"]
+    level = suite_env["data"]["levels"][0]["name"]
+    run_path, qrels_path = ctx.build_dir / "run.trec", ctx.build_dir / "qrels.trec"
+    ctx.publish(
+        trec_files(runs_env["data"], level, tag or runs_env["data"]["system"], run_path, qrels_path)
     )
-    ctx.say(f"wrote {ctx.build_dir / 'run.trec'} and {ctx.build_dir / 'qrels.trec'}")
+    ctx.say(f"wrote {run_path} and {qrels_path}")
 
 
-@stage_command("run")
-@fixture_options()
+@command("run")
+@dataset_options()
 @system_option
 @top_k_option
 @repeat_option
+@execution_options
 @pass_ctx
 def run_cmd(
-    ctx: Context, corpus: Path, queries: Path, system: str, top_k: int, repeat: int
+    ctx: Context,
+    dataset: str,
+    data: Path | None,
+    corpus: Path | None,
+    queries: Path | None,
+    unit: str | None,
+    session_text: str | None,
+    system: str,
+    top_k: int | None,
+    repeat: int,
+    executor: str,
+    workers: int,
+    ray_address: str | None,
+    cache: Path | None,
 ) -> None:
     """Every stage in one process, writing the same artifacts as the separate commands."""
-    from recallbench.pipeline import run_fixture_lane
+    from recallbench.pipeline import run_pipeline, write_run
+    from recallbench.stages.decide import headline
 
-    out = run_fixture_lane(
-        corpus, queries, ctx.build_dir, top_k=top_k, repeat=repeat, system=system
+    paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text)
+    run = run_pipeline(
+        dataset,
+        paths,
+        ctx.build_dir,
+        options=options,
+        system=system,
+        top_k=_top_k(top_k, dataset),
+        repeat=repeat,
+        execution=_execution(executor, workers, ray_address, cache),
     )
-    for env in out.envelopes.values():
-        ctx.write(env)
-    atomic_write_bytes(artifact_path(ctx.build_dir, "results"), dumps(out.result))
-    atomic_write_bytes(ctx.build_dir / "report.md", out.markdown.encode("utf-8"))
-    d = out.result["decision"]
+    write_run(run, ctx.build_dir)
     ctx.say(f"wrote {ctx.build_dir}/results.json and {ctx.build_dir}/report.md")
-    click.echo(f"rule {d['rule']}: {d['recommendation']}")
+    click.echo(headline(run.envelopes["decision"]["data"]))
 
 
-@stage_command("compare")
-@fixture_options()
+@command("compare")
+@dataset_options()
 @top_k_option
 @click.option(
     "--system",
     "systems",
-    type=click.Choice(SYSTEM_NAMES),
+    type=SystemChoice(),
     multiple=True,
-    help="A system to run (repeat; the first is the reference) [default: hotmem, hotmem-mmr, bm25].",
+    help="A system to run (repeat; the first is the reference) [default: the core systems].",
 )
 @click.option(
     "--result",
     "result_files",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     multiple=True,
-    help="Compare saved result JSONs instead of running systems (repeat; first is the reference).",
+    help="Compare saved results.json files instead of running systems (repeat; first is the reference).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the resampling.")
 @click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True)
@@ -346,9 +566,13 @@ def run_cmd(
 @pass_ctx
 def compare_cmd(
     ctx: Context,
-    corpus: Path,
-    queries: Path,
-    top_k: int,
+    dataset: str,
+    data: Path | None,
+    corpus: Path | None,
+    queries: Path | None,
+    unit: str | None,
+    session_text: str | None,
+    top_k: int | None,
     systems: tuple[str, ...],
     result_files: tuple[Path, ...],
     seed: int,
@@ -356,41 +580,62 @@ def compare_cmd(
     output: Path | None,
     report_path: Path | None,
 ) -> None:
-    """Run the suite against several systems (or read saved results) and compare them with
-    paired statistics: mean differences, bootstrap CIs, sign-flip p-values, wins/ties/losses."""
+    """Run a dataset against several systems (or read saved results) and compare them with
+    paired statistics per query: mean differences, bootstrap CIs, sign-flip p-values,
+    wins/ties/losses."""
     import tempfile
 
-    from recallbench.baseline import load_result
+    from recallbench.artifacts import dumps, load_envelope
     from recallbench.compare import compare_results, render_markdown
-    from recallbench.pipeline import run_fixture_lane
 
     if systems and result_files:
         raise click.UsageError("give either --system or --result, not both")
     if result_files:
-        results = [load_result(p) for p in result_files]
-        labels = [p.stem for p in result_files]
+        results = [load_envelope(p, "results", "recallbench report")["data"] for p in result_files]
+        labels = [p.parent.name if p.stem == "results" else p.stem for p in result_files]
+        if len(set(labels)) != len(labels):
+            labels = [str(p) for p in result_files]
     else:
-        labels = list(dict.fromkeys(systems or CORE_SYSTEMS))
+        from recallbench.pipeline import run_pipeline
+        from recallbench.systems.registry import core_system_names
+
+        paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text)
+        labels = list(dict.fromkeys(systems or core_system_names()))
         results = []
+        ctx.build_dir.mkdir(parents=True, exist_ok=True)
         for name in labels:
             ctx.say(f"running {name} ...")
-            with tempfile.TemporaryDirectory(
-                prefix="recallbench-compare-", dir=_mkdir(ctx.build_dir)
-            ) as work:
-                results.append(
-                    run_fixture_lane(corpus, queries, Path(work), top_k=top_k, system=name).result
+            with tempfile.TemporaryDirectory(prefix="compare-", dir=ctx.build_dir) as work:
+                run = run_pipeline(
+                    dataset,
+                    paths,
+                    Path(work),
+                    options=options,
+                    system=name,
+                    top_k=_top_k(top_k, dataset),
                 )
+                results.append(run.result)
     doc = compare_results(results, labels, seed=seed, resamples=resamples)
     output = output or ctx.build_dir / "compare.json"
     report_path = report_path or ctx.build_dir / "compare.md"
-    atomic_write_bytes(output, dumps(doc))
-    atomic_write_bytes(report_path, render_markdown(doc).encode("utf-8"))
+    ctx.publish({output: dumps(doc), report_path: render_markdown(doc).encode("utf-8")})
     ctx.say(f"wrote {output} and {report_path}")
+    click.echo(render_markdown(doc, headline_only=True))
 
 
-def _mkdir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+@command("systems", writes=False)
+def systems_cmd() -> None:
+    """List every registered system: name, availability, capabilities, description."""
+    from recallbench.systems.registry import describe_systems
+
+    for s in describe_systems():
+        state = (
+            "available"
+            if s["available"]
+            else f"not installed ({s.get('install') or s.get('error')})"
+        )
+        caps = ", ".join(s["capabilities"]) or "core only"
+        click.echo(f"{s['name']:<14} {state}; {caps}; {s['description']}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,7 +1,8 @@
 """Systems side by side: paired statistics over per-query metrics of two or more results.
 
-Every result must come from the same suite (same fixture sha256s) and the same top-k, so
-query i of one system pairs with query i of the other. For each challenger against the
+Every result must come from the same dataset (same files' sha256, same reader options) and
+the same top-k, so a query of one system pairs with the same query of the other (a fixture
+query, a LongMemEval question, a LoCoMo question). For each challenger against the
 reference (the first result) and each per-query metric:
 
 - mean of each system over the queries the metric applies to, and the mean difference
@@ -22,20 +23,13 @@ import numpy as np
 from scipy import stats
 
 from recallbench.errors import RecallbenchError
-from recallbench.stages.report import format_setting
+from recallbench.ids import md_cell
+from recallbench.report.markdown import format_setting
+from recallbench.report.result import mean_measures, per_query_values
 
 COMPARE_SCHEMA = "recallbench.comparison"
 COMPARE_SCHEMA_VERSION = 1
 EXACT_LIMIT = 2**14
-
-
-def per_query_values(result: dict[str, Any], metric: str) -> dict[str, float | None]:
-    """query id -> the metric's per-query value (recall ratios as their value)."""
-    out = {}
-    for q in result["queries"]:
-        v = q["metrics"].get(metric)
-        out[q["query_id"]] = v["value"] if isinstance(v, dict) else v
-    return out
 
 
 def _mean_diff(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -96,10 +90,16 @@ def paired_stats(
 
 def _check_comparable(results: list[dict[str, Any]], labels: list[str]) -> None:
     ref = results[0]
+
+    def source(r: dict[str, Any]) -> tuple:
+        d = r["dataset"]
+        return (d["dataset"], [f["sha256"] for f in d["identity"]["files"]], d["options"])
+
     for label, r in zip(labels[1:], results[1:], strict=True):
-        if r["suite"]["sources"] != ref["suite"]["sources"]:
+        if source(r) != source(ref):
             raise RecallbenchError(
-                f"{label}: made from another suite than {labels[0]}; compare like with like"
+                f"{label}: made from another dataset, file or reader options than {labels[0]}; "
+                "compare like with like"
             )
         if r["run"]["top_k"] != ref["run"]["top_k"]:
             raise RecallbenchError(
@@ -119,8 +119,9 @@ def compare_results(
     rng = np.random.default_rng(seed)
     ref = results[0]
     k = ref["run"]["top_k"]
-    metrics = [m for m in ref["run"]["metrics"] if not m.startswith(("fp_rate", "duplicate_slot"))]
-    categories = ref["suite"]["categories"]
+    metrics = mean_measures(ref)
+    pooled = [m["name"] for m in ref["run"]["measures"] if m["pooled"]]
+    categories = ref["dataset"]["categories"]
     category_of = {q["query_id"]: q["category"] for q in ref["queries"]}
     pairs = []
     for label, challenger in zip(labels[1:], results[1:], strict=True):
@@ -150,7 +151,7 @@ def compare_results(
                 "reference": ref["metrics"]["overall"][name],
                 "challenger": challenger["metrics"]["overall"][name],
             }
-            for name in (f"fp_rate@{k}", f"duplicate_slot_rate@{k}")
+            for name in pooled
         }
         pairs.append(
             {"reference": labels[0], "challenger": label, "metrics": per_metric, "rates": rates}
@@ -159,7 +160,13 @@ def compare_results(
         "schema": COMPARE_SCHEMA,
         "schema_version": COMPARE_SCHEMA_VERSION,
         "systems": [{"label": lab, **r["system"]} for lab, r in zip(labels, results, strict=True)],
-        "suite": ref["suite"]["sources"],
+        "dataset": {
+            "name": ref["dataset"]["dataset"],
+            "label": ref["dataset"]["identity"]["label"],
+            "files": ref["dataset"]["identity"]["files"],
+            "options": ref["dataset"]["options"],
+            "queries": ref["counts"]["queries"],
+        },
         "top_k": k,
         "seed": seed,
         "resamples": resamples,
@@ -173,19 +180,40 @@ def _f(x: float | None, signed: bool = False) -> str:
     return f"{x:+.3f}" if signed else f"{x:.3f}"
 
 
-def render_markdown(doc: dict[str, Any]) -> str:
-    """The comparison as Markdown, from the document alone."""
+def headline(doc: dict[str, Any]) -> str:
+    """One line per challenger: the first measure's means, difference, CI, p and W/T/L."""
+    lines = []
+    for pair in doc["comparisons"]:
+        metric, m = next(iter(pair["metrics"].items()))
+        o = m["overall"]
+        ci = "n/a" if o["ci95"] is None else f"[{o['ci95'][0]:+.3f}, {o['ci95'][1]:+.3f}]"
+        p = "n/a" if o["p_value"] is None else f"{o['p_value']:.4f}"
+        lines.append(
+            f"{pair['challenger']} vs {pair['reference']}: {metric} {_f(o['reference_mean'])} -> "
+            f"{_f(o['challenger_mean'])} ({_f(o['mean_difference'], signed=True)}, 95% CI {ci}, "
+            f"p {p}, W/T/L {o['wins']}/{o['ties']}/{o['losses']}, n={o['queries']})"
+        )
+    return "\n".join(lines)
+
+
+def render_markdown(doc: dict[str, Any], headline_only: bool = False) -> str:
+    """The comparison as Markdown, from the document alone (`headline_only`: one line per
+    challenger, for the terminal)."""
+    if headline_only:
+        return headline(doc)
+    files = ", ".join(md_cell(f["name"]) for f in doc["dataset"]["files"])
     out = [
         "# Systems side by side",
         "",
-        f"Suite: {doc['suite']['corpus']['file']} + {doc['suite']['queries']['file']}, top-{doc['top_k']}. "
+        f"Dataset: {md_cell(doc['dataset']['name'])} ({files}; {md_cell(doc['dataset']['label'])}), "
+        f"{doc['dataset']['queries']} scored queries, top-{doc['top_k']}. "
         f"Seed {doc['seed']}, {doc['resamples']} resamples.",
         "",
         "| label | system | configuration |",
         "|---|---|---|",
     ]
     out += [
-        f"| {s['label']} | {s['name']} | "
+        f"| {md_cell(s['label'])} | {md_cell(s['name'])} | "
         + "; ".join(
             f"{k.replace('_', ' ')} {format_setting(v)}"
             for k, v in s.items()
@@ -224,7 +252,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
                     if not c["queries"]
                     else f"{_f(c['reference_mean'])} → {_f(c['challenger_mean'])} ({c['wins']}/{c['ties']}/{c['losses']})"
                 )
-            out.append(f"| {cat} | " + " | ".join(cells) + " |")
+            out.append(f"| {md_cell(cat)} | " + " | ".join(cells) + " |")
         out += [
             "",
             "Pooled slot rates (no test: they are counts over slots, not per-query values):",
@@ -244,8 +272,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "- No correction for multiple comparisons: with several metrics, one small p can be chance.",
         "- A few dozen queries detect only large differences: a large p is not evidence that two "
         "systems are equal, and per-category rows (5-8 queries) carry no test at all.",
-        "- The suite is small, synthetic and written by us; differences here are a reason to look, "
-        "not a ranking of systems.",
+        "- On the committed fixture suite (small, synthetic, written by us) a difference is a "
+        "reason to look, not a ranking of systems.",
         "",
     ]
     return "\n".join(out)

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from recallbench.suite import RELEVANT_GRADE
+from recallbench.model import RELEVANT_GRADE
 
 __all__ = [
     "RELEVANT_GRADE",

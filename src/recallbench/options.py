@@ -1,17 +1,25 @@
-"""Click options shared by the `recallbench` CLI and `scripts/retrieval_eval.py`."""
+"""Click options shared by the `recallbench` CLI and `scripts/retrieval_eval.py`.
+
+Nothing here imports a system or a dataset reader: listing choices must stay cheap, since
+every stage command starts with it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
-from recallbench.longmemeval import SESSION_TEXT_MODES
-from recallbench.systems import DEFAULT_SYSTEM, SYSTEM_NAMES
+from recallbench.datasets.base import DATASETS, DEFAULT_DATASET, UNITS
 
 FIXTURE_DIR = Path("benchmarks/retrieval")
 DEFAULT_BASELINE = FIXTURE_DIR / "baseline.json"
+SESSION_TEXT_MODES = ("user", "all")
+EXECUTORS = ("local", "ray")
+#: the default top-k of a dataset: the fixture suite's 5, the conversational datasets' 10
+DEFAULT_TOP_K = {"fixtures": 5, "longmemeval": 10, "locomo": 10}
 
 
 def _compose(*decorators: Callable) -> Callable:
@@ -23,23 +31,105 @@ def _compose(*decorators: Callable) -> Callable:
     return apply
 
 
-def fixture_options(base: Path = FIXTURE_DIR, shown: str | None = None) -> Callable:
-    """--corpus and --queries, defaulting to the committed suite under `base`.
+def _system_names() -> list[str]:
+    from recallbench.systems.registry import system_names
 
-    `shown` replaces `base` in --help (e.g. to avoid printing a machine-specific path).
+    return list(system_names())
+
+
+class SystemChoice(click.Choice):
+    """click.Choice over the registered systems, looked up only when a value is checked."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+
+    @property  # type: ignore[override]
+    def choices(self) -> list[str]:
+        return _system_names()
+
+    @choices.setter
+    def choices(self, value: Any) -> None:
+        pass
+
+    def get_metavar(self, param: click.Parameter, *args: Any) -> str:
+        return "SYSTEM"
+
+
+def dataset_options(base: Path = FIXTURE_DIR, shown: str | None = None) -> Callable:
+    """--dataset, --data, --corpus, --queries, --unit, --session-text.
+
+    The fixture suite (the default) reads --corpus and --queries (defaulting to the
+    committed suite under `base`); LongMemEval and LoCoMo read --data FILE.
     """
     file = click.Path(dir_okay=False, path_type=Path)
-
-    def option(name: str, filename: str, text: str) -> Callable:
-        default_text = f"{shown}/{filename}" if shown else True
-        return click.option(
-            name, type=file, default=base / filename, show_default=default_text, help=text
-        )
-
+    default_text = (lambda name: f"{shown}/{name}") if shown else (lambda name: str(base / name))
     return _compose(
-        option("--corpus", "corpus.jsonl", "Memories, one JSON object per line."),
-        option("--queries", "queries.jsonl", "Graded queries, one JSON object per line."),
+        click.option(
+            "--dataset",
+            type=click.Choice(list(DATASETS)),
+            default=DEFAULT_DATASET,
+            show_default=True,
+            help="The dataset reader.",
+        ),
+        click.option(
+            "--data", type=file, default=None, help="The data file (longmemeval, locomo)."
+        ),
+        click.option(
+            "--corpus",
+            type=file,
+            default=None,
+            help=f"Fixture memories, JSONL [default: {default_text('corpus.jsonl')}].",
+        ),
+        click.option(
+            "--queries",
+            type=file,
+            default=None,
+            help=f"Fixture graded queries, JSONL [default: {default_text('queries.jsonl')}].",
+        ),
+        click.option(
+            "--unit",
+            type=click.Choice(UNITS),
+            default=None,
+            help="Conversational datasets: one memory per session (default) or per turn.",
+        ),
+        click.option(
+            "--session-text",
+            type=click.Choice(SESSION_TEXT_MODES),
+            default=None,
+            help="LongMemEval: user turns joined by spaces (official, default) or every turn.",
+        ),
     )
+
+
+def dataset_inputs(
+    dataset: str,
+    data: Path | None,
+    corpus: Path | None,
+    queries: Path | None,
+    unit: str | None,
+    session_text: str | None,
+    base: Path = FIXTURE_DIR,
+) -> tuple[dict[str, Path], dict[str, Any]]:
+    """(paths, options) for `datasets.base.open_source` from the dataset options."""
+    if dataset == "fixtures":
+        if data is not None:
+            raise click.UsageError(
+                "--data is for --dataset longmemeval or locomo; use --corpus/--queries"
+            )
+        paths = {
+            "corpus": corpus or base / "corpus.jsonl",
+            "queries": queries or base / "queries.jsonl",
+        }
+    else:
+        if corpus is not None or queries is not None:
+            raise click.UsageError(
+                f"--corpus/--queries are for the fixtures; --dataset {dataset} reads --data FILE"
+            )
+        if data is None:
+            raise click.UsageError(f"--dataset {dataset} needs --data FILE")
+        paths = {"data": data}
+    options = {k: v for k, v in (("unit", unit), ("session_text", session_text)) if v is not None}
+    return paths, options
 
 
 def output_options(json_default: str, markdown_default: str) -> Callable:
@@ -61,13 +151,16 @@ def output_options(json_default: str, markdown_default: str) -> Callable:
 
 system_option = click.option(
     "--system",
-    type=click.Choice(SYSTEM_NAMES),
-    default=DEFAULT_SYSTEM,
+    type=SystemChoice(),
+    default="hotmem",
     show_default=True,
-    help="System under test.",
+    help="System under test (see `recallbench systems`).",
 )
 top_k_option = click.option(
-    "--top-k", type=click.IntRange(min=1), default=5, show_default=True, help="Results per query."
+    "--top-k",
+    type=click.IntRange(min=1, max=10_000),
+    default=None,
+    help="Results per query [default: 5 for the fixtures, 10 for conversational datasets].",
 )
 repeat_option = click.option(
     "--repeat",
@@ -76,20 +169,30 @@ repeat_option = click.option(
     show_default=True,
     help="Latency samples per query (>1 only for latency; results must not change).",
 )
-
-# --- the LongMemEval lane (its CLI group and the script's --longmemeval) ---
-
-session_text_option = click.option(
-    "--session-text",
-    type=click.Choice(SESSION_TEXT_MODES),
-    default="user",
-    show_default=True,
-    help="LongMemEval: user turns joined by spaces (official); all: every turn as 'role: content'.",
-)
-workers_option = click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="LongMemEval: worker processes (results are identical for any number).",
+execution_options = _compose(
+    click.option(
+        "--executor",
+        type=click.Choice(EXECUTORS),
+        default="local",
+        show_default=True,
+        help="local: this machine's processes; ray: a Ray cluster (extra `ray`).",
+    ),
+    click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Parallel workers (results are identical for any number).",
+    ),
+    click.option(
+        "--ray-address",
+        default=None,
+        help="With --executor ray: the cluster's address [default: start a local Ray].",
+    ),
+    click.option(
+        "--cache",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Vector cache made by `recallbench prep` (no embedding at query time).",
+    ),
 )

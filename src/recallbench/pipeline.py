@@ -1,59 +1,100 @@
-"""The fixture lane chained in-process: the same stage functions the CLI calls, in order."""
+"""The seven stages chained in process: the same functions the CLI commands call, in the
+order `artifacts.STAGES` defines, for any dataset."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recallbench.stages.decide import run_decide
-from recallbench.stages.hydrate import run_hydrate
-from recallbench.stages.query import run_query
-from recallbench.stages.report import run_report
-from recallbench.stages.roundtrip import run_roundtrip
-from recallbench.stages.score import run_score
-from recallbench.stages.validate import run_validate
+from recallbench.artifacts import STAGE_NAMES, publish, stage_files
+from recallbench.stages.execution import Execution
 
-STAGES = ("validate", "hydrate", "query", "snapshot-roundtrip", "score", "report", "decide")
+STAGES = STAGE_NAMES
 
 
 @dataclass
-class LaneOutput:
-    """Every artifact envelope of one run, plus the result document and its Markdown."""
+class Run:
+    """Every artifact envelope of one run, their timings, and the Markdown report."""
 
     envelopes: dict[str, dict[str, Any]]
-    result: dict[str, Any]
-    markdown: str
+    timings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    markdown: str = ""
+
+    @property
+    def result(self) -> dict[str, Any]:
+        """The result document (the data of results.json)."""
+        return self.envelopes["results"]["data"]
+
+    def files(self, build_dir: Path) -> dict[Path, bytes]:
+        """Every artifact, timing sidecar and report.md, as `publish` takes them."""
+        out: dict[Path, bytes] = {}
+        for kind, env in self.envelopes.items():
+            out.update(stage_files(build_dir, env, self.timings.get(kind)))
+        out[Path(build_dir) / "report.md"] = self.markdown.encode("utf-8")
+        return out
 
 
-def run_fixture_lane(
-    corpus: Path,
-    queries: Path,
+def run_pipeline(
+    dataset: str,
+    paths: Mapping[str, Path],
     work_dir: Path,
     *,
+    options: Mapping[str, Any] | None = None,
+    system: str = "hotmem",
     top_k: int = 5,
     repeat: int = 1,
-    system: str = "hotmem",
-) -> LaneOutput:
+    keep_stores: bool | None = None,
+    sample: int | None = None,
+    execution: Execution | None = None,
+) -> Run:
     """validate -> hydrate -> query -> snapshot-roundtrip -> score -> report -> decide.
 
-    Stores and packages go under `work_dir` (`store/`, `roundtrip/`); nothing else is written.
+    Stores and packages go under `work_dir` (`stores/`, `work/`, `roundtrip/`); nothing is
+    written elsewhere. The artifacts are returned, not written (see `Run.files`).
     """
+    from recallbench.stages.decide import run_decide
+    from recallbench.stages.hydrate import run_hydrate
+    from recallbench.stages.query import run_query
+    from recallbench.stages.report import run_report
+    from recallbench.stages.roundtrip import DEFAULT_SAMPLE, run_roundtrip
+    from recallbench.stages.score import run_score
+    from recallbench.stages.validate import run_validate
+
+    execution = execution or Execution()
     work_dir = Path(work_dir)
-    store_dir = work_dir / "store"
-    suite = run_validate(corpus, queries)
-    hydrate = run_hydrate(suite, store_dir, system)
-    runs = run_query(suite, hydrate, store_dir, top_k=top_k, repeat=repeat)
-    roundtrip = run_roundtrip(suite, hydrate, runs, store_dir, work_dir / "roundtrip")
+    timings: dict[str, dict[str, Any]] = {}
+    suite = run_validate(dataset, paths, options)
+    hydrate, timings["hydrate"] = run_hydrate(
+        suite, work_dir, system, keep=keep_stores, execution=execution
+    )
+    runs, timings["runs"] = run_query(
+        suite, hydrate, work_dir, top_k=top_k, repeat=repeat, execution=execution
+    )
+    roundtrip, timings["roundtrip"] = run_roundtrip(
+        suite,
+        hydrate,
+        runs,
+        work_dir,
+        sample=DEFAULT_SAMPLE if sample is None else sample,
+        execution=execution,
+    )
     scores = run_score(suite, runs, roundtrip)
-    result, markdown = run_report(suite, hydrate, runs, roundtrip, scores)
-    decision = run_decide(scores)
+    results, markdown = run_report(suite, hydrate, runs, roundtrip, scores, timings=timings)
+    decision = run_decide(suite, scores)
     envelopes = {
         "suite": suite,
         "hydrate": hydrate,
         "runs": runs,
         "roundtrip": roundtrip,
         "scores": scores,
+        "results": results,
         "decision": decision,
     }
-    return LaneOutput(envelopes=envelopes, result=result, markdown=markdown)
+    return Run(envelopes, timings, markdown)
+
+
+def write_run(run: Run, build_dir: Path) -> None:
+    """Publish every file of `run` into `build_dir` together."""
+    publish(run.files(build_dir))

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from pathlib import Path
 
-from recallbench.artifacts import atomic_write_bytes
+from recallbench.artifacts import publish
 
 SCORE_DECIMALS = 6
 _SCALE = 10**SCORE_DECIMALS
@@ -27,14 +27,16 @@ _QUANTUM = Decimal(1).scaleb(-SCORE_DECIMALS)
 def check_id(value: str, what: str = "id") -> str:
     """Return `value` if it can be a TREC field, else raise ValueError naming it.
 
-    A field must be a non-empty string without whitespace and must not start with '#'.
+    A field follows the id grammar (`recallbench.ids`): printable, no whitespace, no
+    leading '#', no control, bidirectional or zero-width characters.
     """
+    from recallbench.ids import id_problem
+
     if not isinstance(value, str) or not value:
         raise ValueError(f"TREC {what} must be a non-empty string, got {value!r}")
-    if any(ch.isspace() for ch in value):
-        raise ValueError(f"TREC {what} {value!r} contains whitespace")
-    if value.startswith("#"):
-        raise ValueError(f"TREC {what} {value!r} starts with '#'")
+    problem = id_problem(value)
+    if problem:
+        raise ValueError(f"TREC {what} {value!r}: {problem}")
     return value
 
 
@@ -124,6 +126,30 @@ def _payload(lines: list[str]) -> bytes:
     return "".join(line + "\n" for line in lines).encode("utf-8")
 
 
+def trec_files(
+    runs: Mapping, level: str, tag: str, path_run: Path, path_qrels: Path
+) -> dict[Path, bytes]:
+    """The run and qrels files of a `runs` artifact's data at `level`, formatted (not yet
+    written): every query's ranking with its scores, and its graded ids."""
+    run = [
+        (
+            r["query_id"],
+            list(zip(r["levels"][level]["ranking"], r["levels"][level]["scores"], strict=True)),
+        )
+        for r in runs["queries"]
+    ]
+    qrels = {r["query_id"]: r["levels"][level]["gold"] for r in runs["queries"]}
+    try:
+        return {
+            Path(path_run): _payload(run_lines(run, check_id(tag, "tag"))),
+            Path(path_qrels): _payload(qrels_lines(qrels)),
+        }
+    except ValueError as exc:
+        from recallbench.errors import RecallbenchError
+
+        raise RecallbenchError(str(exc)) from None
+
+
 def write_trec(
     path_run: Path,
     path_qrels: Path,
@@ -131,11 +157,13 @@ def write_trec(
     qrels: Mapping[str, Mapping[str, int]],
     tag: str,
 ) -> None:
-    """Write the run and qrels files atomically (UTF-8, one line each, trailing newline).
+    """Write the run and qrels files together (UTF-8, one line each, trailing newline).
 
     Both are formatted before either is written, so a bad id leaves no partial output.
     """
-    run_bytes = _payload(run_lines(run, tag))
-    qrels_bytes = _payload(qrels_lines(qrels))
-    atomic_write_bytes(Path(path_run), run_bytes)
-    atomic_write_bytes(Path(path_qrels), qrels_bytes)
+    publish(
+        {
+            Path(path_run): _payload(run_lines(run, tag)),
+            Path(path_qrels): _payload(qrels_lines(qrels)),
+        }
+    )

@@ -1,1 +1,1 @@
-"""Readers that turn datasets into the internal suite model."""
+"""Dataset readers: each turns a source into scopes of the internal model (`base`)."""

@@ -1,31 +1,48 @@
-"""Read and validate the JSONL fixture suite (corpus.jsonl + queries.jsonl).
+"""The fixture suite reader: corpus.jsonl + queries.jsonl, one scope, graded relevance.
 
 Every problem is collected as ``FILE:LINE: reason`` (or ``FILE: reason`` for whole-file
-rules) so a user sees all of them at once; `load_fixture_suite` raises `ValidationFailed`
-when there is any.
+rules) so a user sees all of them at once; `load_fixture_scope` raises `ValidationFailed`
+when there is any. Each file is read once: its sha256 and its parse come from the same bytes.
+
+The suite is one scope (every memory in one store, every query asked of it), scored at one
+level, ``memory``, with graded relevance 0-3. Its measures are Recall@1, Recall@k, MRR@k,
+nDCG@k, the false-positive slot rate on no-answer queries and the duplicate-slot rate on
+near-duplicate queries; its decision policy is the HotMem rules (`fixture_rules`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from recallbench.errors import ValidationFailed
-from recallbench.suite import (
-    CATEGORIES,
-    MAX_GRADE,
-    MIN_QUERIES_PER_CATEGORY,
-    NEGATIVE_CATEGORY,
-    RELEVANT_GRADE,
-    Memory,
-    Query,
-    Suite,
+from recallbench.model import MAX_GRADE, RELEVANT_GRADE, Drop, Level, Memory, Query, Scope
+
+NAME = "fixtures"
+LEVEL = "memory"
+LEVELS = (Level(LEVEL, "", "one fixture memory"),)
+SCOPE_ID = "suite"
+#: The eight query categories of the fixture suite, in report order.
+CATEGORIES: tuple[str, ...] = (
+    "exact_lexical",
+    "semantic_paraphrase",
+    "identifier_or_entity_name",
+    "temporal_or_revision",
+    "near_duplicate_diversity",
+    "negative_or_no_answer",
+    "cross_project_isolation",
+    "snapshot_hydration_equivalence",
 )
+NEGATIVE_CATEGORY = "negative_or_no_answer"
+DUPLICATE_CATEGORY = "near_duplicate_diversity"
+MIN_QUERIES_PER_CATEGORY = 5
+FIXTURE_DIR = Path("benchmarks/retrieval")
 
 MEMORY_FIELDS = {
     "memory_id": str,
@@ -45,13 +62,9 @@ _TYPE_NAMES = {
 }
 
 
-def iter_jsonl(path: Path, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (line number, object) for each valid JSON-object line; record problems otherwise."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        problems.append(f"{path}: cannot read ({exc.strerror or exc})")
-        return
+def iter_jsonl(path: Path, raw: bytes, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, object) for each valid JSON-object line of `raw` (the bytes of
+    `path`); record problems otherwise."""
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()  # the newline that ends the last line
@@ -113,12 +126,12 @@ def _id_problems(value: str, name: str, where: str) -> list[str]:
     return []
 
 
-def read_corpus(path: Path, problems: list[str]) -> list[tuple[int, Memory]]:
-    """Parse corpus.jsonl; append problems; return the memories that parsed cleanly."""
+def read_corpus(path: Path, raw: bytes, problems: list[str]) -> list[tuple[int, Memory]]:
+    """Parse corpus.jsonl's bytes; append problems; return the memories that parsed cleanly."""
     memories: list[tuple[int, Memory]] = []
     seen_ids: dict[str, int] = {}
     seen_content: dict[str, int] = {}
-    for number, obj in iter_jsonl(path, problems):
+    for number, obj in iter_jsonl(path, raw, problems):
         where = f"{path}:{number}"
         found = _check_fields(obj, MEMORY_FIELDS, MEMORY_OPTIONAL, where)
         if not found:
@@ -158,8 +171,9 @@ def read_corpus(path: Path, problems: list[str]) -> list[tuple[int, Memory]]:
                 number,
                 Memory(
                     memory_id=obj["memory_id"],
+                    text=obj["fact"],
+                    units={LEVEL: (obj["memory_id"],)},
                     identifier=obj["identifier"],
-                    fact=obj["fact"],
                     importance=float(obj["importance"]),
                     tags=tuple(obj["tags"]),
                     duplicate_group=obj.get("duplicate_group"),
@@ -170,12 +184,12 @@ def read_corpus(path: Path, problems: list[str]) -> list[tuple[int, Memory]]:
 
 
 def read_queries(
-    path: Path, memory_ids: set[str] | None, problems: list[str]
+    path: Path, raw: bytes, memory_ids: set[str] | None, problems: list[str]
 ) -> list[tuple[int, Query]]:
-    """Parse queries.jsonl; check references against `memory_ids` when it is known."""
+    """Parse queries.jsonl's bytes; check references against `memory_ids` when known."""
     queries: list[tuple[int, Query]] = []
     seen_ids: dict[str, int] = {}
-    for number, obj in iter_jsonl(path, problems):
+    for number, obj in iter_jsonl(path, raw, problems):
         where = f"{path}:{number}"
         found = _check_fields(obj, QUERY_FIELDS, {}, where)
         if not found:
@@ -227,8 +241,8 @@ def read_queries(
                 Query(
                     query_id=obj["query_id"],
                     category=obj["category"],
-                    query=obj["query"],
-                    relevance={m: g for m, g in obj["relevance"].items()},
+                    text=obj["query"],
+                    relevance={LEVEL: dict(obj["relevance"])},
                     notes=obj["notes"],
                 ),
             )
@@ -257,18 +271,143 @@ def _duplicate_group_problems(path: Path, memories: list[tuple[int, Memory]]) ->
     ]
 
 
-def load_fixture_suite(corpus_path: Path, queries_path: Path) -> Suite:
-    """Read both files, validate everything, return the Suite or raise ValidationFailed."""
+def _read(path: Path, problems: list[str]) -> tuple[bytes, str, int]:
+    """A fixture file's bytes, read once, with their sha256 and size."""
+    from recallbench.inputs import DEFAULT_INPUT_LIMIT, read_input
+
+    try:
+        raw, digest = read_input(path, "fixture file", DEFAULT_INPUT_LIMIT)
+    except Exception as exc:  # a RecallbenchError naming the path and the cause
+        problems.append(str(exc))
+        return b"", hashlib.sha256(b"").hexdigest(), 0
+    return raw, digest, len(raw)
+
+
+def load_fixture_scope(corpus_path: Path, queries_path: Path) -> tuple[Scope, list[dict[str, Any]]]:
+    """Read both files once, validate everything; return the scope and the files' identity
+    ({"role", "name", "size_bytes", "sha256"} each), or raise ValidationFailed."""
     problems: list[str] = []
-    memories = read_corpus(Path(corpus_path), problems)
-    problems.extend(_duplicate_group_problems(Path(corpus_path), memories))
+    corpus_path, queries_path = Path(corpus_path), Path(queries_path)
+    corpus_raw, corpus_sha, corpus_size = _read(corpus_path, problems)
+    queries_raw, queries_sha, queries_size = _read(queries_path, problems)
+    if problems:
+        raise ValidationFailed(problems)
+    memories = read_corpus(corpus_path, corpus_raw, problems)
+    problems.extend(_duplicate_group_problems(corpus_path, memories))
     corpus_ok = not problems
     # Only check references when the corpus parsed cleanly, else every query would echo it.
     known = {m.memory_id for _, m in memories} if corpus_ok else None
     before = len(problems)
-    queries = read_queries(Path(queries_path), known, problems)
+    queries = read_queries(queries_path, queries_raw, known, problems)
     if len(problems) == before:  # counts are only meaningful when every line parsed
-        problems.extend(_category_problems(Path(queries_path), [q for _, q in queries]))
+        problems.extend(_category_problems(queries_path, [q for _, q in queries]))
     if problems:
         raise ValidationFailed(problems)
-    return Suite(memories=tuple(m for _, m in memories), queries=tuple(q for _, q in queries))
+    scope = Scope(SCOPE_ID, tuple(m for _, m in memories), tuple(q for _, q in queries))
+    files = [
+        {
+            "role": "corpus",
+            "name": corpus_path.name,
+            "size_bytes": corpus_size,
+            "sha256": corpus_sha,
+        },
+        {
+            "role": "queries",
+            "name": queries_path.name,
+            "size_bytes": queries_size,
+            "sha256": queries_sha,
+        },
+    ]
+    return scope, files
+
+
+def measures(top_k: int, options: Mapping[str, Any]) -> list[Any]:
+    """Recall@1, Recall@k, MRR@k, nDCG@k, fp_rate@k (no-answer queries) and
+    duplicate_slot_rate@k (near-duplicate queries); recall@1 once when k is 1."""
+    from recallbench import measures as ms
+
+    chosen = [
+        ms.Recall(LEVEL, 1),
+        ms.Recall(LEVEL, top_k),
+        ms.ReciprocalRank(LEVEL, top_k),
+        ms.NDCG(LEVEL, top_k),
+        ms.FalsePositiveRate(LEVEL, top_k, categories=frozenset({NEGATIVE_CATEGORY})),
+        ms.DuplicateSlotRate(LEVEL, top_k, categories=frozenset({DUPLICATE_CATEGORY})),
+    ]
+    unique: dict[str, Any] = {}
+    for measure in chosen:
+        unique.setdefault(measure.name, measure)
+    return list(unique.values())
+
+
+def decide(scores: Mapping[str, Any]) -> dict[str, Any]:
+    """The HotMem decision rules of the fixture suite (see `fixture_rules`)."""
+    from recallbench.datasets.fixture_rules import decide as rules
+
+    return rules(scores)
+
+
+class FixtureSource:
+    """The committed (or a user's) fixture suite as a dataset source: one scope."""
+
+    name = NAME
+    levels = LEVELS
+    categories = CATEGORIES
+    category_labels = {c: c for c in CATEGORIES}
+    drop_rules: Mapping[str, str] = {}
+    notes = (
+        "Recall and MRR count memories graded 2 or 3 as relevant; nDCG uses the 0-3 grades.",
+        "The suite is synthetic and small (one store): a figure here is evidence about "
+        "these queries, not about every workload.",
+    )
+    decide = staticmethod(decide)
+
+    def __init__(self, corpus: Path, queries: Path) -> None:
+        self.corpus, self.queries = Path(corpus), Path(queries)
+        self.options: dict[str, Any] = {}
+        self._files: list[dict[str, Any]] | None = None
+        self._scope: Scope | None = None
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(p.stat().st_size for p in (self.corpus, self.queries) if p.is_file())
+
+    def stream(self, progress: Any = None) -> Iterator[Scope | Drop]:
+        scope, self._files = load_fixture_scope(self.corpus, self.queries)
+        self._scope = scope
+        yield scope
+
+    def identity(self) -> dict[str, Any]:
+        assert self._files is not None, "stream() first"
+        return {
+            "dataset": NAME,
+            "files": self._files,
+            "known": True,
+            "label": "fixture suite (JSONL corpus + graded queries)",
+        }
+
+    def summary(self) -> dict[str, Any]:
+        scope = self._scope
+        if scope is None:
+            return {}
+        return {
+            "duplicate_groups": len(
+                {m.duplicate_group for m in scope.memories if m.duplicate_group}
+            ),
+        }
+
+    def measures(self, top_k: int) -> list[Any]:
+        return measures(top_k, self.options)
+
+
+def open_source(paths: Mapping[str, Path], options: Mapping[str, Any]) -> FixtureSource:
+    """paths: {"corpus": ..., "queries": ...} (defaults: the committed suite)."""
+    unknown = sorted(set(options) - {"unit"})
+    if unknown or options.get("unit") not in (None, LEVEL):
+        from recallbench.errors import RecallbenchError
+
+        raise RecallbenchError("the fixture suite has no options (no --unit: it has one level)")
+    return FixtureSource(
+        paths.get("corpus", FIXTURE_DIR / "corpus.jsonl"),
+        paths.get("queries", FIXTURE_DIR / "queries.jsonl"),
+    )

@@ -1,42 +1,112 @@
-"""hydrate: a fresh store of the system under test, every corpus record ingested."""
+"""hydrate: a fresh store of the system under test per scope, every memory ingested.
+
+Stores are kept under ``BUILD/stores/<scope index>/`` when the dataset has one scope (the
+fixture suite) or when asked (`keep=True`). With many scopes (a LongMemEval file holds
+hundreds), keeping every store between two commands would cost gigabytes: then hydrate
+records the plan ("transient") and `query` builds each scope's store inside its task,
+searches it and removes it. Either way hydrate.json names the system and its
+configuration; for kept stores it records each store's record count and content digest,
+which every later stage checks before it trusts a store.
+"""
 
 from __future__ import annotations
 
 import shutil
-import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from recallbench.artifacts import envelope
-from recallbench.stages.validate import suite_of
-from recallbench.systems import get_system
-from recallbench.systems.base import StoreRecord
+from recallbench.artifacts import envelope, inputs_of
+from recallbench.stages import tasks
+from recallbench.stages.execution import Execution, Stopwatch, cache_spec, run_tasks
+from recallbench.stages.validate import scopes_of
+
+STORES_DIR = "stores"
 
 
-def run_hydrate(suite_env: dict[str, Any], store_dir: Path, system_name: str) -> dict[str, Any]:
-    """Ingest the suite's memories into a new store in `store_dir` (replacing an old one)."""
-    suite = suite_of(suite_env)
-    store_dir = Path(store_dir)
-    if store_dir.exists():
-        shutil.rmtree(store_dir)
+def stores_root(build_dir: Path) -> Path:
+    return Path(build_dir) / STORES_DIR
+
+
+def truncation(system: Any, suite_env: Mapping[str, Any]) -> dict[str, Any] | None:
+    """How many stored texts exceed the system's embedder input limit (None: no limit)."""
+    embedder = getattr(system, "embedder", None)
+    if embedder is None or getattr(embedder, "max_tokens", None) is None:
+        return None
+    from recallbench.systems.base import truncation_report
+
+    texts = [m.text for _, scope in scopes_of(suite_env) for m in scope.memories]
+    return truncation_report(embedder, texts)
+
+
+def run_hydrate(
+    suite_env: Mapping[str, Any],
+    build_dir: Path,
+    system_name: str,
+    *,
+    keep: bool | None = None,
+    execution: Execution | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Build (or plan) every scope's store; return the `hydrate` envelope and its timing."""
+    from recallbench.systems import get_system
+
+    execution = execution or Execution()
+    watch = Stopwatch()
     system = get_system(system_name)
-    records = [
-        StoreRecord(m.memory_id, m.identifier, m.fact, m.importance, m.tags) for m in suite.memories
-    ]
-    start = time.perf_counter()
-    store = system.open_store(store_dir)
-    try:
-        stored = store.ingest(records)
-    finally:
-        store.close()
-    seconds = time.perf_counter() - start
+    scopes = suite_env["data"]["counts"]["scopes"]
+    keep = scopes == 1 if keep is None else keep
+    root = stores_root(build_dir)
+    if root.exists():
+        shutil.rmtree(root)
+    stores = None
+    timing: dict[str, Any] = {"execution": execution.describe()}
+    if keep:
+        cache = cache_spec(execution, system, suite_env)
+        items = (
+            {
+                "index": i,
+                "scope": tasks.scope_to_item(scope),
+                "directory": str(tasks.worker_dir(root, i).resolve()),
+            }
+            for i, scope in scopes_of(suite_env)
+        )
+        stores, ingest, inside = [], 0.0, 0.0
+        for result in run_tasks(
+            tasks.hydrate_scope,
+            items,
+            system=system_name,
+            execution=execution,
+            cache=cache,
+            total=scopes,
+            desc="hydrate",
+        ):
+            stores.append(
+                {
+                    "scope_id": result["scope_id"],
+                    "records": result["records"],
+                    "digest": result["digest"],
+                }
+            )
+            ingest += result["timing"]["ingest_seconds"]
+            inside += result["timing"]["seconds_inside"]
+        records = sum(s["records"] for s in stores)
+        timing.update(
+            ingest_seconds=ingest,
+            seconds_inside_system=inside,
+            records=records,
+            records_per_second=records / ingest if ingest > 0 else None,
+        )
     data = {
-        "system": system_name,
+        "system": system.name,
         "configuration": system.configuration(),
-        "records": stored,
-        "timing": {
-            "seconds": seconds,
-            "records_per_second": stored / seconds if seconds > 0 else None,
+        "capabilities": {
+            "clone": system.clone is not None,
+            "embedder": system.embedder is not None,
+            "lexical": bool(system.lexical),
         },
+        "mode": "kept" if keep else "transient",
+        "stores": stores,
+        "truncation": truncation(system, suite_env),
     }
-    return envelope("hydrate", data, {"suite": suite_env["fingerprint"]})
+    timing["wall_seconds"] = watch.seconds()
+    return envelope("hydrate", data, inputs_of(suite_env)), timing

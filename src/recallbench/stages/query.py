@@ -1,114 +1,120 @@
-"""query: every suite query through the system's production search, ranked ids kept."""
+"""query: every query of every scope through the system's production search.
+
+Kept stores (see hydrate) are opened read-only and checked first (record count and content
+digest through the system's own API); transient stores are built, searched and removed
+inside one task per scope. runs.json holds, per query, the ranked hits, each level's
+ranking and gold, and the facts that explain misses; latencies go to the timing sidecar.
+"""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from recallbench.artifacts import envelope, require_made_from
+from recallbench.artifacts import envelope, inputs_of, require_made_from
 from recallbench.errors import RecallbenchError
-from recallbench.stages.validate import suite_of
-from recallbench.suite import Suite
-from recallbench.systems import get_system
-from recallbench.systems.base import Hit, Store
+from recallbench.metrics import percentile
+from recallbench.stages import tasks
+from recallbench.stages.execution import Execution, Stopwatch, cache_spec, run_tasks
+from recallbench.stages.hydrate import stores_root
+from recallbench.stages.validate import scopes_of
+
+#: Per-call search limit (the scope document's MAX_SEARCH_LIMIT).
+MAX_SEARCH_LIMIT = 10_000
+WORK_DIR = "work"
 
 
-def hits_to_rows(hits: list[Hit], grades: dict[str, int]) -> list[dict[str, Any]]:
-    """Ranked hits as artifact rows, each with its graded relevance (0 when ungraded)."""
-    return [
-        {
-            "memory_id": h.memory_id,
-            "identifier": h.identifier,
-            "score": h.score,
-            "grade": grades.get(h.memory_id, 0),
-        }
-        for h in hits
-    ]
-
-
-def search_all(
-    store: Store, suite: Suite, top_k: int, repeat: int = 1
-) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
-    """Run every query `repeat` times; return per-query rows and latencies in ms.
-
-    Raises RecallbenchError when repeats of one query disagree (a nondeterministic system).
-    Each row also carries `full_ranking`: for a query that misses a relevant memory, the ids of
-    an untimed search over the whole store (to say where the missed memory ranked); otherwise
-    the top-k ids. `lexical` names the system's lexical matcher and the ids it matched (a
-    diagnostic, untimed).
-    """
-    depth = store.count()
-    rows, latencies = [], {}
-    for q in suite.queries:
-        first: list[Hit] | None = None
-        samples = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            hits = store.search(q.query, top_k)
-            samples.append((time.perf_counter() - start) * 1000.0)
-            if first is None:
-                first = hits
-            elif hits != first:
-                raise RecallbenchError(
-                    f"query {q.query_id}: results differ between repeats; the system is not deterministic"
-                )
-        top_ids = [h.memory_id for h in first or []]
-        # Only a query that misses a relevant memory needs the deeper, untimed diagnostic search.
-        missing = q.relevant_ids - set(top_ids)
-        full = (
-            [h.memory_id for h in store.search(q.query, depth)]
-            if missing and depth > top_k
-            else top_ids
-        )
-        matcher, matched = store.lexical_matches(q.query)
-        rows.append(
-            {
-                "query_id": q.query_id,
-                "category": q.category,
-                "hits": hits_to_rows(first or [], q.relevance),
-                "full_ranking": full,
-                "lexical": {"matcher": matcher, "matched": matched},
-            }
-        )
-        latencies[q.query_id] = samples
-    return rows, latencies
+def latency_summary(latency_ms: Mapping[str, list[float]]) -> dict[str, Any]:
+    samples = [x for xs in latency_ms.values() for x in xs]
+    return {
+        "samples": len(samples),
+        "p50_ms": percentile(samples, 50),
+        "p95_ms": percentile(samples, 95),
+        "note": "local diagnostic data from this machine, not a cross-machine performance guarantee",
+    }
 
 
 def run_query(
-    suite_env: dict[str, Any],
-    hydrate_env: dict[str, Any],
-    store_dir: Path,
+    suite_env: Mapping[str, Any],
+    hydrate_env: Mapping[str, Any],
+    build_dir: Path,
+    *,
     top_k: int = 5,
     repeat: int = 1,
-) -> dict[str, Any]:
-    """Search every query against the hydrated store; return the `runs` envelope."""
-    if top_k < 1:
-        raise RecallbenchError(f"--top-k must be at least 1, got {top_k}")
+    execution: Execution | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Search every scope's queries; return the `runs` envelope and its timing."""
+    if not 1 <= top_k <= MAX_SEARCH_LIMIT:
+        raise RecallbenchError(f"--top-k must be between 1 and {MAX_SEARCH_LIMIT}, got {top_k}")
     if repeat < 1:
         raise RecallbenchError(f"--repeat must be at least 1, got {repeat}")
     require_made_from(hydrate_env, suite_env)
-    suite = suite_of(suite_env)
-    system = get_system(hydrate_env["data"]["system"])
+    from recallbench.systems import get_system
+
+    execution = execution or Execution()
+    watch = Stopwatch()
+    hyd = hydrate_env["data"]
+    system = get_system(hyd["system"])
+    kept = hyd["mode"] == "kept"
+    levels = [lv["name"] for lv in suite_env["data"]["levels"]]
+    root = stores_root(build_dir) if kept else Path(build_dir) / WORK_DIR
+    counts = suite_env["data"]["counts"]
+    items = (
+        {
+            "index": i,
+            "scope": tasks.scope_to_item(scope),
+            "directory": str(tasks.worker_dir(root, i).resolve()),
+            "kept": kept,
+            "expect": hyd["stores"][i] if kept else None,
+            "levels": levels,
+            "top_k": top_k,
+            "repeat": repeat,
+        }
+        for i, scope in scopes_of(suite_env)
+    )
+    rows, scopes, latency = [], [], {}
+    inside = task_seconds = ingest = 0.0
     try:
-        store = system.attach(Path(store_dir))
-    except FileNotFoundError:
-        raise RecallbenchError(f"{store_dir}: no store; run `recallbench hydrate` first") from None
-    try:
-        if store.count() != hydrate_env["data"]["records"]:
-            raise RecallbenchError(
-                f"{store_dir}: store holds {store.count()} records, hydrate.json says "
-                f"{hydrate_env['data']['records']}; run `recallbench hydrate` again"
-            )
-        rows, latencies = search_all(store, suite, top_k, repeat)
+        for result in run_tasks(
+            tasks.query_scope,
+            items,
+            system=hyd["system"],
+            execution=execution,
+            cache=cache_spec(execution, system, suite_env),
+            total=counts["scopes"],
+            desc="query",
+            query_total=counts["queries"],
+        ):
+            rows.extend(result["rows"])
+            scopes.append({"scope_id": result["scope_id"], **result["store"]})
+            latency.update(result["latency_ms"])
+            inside += result["timing"]["seconds_inside"]
+            task_seconds += result["timing"]["seconds_task"]
+            ingest += result["timing"].get("ingest_seconds", 0.0)
     finally:
-        store.close()
+        if not kept:
+            tasks.remove_tree(root)
     data = {
         "system": system.name,
         "top_k": top_k,
-        "repeat": repeat,
+        "levels": levels,
+        "store_mode": hyd["mode"],
+        "scopes": scopes,
         "queries": rows,
-        "latency_ms": latencies,
     }
-    inputs = {"suite": suite_env["fingerprint"], "hydrate": hydrate_env["fingerprint"]}
-    return envelope("runs", data, inputs)
+    wall = watch.seconds()
+    workers = execution.workers
+    timing = {
+        "execution": execution.describe(),
+        "repeat": repeat,
+        "latency": latency_summary(latency),
+        "wall_seconds": wall,
+        "seconds_inside_system": inside,
+        "seconds_in_tasks": task_seconds,
+        "ingest_seconds": ingest if not kept else None,
+        "harness_overhead_in_tasks": (task_seconds - inside) / inside if inside else None,
+        "harness_overhead_end_to_end": (wall * workers - inside) / inside if inside else None,
+        "share_inside_system": inside / (wall * workers) if wall else None,
+    }
+    return envelope("runs", data, inputs_of(suite_env, hydrate_env)), timing

@@ -1,153 +1,181 @@
-"""snapshot-roundtrip: package the hydrated store, verify it, hydrate a clean store from it,
-rerun every query and compare; also prove that a corrupted package is rejected."""
+"""snapshot-roundtrip: the system's clone path, checked on the stores the runs came from.
+
+For each scope of the sample: the source store is checked against what hydrate (kept stores)
+or query (transient stores, rebuilt here) recorded, packaged with the system's snapshot,
+verified, restored into a clean store, and every query of the scope is searched again; the
+ranked ids must be identical. Each of the system's own corruptions of the package (a raw
+byte change, a content change under a stale manifest, ...) must then be rejected by its
+verifier. A dataset with many scopes is sampled: the `sample` scopes with the smallest
+sha256(scope id), reported in dataset order. A system without a clone path gets "n/a".
+"""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
-import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from recallbench.artifacts import envelope, require_made_from
-from recallbench.errors import RecallbenchError
-from recallbench.stages.validate import suite_of
-from recallbench.systems import get_system
-from recallbench.systems.base import SnapshotRejected
+from recallbench.artifacts import envelope, inputs_of, require_made_from
+from recallbench.stages import tasks
+from recallbench.stages.execution import Execution, Stopwatch, cache_spec, run_tasks
+from recallbench.stages.hydrate import stores_root
+from recallbench.stages.validate import scopes_of
+
+DEFAULT_SAMPLE = 20
+ROUNDTRIP_DIR = "roundtrip"
+SAMPLE_RULE = "the scopes with the smallest sha256(scope id); all when there are no more"
 
 
-def compare_rankings(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-query drift between two ranked hit lists (rows with memory_id and score)."""
-    ids_before = [h["memory_id"] for h in before]
-    ids_after = [h["memory_id"] for h in after]
-    score_before = {h["memory_id"]: h["score"] for h in before}
-    score_after = {h["memory_id"]: h["score"] for h in after}
-    common = sorted(set(score_before) & set(score_after))
-    return {
-        "identical": ids_before == ids_after,
-        "same_set": set(ids_before) == set(ids_after),
-        "moved_positions": [
-            i + 1
-            for i in range(max(len(ids_before), len(ids_after)))
-            if (ids_before[i] if i < len(ids_before) else None)
-            != (ids_after[i] if i < len(ids_after) else None)
-        ],
-        "only_before": [m for m in ids_before if m not in score_after],
-        "only_after": [m for m in ids_after if m not in score_before],
-        "max_score_drift": max(
-            (abs(score_before[m] - score_after[m]) for m in common), default=0.0
-        ),
-        "after": ids_after,
-    }
-
-
-def _corrupt_one_byte(package_dir: Path, target_dir: Path) -> str:
-    """Copy the package and flip one byte in the middle of its payload; return the file name."""
-    shutil.copytree(package_dir, target_dir)
-    payload = max(
-        (p for p in target_dir.iterdir() if p.name != "manifest.json"),
-        key=lambda p: p.stat().st_size,
-    )
-    raw = bytearray(payload.read_bytes())
-    raw[len(raw) // 2] ^= 0xFF
-    payload.write_bytes(bytes(raw))
-    return payload.name
+def sample_scopes(scope_ids: list[str], size: int) -> set[str]:
+    """The deterministic sample: `size` scope ids with the smallest sha256 of the id."""
+    if size >= len(scope_ids):
+        return set(scope_ids)
+    ranked = sorted(scope_ids, key=lambda s: (hashlib.sha256(s.encode()).hexdigest(), s))
+    return set(ranked[:size])
 
 
 def run_roundtrip(
-    suite_env: dict[str, Any],
-    hydrate_env: dict[str, Any],
-    runs_env: dict[str, Any],
-    store_dir: Path,
-    work_dir: Path,
-) -> dict[str, Any]:
-    """snapshot -> verify -> clean hydrate -> query again; return the `roundtrip` envelope."""
+    suite_env: Mapping[str, Any],
+    hydrate_env: Mapping[str, Any],
+    runs_env: Mapping[str, Any],
+    build_dir: Path,
+    *,
+    sample: int = DEFAULT_SAMPLE,
+    execution: Execution | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Round-trip the sampled scopes; return the `roundtrip` envelope and its timing."""
+    from recallbench.errors import RecallbenchError
+    from recallbench.systems import get_system
+
+    if sample < 1:
+        raise RecallbenchError(f"--sample must be at least 1, got {sample}")
+    execution = execution or Execution()
     require_made_from(hydrate_env, suite_env)
     require_made_from(runs_env, suite_env, hydrate_env)
-    suite = suite_of(suite_env)
-    top_k = runs_env["data"]["top_k"]
-    system = get_system(hydrate_env["data"]["system"])
-    work_dir = Path(work_dir)
-    if work_dir.exists():
-        shutil.rmtree(work_dir)
-    work_dir.mkdir(parents=True)
-    package_dir = work_dir / "package"
-
-    try:
-        source = system.attach(Path(store_dir))
-    except FileNotFoundError:
-        raise RecallbenchError(f"{store_dir}: no store; run `recallbench hydrate` first") from None
-    try:
-        start = time.perf_counter()
-        package = system.snapshot(source, package_dir)
-        snapshot_s = time.perf_counter() - start
-    finally:
-        source.close()
-
-    start = time.perf_counter()
-    verified_records = system.verify(package_dir, work_dir / "spool")
-    verify_s = time.perf_counter() - start
-
-    start = time.perf_counter()
-    clone = system.restore(package_dir, work_dir / "clone")
-    hydrate_s = time.perf_counter() - start
-    try:
-        queries = suite.queries
-        first_hits = clone.search(queries[0].query, top_k) if queries else []
-        cold_start_s = time.perf_counter() - start
-        clone_records = clone.count()
-        after = {}
-        for i, q in enumerate(queries):
-            hits = first_hits if i == 0 else clone.search(q.query, top_k)
-            after[q.query_id] = [{"memory_id": h.memory_id, "score": h.score} for h in hits]
-    finally:
-        clone.close()
-
-    per_query = {}
-    for row in runs_env["data"]["queries"]:
-        per_query[row["query_id"]] = compare_rankings(row["hits"], after[row["query_id"]])
-    identical = sum(1 for d in per_query.values() if d["identical"])
-
-    corrupt_dir = work_dir / "package-corrupted"
-    corrupted_file = _corrupt_one_byte(package_dir, corrupt_dir)
-    try:
-        system.verify(corrupt_dir, work_dir / "spool")
-        rejection = {"rejected": False, "reason": None}
-    except SnapshotRejected as exc:
-        rejection = {"rejected": True, "reason": exc.reason}
-
-    def rate(seconds: float, n: int) -> float | None:
-        return n / seconds if seconds > 0 else None
-
-    data = {
+    watch = Stopwatch()
+    hyd, runs = hydrate_env["data"], runs_env["data"]
+    system = get_system(hyd["system"])
+    work = Path(build_dir) / ROUNDTRIP_DIR
+    if work.exists():
+        shutil.rmtree(work)
+    scope_ids = [s["scope_id"] for s in runs["scopes"]]
+    chosen = sample_scopes(scope_ids, sample)
+    base = {
         "system": system.name,
-        "top_k": top_k,
-        "records": {
-            "source": hydrate_env["data"]["records"],
-            "packaged": package.records,
-            "verified": verified_records,
-            "clone": clone_records,
+        "top_k": runs["top_k"],
+        "sample": {
+            "scopes_total": len(scope_ids),
+            "scopes_sampled": len(chosen) if system.clone is not None else 0,
+            "size": sample,
+            "rule": SAMPLE_RULE,
+            "scope_ids": [s for s in scope_ids if s in chosen] if system.clone else [],
         },
+    }
+    if system.clone is None:
+        data = {**base, "available": False, "reason": f"n/a: {system.name} has no clone path"}
+        return envelope("roundtrip", data, inputs_of(suite_env, hydrate_env, runs_env)), {}
+    kept = hyd["mode"] == "kept"
+    rows_of: dict[str, list[dict[str, Any]]] = {}
+    for row in runs["queries"]:
+        rows_of.setdefault(row["scope_id"], []).append(row)
+    items = (
+        {
+            "index": i,
+            "scope": tasks.scope_to_item(scope),
+            "directory": str(tasks.worker_dir(stores_root(build_dir), i).resolve()),
+            "kept": kept,
+            "expect": {k: runs["scopes"][i][k] for k in ("records", "digest")},
+            "work": str(tasks.worker_dir(work, i).resolve()),
+            "limits": {r["query_id"]: r["limit"] for r in rows_of.get(scope.scope_id, [])},
+            "before": {
+                r["query_id"]: [
+                    {"memory_id": h["memory_id"], "score": h["score"]} for h in r["hits"]
+                ]
+                for r in rows_of.get(scope.scope_id, [])
+            },
+        }
+        for i, scope in scopes_of(suite_env)
+        if scope.scope_id in chosen
+    )
+    per_query: dict[str, Any] = {}
+    records = {"source": 0, "packaged": 0, "verified": 0, "clone": 0}
+    corruption: dict[str, dict[str, Any]] = {}
+    digests_match = True
+    timing = {
+        "execution": execution.describe(),
+        "package_bytes": 0,
+        "snapshot_seconds": 0.0,
+        "verify_seconds": 0.0,
+        "restore_seconds": 0.0,
+        "records": 0,
+        "cold_start_to_first_query_seconds": None,
+    }
+    for result in run_tasks(
+        tasks.roundtrip_scope,
+        items,
+        system=hyd["system"],
+        execution=execution,
+        cache=cache_spec(execution, system, suite_env),
+        total=len(chosen),
+        desc="snapshot-roundtrip",
+    ):
+        per_query.update(result["per_query"])
+        for key in records:
+            records[key] += result["records"][key]
+        digests_match = digests_match and result["clone_digest_matches"]
+        for c in result["corruptions"]:
+            entry = corruption.setdefault(
+                c["name"],
+                {
+                    "name": c["name"],
+                    "description": c["description"],
+                    "scopes": 0,
+                    "rejected": 0,
+                    "reasons": set(),
+                },
+            )
+            entry["scopes"] += 1
+            entry["rejected"] += int(c["rejected"])
+            if c["reason"]:
+                entry["reasons"].add(c["reason"])
+        t = result["timing"]
+        for key in (
+            "package_bytes",
+            "snapshot_seconds",
+            "verify_seconds",
+            "restore_seconds",
+            "records",
+        ):
+            timing[key] += t[key]
+        if timing["cold_start_to_first_query_seconds"] is None:
+            timing["cold_start_to_first_query_seconds"] = t["cold_start_to_first_query_seconds"]
+    identical = sum(1 for d in per_query.values() if d["identical"])
+    checks = [
+        {**c, "reasons": sorted(c["reasons"]), "all_rejected": c["rejected"] == c["scopes"]}
+        for c in corruption.values()
+    ]
+    data = {
+        **base,
+        "available": True,
+        "records": records,
+        "clone_digest_matches": digests_match,
         "equivalence": {
             "numerator": identical,
             "denominator": len(per_query),
             "value": identical / len(per_query) if per_query else None,
         },
         "per_query": per_query,
-        "corruption_check": {"file": corrupted_file, "flipped_bytes": 1, **rejection},
-        "timing": {
-            "package_bytes": package.size_bytes,
-            "snapshot_seconds": snapshot_s,
-            "snapshot_records_per_second": rate(snapshot_s, package.records),
-            "verify_seconds": verify_s,
-            "verify_records_per_second": rate(verify_s, verified_records),
-            "hydrate_seconds": hydrate_s,
-            "hydrate_records_per_second": rate(hydrate_s, clone_records),
-            "cold_start_to_first_query_seconds": cold_start_s,
-        },
+        "corruption_checks": checks,
     }
-    inputs = {
-        "suite": suite_env["fingerprint"],
-        "hydrate": hydrate_env["fingerprint"],
-        "runs": runs_env["fingerprint"],
-    }
-    return envelope("roundtrip", data, inputs)
+    for key, seconds in (
+        ("snapshot", "snapshot_seconds"),
+        ("verify", "verify_seconds"),
+        ("restore", "restore_seconds"),
+    ):
+        timing[f"{key}_records_per_second"] = (
+            timing["records"] / timing[seconds] if timing[seconds] > 0 else None
+        )
+    timing["wall_seconds"] = watch.seconds()
+    return envelope("roundtrip", data, inputs_of(suite_env, hydrate_env, runs_env)), timing

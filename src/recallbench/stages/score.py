@@ -1,135 +1,94 @@
-"""score: the quality metrics per query, per category and overall, plus the round-trip and
-latency figures. Metric formulas live in `recallbench.metrics`."""
+"""score: every measure of the dataset per query, per category and overall, plus the round
+trip's summary. Measures are named objects (`recallbench.measures`); this stage only loops."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from recallbench import metrics as m
-from recallbench.artifacts import envelope, require_made_from
-from recallbench.stages.validate import suite_of
-from recallbench.suite import DUPLICATE_CATEGORY, NEGATIVE_CATEGORY, Suite
+from recallbench.artifacts import envelope, inputs_of, require_made_from
+from recallbench.datasets.base import dataset_measures
+from recallbench.measures import Measure, aggregate, per_query_value
 
 
-def metric_names(k: int) -> list[str]:
-    """Metric names in report order for a run with cutoff k (recall@1 once when k == 1)."""
-    names = [
-        "recall@1",
-        f"recall@{k}",
-        f"mrr@{k}",
-        f"ndcg@{k}",
-        f"fp_rate@{k}",
-        f"duplicate_slot_rate@{k}",
-    ]
-    return list(dict.fromkeys(names))
-
-
-def score_query(
-    ranked: list[str], grades: dict[str, int], category: str, groups: dict[str, str], k: int
-) -> dict[str, Any]:
-    """Every metric for one query; None where the metric does not apply to it."""
-    r1 = m.recall_at_k(ranked, grades, 1)
-    rk = m.recall_at_k(ranked, grades, k)
-    return {
-        "recall@1": r1.to_dict() if r1 else None,
-        f"recall@{k}": rk.to_dict() if rk else None,
-        f"mrr@{k}": m.reciprocal_rank_at_k(ranked, grades, k),
-        f"ndcg@{k}": m.ndcg_at_k(ranked, grades, k),
-        f"fp_rate@{k}": m.false_positive_slots(ranked, grades, k).to_dict()
-        if category == NEGATIVE_CATEGORY
-        else None,
-        f"duplicate_slot_rate@{k}": m.duplicate_slots(ranked, groups, k).to_dict()
-        if category == DUPLICATE_CATEGORY
-        else None,
-        "missed": sorted(m.relevant_ids(grades) - set(ranked[:k])),
-    }
-
-
-def _ratio(d: dict[str, Any] | None) -> m.Ratio | None:
-    return m.Ratio(d["numerator"], d["denominator"]) if d else None
-
-
-def aggregate(rows: list[dict[str, Any]], k: int) -> dict[str, Any]:
-    """Means over applicable queries (recall, MRR, nDCG) and pooled slot ratios (FP, dup).
-
-    recall@k value = mean over queries of |relevant ∩ top-k| / |relevant| (as trec_eval
-    averages); `found`/`relevant` are the pooled integer counts behind it.
-    """
-    out: dict[str, Any] = {}
-    for name in dict.fromkeys(("recall@1", f"recall@{k}")):
-        ratios = [_ratio(r[name]) for r in rows]
-        pooled = m.total(ratios)
-        out[name] = {
-            **m.mean_of(x.value if x else None for x in ratios),
-            "found": pooled.numerator,
-            "relevant": pooled.denominator,
-        }
-    for name in (f"mrr@{k}", f"ndcg@{k}"):
-        out[name] = m.mean_of(r[name] for r in rows)
-    for name in (f"fp_rate@{k}", f"duplicate_slot_rate@{k}"):
-        ratios = [_ratio(r[name]) for r in rows]
-        pooled = m.total(ratios)
-        out[name] = {**pooled.to_dict(), "queries": sum(1 for x in ratios if x is not None)}
+def score_rows(rows: Sequence[Mapping[str, Any]], measures: Sequence[Measure]) -> list[dict]:
+    """Per-query values of every measure (None where a measure does not apply)."""
+    out = []
+    primary = measures[0].level if measures else None
+    for row in rows:
+        groups = {h["memory_id"]: h["group"] for h in row["hits"] if h.get("group")}
+        values = {}
+        for measure in measures:
+            level = row["levels"].get(measure.level)
+            if level is None or not measure.applies_to(row["category"]):
+                values[measure.name] = None
+                continue
+            values[measure.name] = per_query_value(measure(level["ranking"], level["gold"], groups))
+        missed = [m["id"] for m in row["missed"].get(primary, [])] if primary else []
+        out.append(
+            {
+                "query_id": row["query_id"],
+                "scope_id": row["scope_id"],
+                "category": row["category"],
+                "metrics": values,
+                "missed": sorted(missed),
+            }
+        )
     return out
 
 
-def score_runs(suite: Suite, runs: dict[str, Any]) -> dict[str, Any]:
-    """Per-query, per-category and overall metrics for a `runs` artifact's data."""
-    k = runs["top_k"]
-    groups = suite.duplicate_groups
-    by_id = {q.query_id: q for q in suite.queries}
-    per_query = []
-    for row in runs["queries"]:
-        q = by_id[row["query_id"]]
-        ranked = [h["memory_id"] for h in row["hits"]]
-        per_query.append(
-            {
-                "query_id": q.query_id,
-                "category": q.category,
-                **score_query(ranked, q.relevance, q.category, groups, k),
-            }
-        )
+def aggregate_rows(rows: Sequence[Mapping[str, Any]], measures: Sequence[Measure]) -> dict:
+    return {m.name: aggregate(m, (r["metrics"][m.name] for r in rows)) for m in measures}
+
+
+def score_runs(
+    runs: Mapping[str, Any], measures: Sequence[Measure], categories: Sequence[str]
+) -> dict[str, Any]:
+    """Per-query, per-category and overall cells for a `runs` artifact's data."""
+    per_query = score_rows(runs["queries"], measures)
+    by_category: dict[str, list[dict[str, Any]]] = {c: [] for c in categories}
+    for row in per_query:
+        by_category.setdefault(row["category"], []).append(row)
     return {
-        "top_k": k,
-        "metrics": metric_names(k),
-        "overall": aggregate(per_query, k),
-        "per_category": {
-            c: aggregate([r for r in per_query if r["category"] == c], k) for c in suite.categories
-        },
+        "top_k": runs["top_k"],
+        "measures": [
+            {
+                "name": m.name,
+                "level": m.level,
+                "k": m.k,
+                "pooled": m.pooled,
+                "definition": m.definition,
+            }
+            for m in measures
+        ],
+        "overall": aggregate_rows(per_query, measures),
+        "per_category": {c: aggregate_rows(rows, measures) for c, rows in by_category.items()},
         "per_query": per_query,
     }
 
 
-def latency_summary(latency_ms: dict[str, list[float]]) -> dict[str, Any]:
-    samples = [x for xs in latency_ms.values() for x in xs]
+def roundtrip_summary(rt: Mapping[str, Any]) -> dict[str, Any]:
+    if not rt.get("available"):
+        return {"available": False, "reason": rt.get("reason"), "equivalence": None}
     return {
-        "samples": len(samples),
-        "p50_ms": m.percentile(samples, 50),
-        "p95_ms": m.percentile(samples, 95),
-        "note": "local diagnostic data from this machine, not a cross-machine performance guarantee",
+        "available": True,
+        "equivalence": rt["equivalence"],
+        "corruption_rejected": all(c["all_rejected"] for c in rt["corruption_checks"]),
+        "drifted_queries": sorted(q for q, d in rt["per_query"].items() if not d["identical"]),
+        "scopes_sampled": rt["sample"]["scopes_sampled"],
     }
 
 
 def run_score(
-    suite_env: dict[str, Any], runs_env: dict[str, Any], roundtrip_env: dict[str, Any]
+    suite_env: Mapping[str, Any], runs_env: Mapping[str, Any], roundtrip_env: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Score the runs and fold in round-trip equivalence; return the `scores` envelope."""
+    """Score the runs and fold in the round trip; return the `scores` envelope."""
     require_made_from(runs_env, suite_env)
     require_made_from(roundtrip_env, suite_env, runs_env)
-    suite = suite_of(suite_env)
-    rt = roundtrip_env["data"]
+    suite = suite_env["data"]
+    measures = dataset_measures(suite["dataset"], runs_env["data"]["top_k"], suite["options"])
     data = {
-        **score_runs(suite, runs_env["data"]),
-        "roundtrip": {
-            "equivalence": rt["equivalence"],
-            "corruption_rejected": rt["corruption_check"]["rejected"],
-            "drifted_queries": sorted(q for q, d in rt["per_query"].items() if not d["identical"]),
-        },
-        "latency": latency_summary(runs_env["data"]["latency_ms"]),
+        **score_runs(runs_env["data"], measures, suite["categories"]),
+        "roundtrip": roundtrip_summary(roundtrip_env["data"]),
     }
-    inputs = {
-        "suite": suite_env["fingerprint"],
-        "runs": runs_env["fingerprint"],
-        "roundtrip": roundtrip_env["fingerprint"],
-    }
-    return envelope("scores", data, inputs)
+    return envelope("scores", data, inputs_of(suite_env, runs_env, roundtrip_env))

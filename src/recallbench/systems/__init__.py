@@ -1,25 +1,29 @@
-"""Systems under test, behind one seam (`base.System`). Stages look them up by name here."""
+"""Systems under test, behind one seam (`base.System`). Stages look them up by name here.
+
+Names come from the registry (`registry.py`): the built-ins, each registered in its own
+module, and third-party systems installed as entry points (group `recallbench.systems`).
+Importing this package imports no system (no hotmem, bm25s or torch).
+"""
 
 from __future__ import annotations
 
-from recallbench.errors import RecallbenchError
-from recallbench.systems.base import System
+from typing import Any
 
-#: Systems of the core install.
-CORE_SYSTEMS: tuple[str, ...] = ("hotmem", "hotmem-mmr", "bm25")
-#: Every system; `hotmem-minilm` needs the optional `semantic` extra (a learned embedder).
-SYSTEM_NAMES: tuple[str, ...] = (*CORE_SYSTEMS, "hotmem-minilm")
-DEFAULT_SYSTEM = "hotmem"
+from recallbench.systems.registry import (
+    DEFAULT_SYSTEM,
+    core_system_names,
+    describe_systems,
+    get_system,
+    system_names,
+)
+
+__all__ = ["DEFAULT_SYSTEM", "core_system_names", "describe_systems", "get_system", "system_names"]
 
 
-def get_system(name: str = DEFAULT_SYSTEM) -> System:
-    """Build a fresh system instance by name; unknown names are a user error."""
-    if name not in SYSTEM_NAMES:
-        raise RecallbenchError(f"unknown system '{name}' (known: {', '.join(SYSTEM_NAMES)})")
-    if name == "bm25":
-        from recallbench.systems.bm25 import BM25System
-
-        return BM25System()
-    from recallbench.systems.hotmem import build_system
-
-    return build_system(name)
+def __getattr__(name: str) -> Any:
+    """Old constants, computed on use: prefer `system_names()` / `core_system_names()`."""
+    if name == "SYSTEM_NAMES":
+        return system_names()
+    if name == "CORE_SYSTEMS":
+        return core_system_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,21 +1,44 @@
-"""The seam between stages and a system under test.
+"""The seam between stages and a system under test: a small core plus optional capabilities.
 
-A stage never imports a memory system directly: it asks a `System` for a fresh `Store` in a
-directory, ingests `StoreRecord`s, searches, and round-trips the store through the system's
-snapshot -> verify -> restore path. HotMem is the first implementation; later systems
-(other configurations, BM25, hybrids) implement the same two protocols.
+A stage never imports a memory system directly. It asks the registry for a `System`, opens a
+fresh `Store` in a directory, ingests `StoreRecord`s and searches. That is the whole core:
+
+* `System`: `name`, `configuration()`, `open_store()`, `attach()`, `seconds_inside()`;
+* `Store`: `ingest()`, `search()`, `count()`, `digest()`, `close()`.
+
+Capabilities are attributes a stage checks before using them (None / False when absent; the
+stage then reports "n/a: <system> has no clone path" rather than failing):
+
+* `System.clone` (`ClonePath`): snapshot -> verify -> restore, and the system's own
+  `corruptions` of a package for the tamper check;
+* `System.embedder` (`Embedder`): vectors for the prep cache (`open_store(vectors=...)`), the
+  model's maximum input length and token counts (`truncation_report`);
+* `System.lexical`: `Store.lexical_matches()` exists (diagnostics for "why missed").
+
+This module also holds the small helpers systems share: the content digest every built-in
+store uses (`records_digest`), manifest-checked file packages (`write_manifest`,
+`check_manifest`) and the generic corruptions (`raw_byte_corruption`,
+`stale_jsonl_corruption`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
+import shutil
+import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
 
 from recallbench.errors import RecallbenchError
+
+MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True)
@@ -40,10 +63,19 @@ class Hit:
 
 @dataclass(frozen=True)
 class PackageInfo:
-    """What a snapshot produced: records exported and package size in bytes."""
+    """What a snapshot produced: records exported and package size in bytes (all files)."""
 
     records: int
     size_bytes: int
+
+
+@dataclass(frozen=True)
+class Corruption:
+    """A damaged copy of a package (`package_dir`, under the caller's work directory)."""
+
+    name: str
+    description: str
+    package_dir: Path
 
 
 class SnapshotRejected(RecallbenchError):
@@ -86,42 +118,43 @@ class TimedCalls:
         return self._seconds_inside
 
 
+# --------------------------------------------------------------------------- protocols
+
+
+@runtime_checkable
 class Store(Protocol):
     def ingest(self, records: Sequence[StoreRecord]) -> int:
-        """Store all records; return how many the store now holds."""
+        """Store all records; return how many the store now holds. Ids must be new."""
 
     def search(self, query: str, top_k: int) -> list[Hit]:
-        """The system's production search, results in its own order."""
+        """The system's production search, at most `top_k` results in its own order."""
 
-    def lexical_matches(self, query: str) -> tuple[str, list[str]]:
-        """(name of the system's lexical matcher, ids it matches for `query`), through the
-        system's own code. Diagnostic only: explains misses, never used for scoring."""
+    def count(self) -> int:
+        """Records held now."""
 
-    def count(self) -> int: ...
+    def digest(self) -> str:
+        """sha256 hex over the content read back through the system's own API.
+
+        Equal for the same records whatever the ingest order; differs when a record is
+        missing or changed. Stages record it at hydrate and compare it later, so a damaged
+        store (a record deleted, a killed hydrate) is detected.
+        """
 
     def close(self) -> None: ...
 
 
-class System(Protocol):
-    #: short, stable name used in artifacts, e.g. "hotmem" or "hotmem-mmr"
-    name: str
+@runtime_checkable
+class LexicalStore(Store, Protocol):
+    def lexical_matches(self, query: str) -> tuple[str, list[str]]:
+        """(name of the system's lexical matcher, ids it matches for `query`, sorted), through
+        the system's own code. Diagnostic only: explains misses, never used for scoring."""
 
-    def configuration(self) -> dict[str, Any]:
-        """The configuration actually in use, read from the system (never retyped)."""
 
-    def embedder_identity(self) -> str:
-        """A key that changes whenever stored or query vectors would change."""
+class ClonePath(Protocol):
+    """The system's snapshot -> verify -> restore path and its own tamper cases."""
 
-    def embed_texts(self, texts: Sequence[str]) -> list[list[float]]:
-        """Embed texts with the system's own embedder (prep phase of cached lanes)."""
-
-    def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> Store:
-        """A fresh, empty store inside `directory` (which must not hold one already)."""
-
-    def attach(self, directory: Path) -> Store:
-        """Reopen the store a previous `open_store` left in `directory`."""
-
-    def snapshot(self, store: Store, package_dir: Path) -> PackageInfo: ...
+    def snapshot(self, store: Any, package_dir: Path) -> PackageInfo:
+        """Write a package of `store` into `package_dir` (created; must not exist)."""
 
     def verify(self, package_dir: Path, work_dir: Path) -> int:
         """Verify a package; return its record count or raise SnapshotRejected."""
@@ -129,5 +162,281 @@ class System(Protocol):
     def restore(self, package_dir: Path, directory: Path) -> Store:
         """Verify and hydrate the package into a fresh store in `directory`."""
 
+    def corruptions(self, package_dir: Path, work_dir: Path) -> list[Corruption]:
+        """Damaged copies of a good package, each in a new subdirectory of `work_dir`.
+
+        At least `raw_byte` (one payload byte flipped) and `stale_manifest` (the payload's
+        content changed consistently, the manifest left as it was), so the system's own
+        integrity check is exercised, not only a compressor's. Names may carry a suffix
+        (`stale_manifest:bm25`) when a system composes others.
+        """
+
+
+class Embedder(Protocol):
+    """A system's embedder, for the prep cache and truncation diagnostics."""
+
+    #: the model's maximum input length in tokens (None: no limit)
+    max_tokens: int | None
+
+    def identity(self) -> str:
+        """A key that changes whenever stored or query vectors would change."""
+
+    def embed_texts(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed texts exactly as the system's stores would."""
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """Tokens each text takes in the model's input, before any truncation."""
+
+
+class System(Protocol):
+    #: short, stable name used in artifacts, e.g. "hotmem" or "bm25"
+    name: str
+    #: capabilities: None / False when the system has none
+    clone: ClonePath | None
+    embedder: Embedder | None
+    lexical: bool
+
+    def configuration(self) -> dict[str, Any]:
+        """The configuration actually in use, read from the system (never retyped)."""
+
+    def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> Store:
+        """A fresh, empty store inside `directory` (FileExistsError if one is there).
+
+        With `vectors`, the store takes every vector (stored texts and queries) from the
+        lookup instead of embedding; systems without an embedder ignore it."""
+
+    def attach(self, directory: Path) -> Store:
+        """Reopen the store a previous `open_store` left in `directory` (FileNotFoundError)."""
+
     def seconds_inside(self) -> float:
         """Wall time spent inside the system's own calls so far (for overhead figures)."""
+
+
+def capabilities(system: System) -> list[str]:
+    """The capability names a system has: `clone`, `embedder`, `lexical` (in that order)."""
+    out = []
+    if getattr(system, "clone", None) is not None:
+        out.append("clone")
+    if getattr(system, "embedder", None) is not None:
+        out.append("embedder")
+    if getattr(system, "lexical", False):
+        out.append("lexical")
+    return out
+
+
+# --------------------------------------------------------------------------- diagnostics
+
+
+def truncation_report(embedder: Embedder | None, texts: Sequence[str]) -> dict[str, Any] | None:
+    """How much of `texts` the embedder's model never sees (None: no embedder or no limit).
+
+    `texts_over_limit`: texts longer than `max_tokens`; `tokens_unseen`: the tokens past the
+    limit, summed over those texts; `share_unseen` = tokens_unseen / tokens_total, over all
+    texts. Token counts include the model's special tokens (for BERT-style models, [CLS]
+    and [SEP] count toward the limit, as they do in the model).
+    """
+    if embedder is None or embedder.max_tokens is None:
+        return None
+    limit = int(embedder.max_tokens)
+    counts = [int(c) for c in embedder.token_counts(texts)]
+    over = [c for c in counts if c > limit]
+    total = sum(counts)
+    unseen = sum(c - limit for c in over)
+    return {
+        "max_tokens": limit,
+        "texts": len(counts),
+        "texts_over_limit": len(over),
+        "tokens_total": total,
+        "tokens_unseen": unseen,
+        "share_unseen": unseen / total if total else 0.0,
+    }
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+def records_digest(pairs: Iterable[tuple[str, str]]) -> str:
+    """sha256 hex over (memory id, text) pairs, sorted: the same records give the same
+    digest in any order (and in every built-in system)."""
+    h = hashlib.sha256()
+    for memory_id, text in sorted(pairs):
+        h.update(orjson.dumps([memory_id, text]))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def write_atomic(path: Path, payload: bytes) -> None:
+    """Write one file atomically (temp file in the same directory, then rename)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def package_size(package_dir: Path) -> int:
+    """Bytes in every file of a package, subdirectories included."""
+    return sum(p.stat().st_size for p in Path(package_dir).rglob("*") if p.is_file())
+
+
+def write_manifest(
+    package_dir: Path, package_format: str, record_count: int, files: Sequence[str], **extra: Any
+) -> dict[str, Any]:
+    """Write `manifest.json`: format, record count, each file's size and sha256, `extra`."""
+    package_dir = Path(package_dir)
+    manifest = {
+        "format": package_format,
+        "record_count": record_count,
+        "files": {
+            name: {
+                "size": (package_dir / name).stat().st_size,
+                "sha256": file_sha256(package_dir / name),
+            }
+            for name in files
+        },
+        **extra,
+    }
+    write_atomic(package_dir / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS))
+    return manifest
+
+
+def check_manifest(package_dir: Path, package_format: str) -> dict[str, Any]:
+    """Read a `write_manifest` manifest and check every file it lists against it.
+
+    Reasons: `unreadable`, `format`, `missing_file`, `checksum_mismatch` (size or sha256).
+    The caller checks the record count (`record_count_mismatch`) and its own fields.
+    """
+    package_dir = Path(package_dir)
+    try:
+        manifest = orjson.loads((package_dir / MANIFEST).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise SnapshotRejected("unreadable", f"manifest unreadable: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != package_format:
+        raise SnapshotRejected("format", f"{package_dir}: not a {package_format} package")
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not files:
+        raise SnapshotRejected("format", f"{package_dir}: the manifest lists no files")
+    for name, entry in sorted(files.items()):
+        path = package_dir / name
+        if "/" in name or name.startswith(".") or not path.is_file():
+            raise SnapshotRejected("missing_file", f"{path}: missing from the package")
+        if path.stat().st_size != entry.get("size") or file_sha256(path) != entry.get("sha256"):
+            raise SnapshotRejected(
+                "checksum_mismatch", f"{name} does not match its sha256 in the manifest"
+            )
+    return manifest
+
+
+def copy_package(package_dir: Path, work_dir: Path, name: str) -> Path:
+    """A private copy of a package at `work_dir/name` (which must not exist)."""
+    dest = Path(work_dir) / name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(package_dir, dest)
+    return dest
+
+
+def payload_files(package_dir: Path) -> list[Path]:
+    """Every file of a package except manifests, subdirectories included, by relative path."""
+    root = Path(package_dir)
+    return sorted(
+        (p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST),
+        key=lambda p: p.relative_to(root).as_posix(),
+    )
+
+
+def raw_byte_corruption(package_dir: Path, work_dir: Path) -> Corruption:
+    """`raw_byte`: one byte flipped in the middle of the package's largest payload file
+    (walking subdirectories; ties by path)."""
+    dest = copy_package(package_dir, work_dir, "raw_byte")
+    files = payload_files(dest)
+    if not files:
+        raise RecallbenchError(f"{package_dir}: the package holds no payload file")
+    target = max(files, key=lambda p: p.stat().st_size)  # max keeps the first of equals
+    data = bytearray(target.read_bytes())
+    if not data:
+        raise RecallbenchError(f"{target}: empty payload file, nothing to flip")
+    data[len(data) // 2] ^= 0xFF
+    target.write_bytes(bytes(data))
+    rel = target.relative_to(dest).as_posix()
+    return Corruption("raw_byte", f"byte {len(data) // 2} of {rel} flipped", dest)
+
+
+def edit_text(text: str) -> str:
+    """The consistent content change the stale-manifest corruptions make."""
+    return text + " (edited)"
+
+
+def stale_jsonl_corruption(
+    package_dir: Path, work_dir: Path, relpath: str, field: str
+) -> Corruption:
+    """`stale_manifest`: the first record's `field` in the JSONL file `relpath` edited and
+    the file rewritten validly; the manifest left as it was."""
+    dest = copy_package(package_dir, work_dir, "stale_manifest")
+    path = dest / relpath
+    lines = path.read_bytes().splitlines(keepends=True)
+    if not lines:
+        raise RecallbenchError(f"{path}: no record to edit")
+    record = orjson.loads(lines[0])
+    record[field] = edit_text(record[field])
+    lines[0] = orjson.dumps(record) + b"\n"
+    path.write_bytes(b"".join(lines))
+    return Corruption(
+        "stale_manifest",
+        f"{relpath}: the first record's {field} edited, the manifest kept",
+        dest,
+    )
+
+
+def jsonl_records(path: Path) -> list[StoreRecord]:
+    """Records from a JSONL file written by `record_json`."""
+    out = []
+    with open(path, "rb") as handle:
+        for line in handle:
+            if line.strip():
+                raw = orjson.loads(line)
+                out.append(
+                    StoreRecord(
+                        raw["memory_id"],
+                        raw["identifier"],
+                        raw["text"],
+                        raw["importance"],
+                        tuple(raw["tags"]),
+                    )
+                )
+    return out
+
+
+def record_json(r: StoreRecord) -> Mapping[str, Any]:
+    return {
+        "memory_id": r.memory_id,
+        "identifier": r.identifier,
+        "text": r.text,
+        "importance": r.importance,
+        "tags": list(r.tags),
+    }
+
+
+def jsonl_bytes(records: Iterable[StoreRecord]) -> bytes:
+    return b"".join(orjson.dumps(record_json(r)) + b"\n" for r in records)
+
+
+def check_new_ids(held: Iterable[str], records: Sequence[StoreRecord]) -> None:
+    """Refuse a batch that repeats an id (within itself or against the store)."""
+    seen = set(held)
+    for r in records:
+        if r.memory_id in seen:
+            raise SnapshotRejected("ingest_dropped", f"duplicate memory id {r.memory_id!r}")
+        seen.add(r.memory_id)

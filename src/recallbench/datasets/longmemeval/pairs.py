@@ -22,24 +22,21 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING
 
-from recallbench.longmemeval import SESSION_TEXT_MODES
-from recallbench.longmemeval.reader import Instance, Turn
+from recallbench.model import Drop, Memory, Query, Scope
+
+if TYPE_CHECKING:
+    from recallbench.datasets.longmemeval.reader import Instance, Turn
+
+SESSION_TEXT_MODES: tuple[str, ...] = ("user", "all")
+UNITS: tuple[str, ...] = ("session", "turn")
 
 ABSTENTION_MARK = "_abs"
 GOLD_FROM_SESSIONS = "answer_session_ids"
 GOLD_FROM_TURNS = "has_answer_turns"
 #: The identifier (HotMem's project/organisation scope) every stored session gets.
 STORE_IDENTIFIER = "longmemeval"
-
-
-class Document(NamedTuple):
-    """One stored memory: an opaque id, its text and the dataset sessions it stands for."""
-
-    memory_id: str
-    text: str
-    session_ids: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -53,45 +50,6 @@ class GoldInfo:
     #: whether some gold session has a user turn marked has_answer (None: no labels at all);
     #: LongMemEval's run_retrieval.py skips questions where this is False
     user_side_evidence: bool | None
-
-
-@dataclass(frozen=True)
-class Drop:
-    index: int
-    question_id: str
-    question_type: str
-    category: str  # "abstention" | "other"
-    reason: str
-
-
-@dataclass(frozen=True)
-class Pair:
-    index: int
-    question_id: str
-    question_type: str
-    question: str
-    gold: tuple[str, ...]
-    gold_source: str
-    documents: tuple[Document, ...]
-    sessions: int
-
-    def payload(self) -> dict:
-        """What a worker needs: no question id, no dataset session ids, no gold."""
-        return {
-            "index": self.index,
-            "question": self.question,
-            "documents": [(d.memory_id, d.text) for d in self.documents],
-        }
-
-    def sessions_for(self, memory_ids: Sequence[str], limit: int) -> list[str]:
-        """Map ranked memory ids back to dataset session ids (first `limit`)."""
-        by_id = {d.memory_id: d.session_ids for d in self.documents}
-        ranked: list[str] = []
-        for memory_id in memory_ids:
-            ranked.extend(by_id[memory_id])
-            if len(ranked) >= limit:
-                break
-        return ranked[:limit]
 
 
 def is_abstention(question_id: str) -> bool:
@@ -159,47 +117,79 @@ def gold_of(inst: Instance) -> GoldInfo:
 
 
 def classify(inst: Instance) -> Drop | GoldInfo:
-    """Drop (abstention, or no gold to find) or the pair's gold."""
+    """Drop (abstention, or no gold to find) or the question's gold sessions."""
     if is_abstention(inst.question_id):
         return Drop(
-            inst.index,
             inst.question_id,
             inst.question_type,
             "abstention",
             "abstention question ('_abs' in question_id): no evidence location",
+            inst.question_id,
         )
     info = gold_of(inst)
     if not info.gold:
         if info.source == GOLD_FROM_TURNS:
-            reason = "no answer_session_ids and no has_answer turn: nothing to find"
+            detail = "no answer_session_ids and no has_answer turn: nothing to find"
         else:
-            reason = "none of its answer_session_ids is in its haystack: nothing to find"
-        return Drop(inst.index, inst.question_id, inst.question_type, "other", reason)
+            detail = "none of its answer_session_ids is in its haystack: nothing to find"
+        return Drop(inst.question_id, inst.question_type, "no_gold", detail, inst.question_id)
     return info
 
 
-def make_pair(inst: Instance, mode: str) -> Pair | Drop:
-    """The scored pair of one instance, or why it is dropped."""
+def _turn_units(inst: Instance, position: int, mode: str) -> list[tuple[str, str]]:
+    """(turn id, text) of one session's indexed turns: ids as LongMemEval's run_retrieval.py
+    makes them (session id + '_' + 1-based position among all turns); user turns only in
+    mode "user" (their content), every turn as 'role: content' in mode "all"."""
+    sid = inst.session_ids[position]
+    out = []
+    for i, turn in enumerate(inst.sessions[position]):
+        if mode == "user" and turn.role != "user":
+            continue
+        text = turn.content if mode == "user" else f"{turn.role}: {turn.content}"
+        out.append((f"{sid}_{i + 1}", text))
+    return out
+
+
+def make_scope(inst: Instance, mode: str, unit: str = "session") -> tuple[Scope, GoldInfo] | Drop:
+    """The question's scope (its haystack as memories, itself as the one query), or its drop.
+
+    unit "session": one memory per distinct session text, standing for every session with
+    that text. unit "turn": one memory per distinct indexed turn text; its units are the
+    turn ids and their sessions. Turn-level gold = indexed turns marked has_answer.
+    """
     verdict = classify(inst)
     if isinstance(verdict, Drop):
         return verdict
     keep, _ = _unique_sessions(inst)
-    by_text: dict[str, list[str]] = {}
+    by_text: dict[str, tuple[list[str], list[str]]] = {}
+    turn_gold: dict[str, int] = {}
     for i in keep:
-        by_text.setdefault(session_text(inst.sessions[i], mode), []).append(inst.session_ids[i])
-    documents = tuple(
-        Document(opaque_id(inst.question_id, sids[0]), text, tuple(sids))
-        for text, sids in by_text.items()
-    )
-    if len({d.memory_id for d in documents}) != len(documents):  # pragma: no cover - sha256
+        sid = inst.session_ids[i]
+        if unit == "session":
+            entry = by_text.setdefault(session_text(inst.sessions[i], mode), ([], []))
+            entry[1].append(sid)
+            continue
+        labels = [t.has_answer for t in inst.sessions[i]]
+        for turn_id, text in _turn_units(inst, i, mode):
+            entry = by_text.setdefault(text, ([], []))
+            entry[0].append(turn_id)
+            if sid not in entry[1]:
+                entry[1].append(sid)
+            if labels[int(turn_id.rsplit("_", 1)[1]) - 1] is True:
+                turn_gold[turn_id] = 2
+    memories = []
+    for text, (turn_ids, session_ids) in by_text.items():
+        first = turn_ids[0] if unit == "turn" else session_ids[0]
+        units = {"session": tuple(session_ids)}
+        if unit == "turn":
+            units = {"turn": tuple(turn_ids), "session": tuple(session_ids)}
+        memories.append(
+            Memory(opaque_id(inst.question_id, first), text, units, identifier=STORE_IDENTIFIER)
+        )
+    if len({m.memory_id for m in memories}) != len(memories):  # pragma: no cover - sha256
         raise RuntimeError(f"opaque id collision in question {inst.question_id}")
-    return Pair(
-        index=inst.index,
-        question_id=inst.question_id,
-        question_type=inst.question_type,
-        question=inst.question,
-        gold=verdict.gold,
-        gold_source=verdict.source,
-        documents=documents,
-        sessions=len(keep),
-    )
+    relevance = {"session": {sid: 2 for sid in verdict.gold}}
+    if unit == "turn":
+        relevance["turn"] = turn_gold
+    query = Query(inst.question_id, inst.question_type, inst.question, relevance)
+    return Scope(inst.question_id, tuple(memories), (query,)), verdict

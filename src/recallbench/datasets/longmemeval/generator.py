@@ -40,8 +40,8 @@ from typing import Any
 
 import orjson
 
+from recallbench.datasets.longmemeval.reader import GENERATED_SIDECAR_SUFFIX
 from recallbench.errors import RecallbenchError
-from recallbench.longmemeval.reader import GENERATED_SIDECAR_SUFFIX
 
 GENERATOR_VERSION = 1
 SHAPES = ("s", "m", "oracle")
@@ -444,7 +444,7 @@ def generate(
         Path(tmp).unlink(missing_ok=True)
         raise
     sidecar = {
-        "generator": "recallbench.longmemeval.generator",
+        "generator": "recallbench.datasets.longmemeval.generator",
         "generator_version": GENERATOR_VERSION,
         "note": "synthetic, format-faithful data; not LongMemEval",
         "parameters": {
@@ -464,3 +464,75 @@ def generate(
         orjson.dumps(sidecar, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
     )
     return sidecar
+
+
+def _cli() -> Any:
+    """`recallbench longmemeval generate` (built on first use: click is imported lazily)."""
+    import click
+
+    @click.group("longmemeval")
+    def group() -> None:
+        """LongMemEval helpers (the stages read a LongMemEval file with --dataset longmemeval)."""
+
+    @group.command("generate")
+    @click.option(
+        "--shape",
+        type=click.Choice(SHAPES),
+        required=True,
+        help="s: ~50 sessions/question, m: ~500, oracle: evidence only.",
+    )
+    @click.option("--questions", type=click.IntRange(min=1), required=True)
+    @click.option("--seed", type=int, required=True)
+    @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+    @click.option(
+        "--sessions-per-question",
+        type=click.IntRange(min=2),
+        default=None,
+        help="Default: 50 (s), 500 (m).",
+    )
+    @click.option(
+        "--session-chars",
+        type=click.IntRange(min=20),
+        default=DEFAULT_SESSION_CHARS,
+        show_default=True,
+        help="Characters of user text per session (assistant turns add about half).",
+    )
+    @click.option(
+        "--has-answer-keys",
+        type=click.Choice(["evidence", "all"]),
+        default="evidence",
+        show_default=True,
+        help="evidence: has_answer only on evidence sessions' turns (like cleaned S); all: on every turn.",
+    )
+    @click.option(
+        "--turn-labels-only",
+        is_flag=True,
+        help="Omit answer_session_ids (exercises the turn-level gold fallback).",
+    )
+    def generate_cmd(
+        shape: str,
+        questions: int,
+        seed: int,
+        out: Path,
+        sessions_per_question: int | None,
+        session_chars: int,
+        has_answer_keys: str,
+        turn_labels_only: bool,
+    ) -> None:
+        """Write format-faithful SYNTHETIC data (not LongMemEval) for tests and benchmarks."""
+        meta = generate(
+            out,
+            shape=shape,
+            questions=questions,
+            seed=seed,
+            sessions_per_question=sessions_per_question,
+            session_chars=session_chars,
+            has_answer_keys=has_answer_keys,
+            turn_labels_only=turn_labels_only,
+        )
+        click.echo(
+            f"{out}: {questions} synthetic questions, shape {shape}, {meta['size_bytes']:,} bytes, "
+            f"sha256 {meta['sha256']}"
+        )
+
+    return group

@@ -1,9 +1,10 @@
 """The prep phase's vector cache: every distinct text embedded once per embedder.
 
-Layout of a cache directory (one data file, one session-text mode, one embedder)::
+Layout of a cache directory (one dataset source with its options, one embedder)::
 
-    manifest.json   format, embedder identity, dimension, dtype, count, the data file's
-                    name + sha256, the session-text mode, sizes and sha256 of the two files
+    manifest.json   format, embedder identity, dimension, dtype, count, the source it was
+                    made for (dataset, files' sha256, reader options such as the unit),
+                    sizes and sha256 of the two files
     keys.bin        count x 32 bytes: sha256(text as UTF-8), in row order
     vectors.bin     count x dimension float32 (native byte order, recorded in the manifest)
 
@@ -11,8 +12,8 @@ Vectors are stored as float32 because HotMem stores and compares packed float32
 (``hotmem.embed.pack_embedding``): a float64 vector and its float32 round trip pack to
 the same bytes, so scores with cached vectors equal inline-embedding scores exactly.
 
-`VectorCache.open` refuses a cache made for another embedder, data file or session-text
-mode, or whose files do not match the manifest, with one line naming the fix; a text with
+`VectorCache.open` refuses a cache made for another embedder, source or reader options,
+or whose files do not match the manifest, with one line naming the fix; a text with
 no vector raises `MissingVector`. The manifest is written last, so an interrupted prep
 leaves no usable-looking cache.
 """
@@ -34,8 +35,9 @@ from recallbench.artifacts import atomic_write_bytes, dumps, file_sha256
 from recallbench.errors import RecallbenchError
 from recallbench.systems.base import MissingVector
 
-FORMAT = "recallbench-longmemeval-vectors"
-FORMAT_VERSION = 1
+FORMAT = "recallbench-vectors"
+FORMAT_VERSION = 2
+PREP_HINT = "run `recallbench prep --cache DIR` (after `recallbench validate`)"
 MANIFEST = "manifest.json"
 KEYS = "keys.bin"
 VECTORS = "vectors.bin"
@@ -113,7 +115,7 @@ class CacheWriter:
 def read_manifest(directory: Path) -> dict[str, Any]:
     directory = Path(directory)
     path = directory / MANIFEST
-    hint = f"run `recallbench longmemeval prep FILE --cache {directory}`"
+    hint = f"run `recallbench prep --cache {directory}`"
     if not path.is_file():
         raise RecallbenchError(f"{directory}: no vector cache here ({MANIFEST} missing); {hint}")
     try:
@@ -121,7 +123,7 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         raise RecallbenchError(f"{path}: not valid JSON; {hint}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise RecallbenchError(f"{path}: not a recallbench LongMemEval vector cache; {hint}")
+        raise RecallbenchError(f"{path}: not a recallbench vector cache; {hint}")
     if manifest.get("format_version") != FORMAT_VERSION:
         raise RecallbenchError(
             f"{path}: cache format version {manifest.get('format_version')} is not "
@@ -135,28 +137,26 @@ def check_manifest(
     manifest: Mapping[str, Any],
     *,
     embedder_identity: str,
-    data_sha256: str,
-    session_text: str,
+    source: Mapping[str, Any],
     verify_files: bool = True,
 ) -> None:
-    """Refuse a cache made for another embedder, data file or session-text mode."""
+    """Refuse a cache made for another embedder or another source (files and options)."""
     directory = Path(directory)
-    hint = "run `recallbench longmemeval prep` again"
+    hint = f"run `recallbench prep --cache {directory}` again"
     if manifest.get("embedder_identity") != embedder_identity:
         raise RecallbenchError(
             f"{directory}: vectors were made by embedder {manifest.get('embedder_identity')!r}, "
             f"this run embeds with {embedder_identity!r}; {hint}"
         )
-    made_for = manifest.get("data_file", {}).get("sha256")
-    if made_for != data_sha256:
+    made_for = manifest.get("source") or {}
+    if made_for.get("files") != source.get("files"):
         raise RecallbenchError(
-            f"{directory}: vectors were made from another data file (sha256 {str(made_for)[:12]}..., "
-            f"this file {data_sha256[:12]}...); {hint}"
+            f"{directory}: vectors were made from other data files than suite.json names; {hint}"
         )
-    if manifest.get("session_text") != session_text:
+    if made_for.get("options") != source.get("options"):
         raise RecallbenchError(
-            f"{directory}: vectors were made for --session-text {manifest.get('session_text')}, "
-            f"this run uses --session-text {session_text}; {hint} with --session-text {session_text}"
+            f"{directory}: vectors were made with reader options {made_for.get('options')}, "
+            f"this run uses {source.get('options')}; {hint}"
         )
     if manifest.get("byteorder") != sys.byteorder or manifest.get("dtype") != "float32":
         raise RecallbenchError(
@@ -199,8 +199,7 @@ class VectorCache:
         directory: Path,
         *,
         embedder_identity: str,
-        data_sha256: str,
-        session_text: str,
+        source: Mapping[str, Any],
         verify_files: bool = True,
     ) -> VectorCache:
         manifest = read_manifest(directory)
@@ -208,8 +207,7 @@ class VectorCache:
             directory,
             manifest,
             embedder_identity=embedder_identity,
-            data_sha256=data_sha256,
-            session_text=session_text,
+            source=source,
             verify_files=verify_files,
         )
         return cls(directory, manifest)
@@ -224,7 +222,7 @@ class VectorCache:
         if row is None:
             raise MissingVector(
                 f"{self.directory}: no cached vector for a text (sha256 {key.hex()[:12]}...); "
-                "the cache does not cover this data: run `recallbench longmemeval prep` again"
+                "the cache does not cover this data: run `recallbench prep --cache DIR` again"
             )
         self.hits += 1
         start = row * self.dimension

@@ -1,0 +1,535 @@
+"""Format-faithful synthetic LoCoMo data, for tests and benchmarks only.
+
+It is NOT LoCoMo: every word is made up and nothing here was derived from the real file
+(which is CC BY-NC 4.0 and must never enter the project). It reproduces the *format* of
+``locomo10.json`` and its traps, so the reader and the stages can be exercised anywhere:
+
+* a JSON array of samples ``{"qa", "conversation", "event_summary", "observation",
+  "session_summary", "sample_id"}``; ``conversation`` holds ``speaker_a``, ``speaker_b``
+  and, per session N, ``session_N_date_time`` (``"1:56 pm on 8 May, 2023"``) and
+  ``session_N`` (turns ``{"speaker", "dia_id": "D<N>:<i>", "text"}``);
+* by default 19-32 sessions of 10-30 turns per conversation (one to three sentences per
+  turn), like the real 369-689 turns per conversation;
+* about 7% of turns share an image: ``img_url`` (a list of ``.invalid`` URLs),
+  ``blip_caption`` and ``query``; a few short stock turns repeat word for word;
+* every other conversation has ``session_N_date_time`` keys after its last session, with
+  no ``session_N`` (dates of sessions that do not exist);
+* questions in the real category proportions (1: 282, 2: 321, 3: 96, 4: 841, 5: 446 of
+  1,986); category-5 items carry ``adversarial_answer`` and, for about 40% of them, no
+  ``answer``; some temporal answers are integers (years);
+* messy evidence: several ids in one entry (separators ``;``, ``,``, space), stray spaces
+  (also around the colon), extra ids pointing at turns that do not exist, an occasional
+  unparseable entry; and per conversation one question left with nothing to find, in
+  turn: an empty evidence list (conversation 0, 3, ...), only unresolvable ids (1, 4, ...),
+  only an unparseable entry (2, 5, ...);
+* a question has three key words, two of its evidence's topic and one of another topic of
+  the conversation; each evidence turn gets a planted sentence holding zero to two of the
+  first two (plus other words of its topic, which other sessions on that topic use too),
+  so a lexical retriever finds the evidence often, not always (BM25 over session memories,
+  seed 0: any evidence session in the top 5 for about 80% of scored questions).
+
+Deterministic for a seed (same arguments, same bytes). The file is written atomically
+(temporary file + rename); next to it ``<file>.generated.json`` records the generator,
+parameters, the sha256 and the counts the reader should find, which the reader uses to
+label the file "synthetic ... not LoCoMo".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from recallbench.datasets.locomo import GENERATED_SIDECAR_SUFFIX
+from recallbench.errors import RecallbenchError
+
+GENERATOR = "recallbench.datasets.locomo_generator"
+GENERATOR_VERSION = 1
+#: The real file's question counts per category (1,986 questions).
+CATEGORY_COUNTS: dict[int, int] = {1: 282, 2: 321, 3: 96, 4: 841, 5: 446}
+DEFAULT_QUESTIONS = (150, 250)  # real: 1,986 over 10 conversations
+
+_TOPICS = 32
+_WORDS_PER_TOPIC = 60
+_CONSONANTS = "bcdfghjklmnprstvwz"
+_VOWELS = "aeiou"
+_COMMON = [
+    "i",
+    "my",
+    "me",
+    "we",
+    "the",
+    "a",
+    "an",
+    "and",
+    "or",
+    "but",
+    "so",
+    "to",
+    "of",
+    "in",
+    "on",
+    "at",
+    "for",
+    "with",
+    "about",
+    "from",
+    "that",
+    "this",
+    "it",
+    "is",
+    "was",
+    "were",
+    "be",
+    "been",
+    "have",
+    "had",
+    "do",
+    "did",
+    "not",
+    "just",
+    "really",
+    "also",
+    "very",
+    "some",
+    "more",
+    "when",
+    "then",
+    "what",
+    "how",
+    "can",
+    "could",
+    "would",
+    "will",
+    "maybe",
+    "think",
+    "know",
+    "want",
+    "need",
+    "like",
+    "get",
+    "got",
+    "go",
+    "went",
+    "make",
+    "made",
+    "time",
+    "day",
+    "week",
+    "last",
+    "next",
+    "new",
+    "good",
+    "great",
+    "little",
+    "lot",
+    "thing",
+    "things",
+    "you",
+    "your",
+    "yes",
+    "no",
+]
+_STOCK_TURNS = ("Thanks so much!", "Talk soon!", "Take care!", "Wow, that is great!")
+_OPENERS = ("Oh, and", "By the way,", "Guess what:", "I forgot to say that", "Funny thing,")
+_SEPARATORS = ("; ", ",", " ", ";", ", ")
+_TEMPLATES = {
+    1: "What do {A}'s {0} and the {1} have in common with {2}?",
+    2: "When did {A} {0} the {1} {2}?",
+    3: "Would {A} likely enjoy a {0} {1} near the {2}?",
+    4: "What {0} did {A} mention about the {1} {2}?",
+    5: "What did {B} say about the {0} {1} {2}?",
+}
+
+
+def _allocate(total: int, weights: dict[int, int]) -> list[int]:
+    """Largest-remainder allocation of `total` items to the weighted keys, in key order."""
+    whole = sum(weights.values())
+    raw = {k: total * w / whole for k, w in weights.items()}
+    counts = {k: int(v) for k, v in raw.items()}
+    rest = total - sum(counts.values())
+    order = list(weights)
+    for k in sorted(raw, key=lambda k: (-(raw[k] - counts[k]), order.index(k)))[:rest]:
+        counts[k] += 1
+    return [k for k in weights for _ in range(counts[k])]
+
+
+def _span(value: int | tuple[int, int], name: str, minimum: int) -> tuple[int, int]:
+    lo, hi = (value, value) if isinstance(value, int) else tuple(value)
+    if not minimum <= lo <= hi:
+        raise RecallbenchError(f"{name} must be a range lo <= hi with lo >= {minimum}")
+    return lo, hi
+
+
+class _Vocabulary:
+    def __init__(self, seed: int) -> None:
+        rng = random.Random(f"locomo-vocab:{seed}")
+        seen: set[str] = set(_COMMON)
+        words: list[str] = []
+        while len(words) < _TOPICS * _WORDS_PER_TOPIC + 200:
+            n = rng.choice((2, 2, 3, 3, 4))
+            word = "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(n))
+            if rng.random() < 0.3:
+                word += rng.choice(_CONSONANTS)
+            if word not in seen:
+                seen.add(word)
+                words.append(word)
+        self.topics = [
+            words[t * _WORDS_PER_TOPIC : (t + 1) * _WORDS_PER_TOPIC] for t in range(_TOPICS)
+        ]
+        self.names = [w.capitalize() for w in words[_TOPICS * _WORDS_PER_TOPIC :]]
+        # a topic's words are about as frequent as all common words together
+        self.pools = [topic + list(_COMMON) for topic in self.topics]
+
+
+def _sentence(rng: random.Random, pool: list[str]) -> str:
+    words = rng.choices(pool, k=rng.randint(6, 16))
+    words[0] = words[0].capitalize()
+    return " ".join(words) + rng.choice((".", ".", ".", "!", "?"))
+
+
+def _when(moment: dt.datetime) -> str:
+    hour = moment.hour % 12 or 12
+    half = "am" if moment.hour < 12 else "pm"
+    return f"{hour}:{moment.minute:02d} {half} on {moment.day} {moment:%B}, {moment.year}"
+
+
+class _Conversation:
+    """One sample under construction (turns are mutable dicts until written)."""
+
+    def __init__(self, gen: _Generator, c: int) -> None:
+        self.c = c
+        rng = self.rng = random.Random(f"locomo:{gen.seed}:{c}")
+        vocab = gen.vocab
+        self.vocab = vocab
+        self.speakers = rng.sample(vocab.names, 2)
+        self.topics = rng.sample(range(_TOPICS), 4)
+        self.sample_id = f"conv-{c + 1}"
+        n_sessions = rng.randint(*gen.sessions)
+        when = dt.datetime(2022, 1, 1, 9, 0) + dt.timedelta(days=rng.randrange(500))
+        self.sessions: list[dict[str, Any]] = []
+        self.images = 0
+        speaker = rng.randrange(2)
+        for n in range(1, n_sessions + 1):
+            when += dt.timedelta(days=rng.randint(3, 30), minutes=rng.randrange(0, 600))
+            when = when.replace(hour=rng.randint(8, 21), minute=rng.randrange(60))
+            topic = rng.choice(self.topics)
+            pool = vocab.pools[topic]
+            turns = []
+            for i in range(1, rng.randint(*gen.turns) + 1):
+                if rng.random() > 0.1:  # usually the other speaker talks next
+                    speaker = 1 - speaker
+                turn: dict[str, Any] = {"speaker": self.speakers[speaker], "dia_id": f"D{n}:{i}"}
+                if rng.random() < 0.04:
+                    turn["text"] = rng.choice(_STOCK_TURNS)
+                else:
+                    turn["text"] = " ".join(
+                        _sentence(rng, pool) for _ in range(rng.choice((1, 1, 2, 2, 3)))
+                    )
+                if rng.random() < 0.07:
+                    words = rng.sample(vocab.topics[topic], 3)
+                    turn["img_url"] = [f"https://img.invalid/{rng.getrandbits(48):012x}.jpg"]
+                    turn["blip_caption"] = f"a photo of a {words[0]} {words[1]} on a {words[2]}"
+                    turn["query"] = f"{words[0]} {words[1]}"
+                    self.images += 1
+                turns.append(turn)
+            self.sessions.append({"n": n, "date": _when(when), "topic": topic, "turns": turns})
+        self.extra_dates = []
+        if c % 2 == 0:  # date keys for sessions that do not exist
+            for k in range(1, rng.randint(1, 3) + 1):
+                when += dt.timedelta(days=rng.randint(3, 30))
+                self.extra_dates.append((n_sessions + k, _when(when)))
+        self.qa: list[dict[str, Any]] = []
+
+    # -- questions ------------------------------------------------------------------------
+    def questions(self, gen: _Generator, counts: dict[str, Any]) -> None:
+        rng = self.rng
+        total = rng.randint(*gen.questions)
+        categories = _allocate(total, CATEGORY_COUNTS)
+        rng.shuffle(categories)
+        answerable = [q for q, cat in enumerate(categories) if cat != 5]
+        trap = answerable[len(answerable) // 2] if answerable else None
+        for q, cat in enumerate(categories):
+            counts["questions"][str(cat)] += 1
+            self.qa.append(self._question(q, cat, q == trap, counts))
+
+    def _pick_turns(self, cat: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        rng = self.rng
+        sessions = self.sessions
+        if cat == 1:
+            chosen = rng.sample(sessions, min(len(sessions), rng.randint(2, 3)))
+            picks = [(s, rng.choice(s["turns"])) for s in chosen]
+            if rng.random() < 0.3:
+                s = chosen[0]
+                picks.append((s, rng.choice(s["turns"])))
+        else:
+            s = rng.choice(sessions)
+            picks = [(s, rng.choice(s["turns"]))]
+            if cat in (2, 3) and rng.random() < 0.3:
+                picks.append((s, rng.choice(s["turns"])))
+        unique: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        for s, t in sorted(picks, key=lambda p: (p[0]["n"], int(p[1]["dia_id"].split(":")[1]))):
+            unique.setdefault(t["dia_id"], (s, t))
+        return list(unique.values())
+
+    def _question(self, q: int, cat: int, trap: bool, counts: dict[str, Any]) -> dict[str, Any]:
+        rng = self.rng
+        picks = self._pick_turns(cat)
+        first_session = picks[0][0]
+        words = self.vocab.topics[first_session["topic"]]
+        # two key words of the evidence topic and one of another topic of the conversation
+        others = [t for t in self.topics if t != first_session["topic"]] or self.topics
+        keys = [*rng.sample(words, 2), rng.choice(self.vocab.topics[rng.choice(others)])]
+        teller = picks[0][1]["speaker"]
+        other = self.speakers[1] if teller == self.speakers[0] else self.speakers[0]
+        for _, turn in picks:  # plant 0-2 of the key words, among other topic words
+            pieces = rng.sample(keys[:2], rng.choices((0, 1, 2), (15, 55, 30))[0])
+            pieces += rng.sample(words, 3 - len(pieces))
+            rng.shuffle(pieces)
+            turn["text"] += f" {rng.choice(_OPENERS)} {' '.join(pieces)}."
+        question = _TEMPLATES[cat].format(*keys, A=teller, B=other)
+        item: dict[str, Any] = {"question": question}
+        if cat == 1:
+            item["answer"] = f"{keys[0]}, {keys[1]}"
+        elif cat == 2:
+            date = first_session["date"].split(" on ", 1)[1]
+            item["answer"] = int(date[-4:]) if rng.random() < 0.2 else date.replace(",", "")
+        elif cat == 3:
+            item["answer"] = f"Likely yes; {keys[0]}"
+        elif cat == 4:
+            item["answer"] = f"the {keys[1]} {keys[2]}"
+        else:
+            if rng.random() >= 0.4:
+                item["answer"] = f"the {keys[0]} {keys[1]}"
+            item["adversarial_answer"] = f"the {keys[0]} {keys[2]}"
+        ids = [t["dia_id"] for _, t in picks]
+        item["evidence"] = self._evidence(ids, cat, trap, counts)
+        item["category"] = cat
+        return item
+
+    def _evidence(self, ids: list[str], cat: int, trap: bool, counts: dict[str, Any]) -> list:
+        rng = self.rng
+        if cat == 5:  # clean: the reader drops these before looking at evidence
+            counts["adversarial"] += 1
+            counts["evidence_entries"] += len(ids)
+            return ids
+        if trap:
+            counts["no_evidence"] += 1
+            kind = self.c % 3
+            if kind == 0:
+                return []
+            counts["evidence_entries"] += 1
+            if kind == 1:  # an id in a session that has only a date, or none at all
+                n = self.extra_dates[0][0] if self.extra_dates else len(self.sessions) + 2
+                counts["unresolved_evidence_ids"] += 1
+                return [f"D{n}:{rng.randint(1, 9)}"]
+            counts["unparseable_evidence_entries"] += 1
+            return [f"D{len(self.sessions)}:"]
+        entries = list(ids)
+        if len(entries) > 1 and rng.random() < 0.15:  # several ids in one entry
+            cut = rng.randint(2, len(entries))
+            entries = [rng.choice(_SEPARATORS).join(entries[:cut]), *entries[cut:]]
+            counts["multi_id_evidence_entries"] += 1
+        if rng.random() < 0.03:  # an extra id past the end of a real session
+            s = rng.choice(self.sessions)
+            entries.insert(
+                rng.randrange(len(entries) + 1), f"D{s['n']}:{len(s['turns']) + rng.randint(1, 5)}"
+            )
+            counts["unresolved_evidence_ids"] += 1
+        if rng.random() < 0.01:  # an unparseable entry next to good ones
+            entries.append(rng.choice(("D", "", "see above")))
+            counts["unparseable_evidence_entries"] += 1
+        out = []
+        for entry in entries:
+            roll = rng.random()
+            if roll < 0.04:
+                entry = rng.choice((" ", "  ")) + entry
+            elif roll < 0.06:
+                entry += " "
+            elif roll < 0.07 and ":" in entry:
+                entry = entry.replace(":", rng.choice((" : ", " :", ": ")), 1)
+            out.append(entry)
+        counts["evidence_entries"] += len(out)
+        return out
+
+    # -- output ---------------------------------------------------------------------------
+    def record(self) -> dict[str, Any]:
+        rng = self.rng
+        a, b = self.speakers
+        conversation: dict[str, Any] = {"speaker_a": a, "speaker_b": b}
+        events: dict[str, Any] = {}
+        observation: dict[str, Any] = {}
+        summaries: dict[str, Any] = {}
+        for s in self.sessions:
+            n = s["n"]
+            conversation[f"session_{n}_date_time"] = s["date"]
+            conversation[f"session_{n}"] = s["turns"]
+            pool = self.vocab.pools[s["topic"]]
+            picked = rng.sample(s["turns"], min(2, len(s["turns"])))
+            events[f"events_session_{n}"] = {
+                a: [_sentence(rng, pool)],
+                b: [] if rng.random() < 0.3 else [_sentence(rng, pool)],
+                "date": s["date"].split(" on ", 1)[1],
+            }
+            observation[f"session_{n}_observation"] = {
+                name: [[_sentence(rng, pool), t["dia_id"]] for t in picked if t["speaker"] == name]
+                for name in (a, b)
+            }
+            summaries[f"session_{n}_summary"] = " ".join(_sentence(rng, pool) for _ in range(3))
+        for n, date in self.extra_dates:
+            conversation[f"session_{n}_date_time"] = date
+        return {
+            "qa": self.qa,
+            "conversation": conversation,
+            "event_summary": events,
+            "observation": observation,
+            "session_summary": summaries,
+            "sample_id": self.sample_id,
+        }
+
+
+class _Generator:
+    def __init__(
+        self,
+        conversations: int,
+        sessions: tuple[int, int],
+        turns: tuple[int, int],
+        questions: tuple[int, int],
+        seed: int,
+    ) -> None:
+        self.conversations = conversations
+        self.sessions = sessions
+        self.turns = turns
+        self.questions = questions
+        self.seed = seed
+        self.vocab = _Vocabulary(seed)
+
+
+def _new_counts() -> dict[str, Any]:
+    return {
+        "conversations": 0,
+        "sessions": 0,
+        "turns": 0,
+        "turns_with_images": 0,
+        "session_dates_without_sessions": 0,
+        "questions": {str(c): 0 for c in CATEGORY_COUNTS},
+        "questions_total": 0,
+        "adversarial": 0,
+        "no_evidence": 0,
+        "evidence_entries": 0,
+        "multi_id_evidence_entries": 0,
+        "unparseable_evidence_entries": 0,
+        "unresolved_evidence_ids": 0,
+    }
+
+
+def generate(
+    path: Path,
+    *,
+    conversations: int = 10,
+    sessions: int | tuple[int, int] = (19, 32),
+    turns_per_session: int | tuple[int, int] = (10, 30),
+    questions_per_conversation: int | tuple[int, int] = DEFAULT_QUESTIONS,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Write synthetic LoCoMo-format data to `path` (atomically) and its sidecar.
+
+    Ranges are inclusive ``(lo, hi)`` pairs (or one integer). Returns the sidecar dict:
+    generator, parameters, sha256, size and the counts the reader should find.
+    """
+    if conversations < 1:
+        raise RecallbenchError("conversations must be at least 1")
+    span_s = _span(sessions, "sessions", 1)
+    span_t = _span(turns_per_session, "turns_per_session", 1)
+    span_q = _span(questions_per_conversation, "questions_per_conversation", 1)
+    gen = _Generator(conversations, span_s, span_t, span_q, seed)
+    counts = _new_counts()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+
+            def write(chunk: bytes) -> None:
+                digest.update(chunk)
+                handle.write(chunk)
+
+            write(b"[\n")
+            for c in range(conversations):
+                conv = _Conversation(gen, c)
+                conv.questions(gen, counts)
+                counts["conversations"] += 1
+                counts["sessions"] += len(conv.sessions)
+                counts["turns"] += sum(len(s["turns"]) for s in conv.sessions)
+                counts["turns_with_images"] += conv.images
+                counts["session_dates_without_sessions"] += len(conv.extra_dates)
+                write((b",\n" if c else b"") + orjson.dumps(conv.record()))
+            write(b"\n]\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    counts["questions_total"] = sum(counts["questions"].values())
+    sidecar = {
+        "generator": GENERATOR,
+        "generator_version": GENERATOR_VERSION,
+        "note": "synthetic, format-faithful data; not LoCoMo",
+        "parameters": {
+            "conversations": conversations,
+            "sessions": list(span_s),
+            "turns_per_session": list(span_t),
+            "questions_per_conversation": list(span_q),
+            "seed": seed,
+        },
+        "sha256": digest.hexdigest(),
+        "size_bytes": out.stat().st_size,
+        "counts": counts,
+    }
+    sidecar_path = Path(str(out) + GENERATED_SIDECAR_SUFFIX)
+    _atomic_write(
+        sidecar_path, orjson.dumps(sidecar, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    )
+    return sidecar
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _cli() -> Any:
+    """`recallbench locomo generate` (built on first use: click is imported lazily)."""
+    import click
+
+    @click.group("locomo")
+    def group() -> None:
+        """LoCoMo helpers (the stages read a LoCoMo file with --dataset locomo --data FILE)."""
+
+    @group.command("generate")
+    @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+    @click.option("--conversations", type=click.IntRange(min=1), default=10, show_default=True)
+    @click.option("--seed", type=int, default=0, show_default=True)
+    def generate_cmd(out: Path, conversations: int, seed: int) -> None:
+        """Write format-faithful SYNTHETIC data (not LoCoMo) for tests and benchmarks."""
+        meta = generate(out, conversations=conversations, seed=seed)
+        click.echo(
+            f"{out}: {conversations} synthetic conversations, {meta['size_bytes']:,} bytes, "
+            f"sha256 {meta['sha256']}"
+        )
+
+    return group

@@ -1,0 +1,525 @@
+"""Run one task per item, in this process, in local worker processes or on Ray; results
+always come back in input order.
+
+The contract the stages rely on, and all an engine has to honour::
+
+    with make_executor("local", workers, initializer, initargs, finalizer) as ex:
+        for result in ex.map(fn, items):   # same order as `items`
+            ...
+
+* ``items`` is consumed lazily: at most ``max_in_flight`` items (default ``2 * workers``)
+  have been taken from it and not yet yielded, so the parent can stream a 2.7 GB file and
+  never hold more than a few items. Workers never see the dataset, only their own item.
+* ``fn(item)`` is a module-level function of its item and of worker-local state built
+  once per worker by ``initializer(*initargs)`` (the system under test, the vector
+  cache). ``fn``, ``initializer``, ``finalizer``, ``initargs``, items and results are
+  module-level functions or plain picklable data: the same task runs unchanged in every
+  engine.
+* Results come back in input order whatever the engine and the number of workers, so the
+  artifacts of ``--workers 1``, ``--workers N`` and ``--executor ray`` are byte-identical
+  (as long as ``fn`` itself is deterministic). Which worker runs which item is not fixed.
+* An exception raised by ``fn`` (or by the initializer) is re-raised in the parent with
+  its own type and message where it pickles (a `RecallbenchError` stays a one-line
+  `RecallbenchError`, never a Ray traceback); work not yet started is cancelled.
+
+Engines (``kind``):
+
+``local``
+    ``workers == 1``: `SerialExecutor`, everything in this process (the reference
+    implementation, and the debugger's friend). ``workers >= 2``: `ProcessExecutor`, a
+    `concurrent.futures.ProcessPoolExecutor` of *spawned* workers (no copy of the parent's
+    memory, threads or SQLite handles).
+``ray``
+    `RayExecutor`: ``workers`` Ray actors, on a local Ray started for the run or on the
+    cluster at ``ray_address``. Needs the optional extra ``pip install -e '.[ray]'``.
+
+Exit behaviour:
+
+* Normal exit of the ``with`` block: workers finish, run ``finalizer()`` once each (the
+  serial engine runs it in-process), and are shut down. A Ray started by the executor is
+  shut down; a Ray that was already initialised (or a remote cluster) is left running,
+  only our actors are killed.
+* An exception in a task: items not yet started are cancelled, the ones running finish
+  (so finalizers still run), and the exception propagates.
+* Ctrl-C (`KeyboardInterrupt`) or any other non-`Exception`: outstanding work is
+  cancelled, local workers are terminated (they ignore SIGINT themselves, so a Ctrl-C
+  prints one traceback, the parent's), Ray actors are killed, nothing waits on a running
+  task, and `KeyboardInterrupt` is re-raised. Finalizers do not run on this path.
+* The parent killed with SIGKILL: each local worker process has
+  ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (Linux) and a watchdog thread that exits the
+  worker within 0.5 s of its parent changing (any POSIX system), so no worker outlives
+  the parent. The multiprocessing resource tracker the pool started then exits by itself:
+  it reads a pipe whose write ends only the parent and the workers hold, and it stops at
+  end-of-file (unlinking any leaked semaphores). A local Ray started by ``ray.init``
+  shares the parent's fate the same way (its GCS and raylet are started with
+  PR_SET_PDEATHSIG, and workers exit when their raylet goes); a remote cluster's
+  actors are reclaimed by the cluster when the driver's job dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any, Protocol, TypeVar
+
+from recallbench.errors import RecallbenchError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: the engines `make_executor` knows, in the order the CLI lists them
+EXECUTORS: tuple[str, ...] = ("local", "ray")
+
+RAY_MISSING = "the ray executor needs the optional extra: pip install -e '.[ray]'"
+
+#: how often a local worker's watchdog checks that its parent is still there (seconds)
+PARENT_POLL_SECONDS = 0.5
+
+#: how long a graceful shutdown waits for Ray actors to run their finalizers (seconds)
+RAY_CLOSE_TIMEOUT = 60.0
+
+
+class Executor(Protocol):
+    """What the stages see: a context manager whose `map` yields results in input order."""
+
+    workers: int
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        """fn over items, lazily, results in input order."""
+        ...
+
+    def __enter__(self) -> Executor: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+def make_executor(
+    kind: str = "local",
+    workers: int = 1,
+    initializer: Callable[..., Any] | None = None,
+    initargs: tuple = (),
+    finalizer: Callable[[], Any] | None = None,
+    *,
+    ray_address: str | None = None,
+    max_in_flight: int | None = None,
+) -> SerialExecutor | ProcessExecutor | RayExecutor:
+    """The executor for ``--executor KIND --workers N [--ray-address ADDR]``.
+
+    ``initializer(*initargs)`` runs once in every worker before its first task and
+    ``finalizer()`` once when it shuts down cleanly. ``max_in_flight`` bounds how many items
+    are taken from the input and not yet yielded (default ``2 * workers``).
+    """
+    if kind not in EXECUTORS:
+        raise RecallbenchError(f"unknown executor {kind!r}: choose one of {', '.join(EXECUTORS)}")
+    if not isinstance(workers, int) or workers < 1:
+        raise RecallbenchError(f"workers must be a whole number of at least 1, not {workers!r}")
+    if max_in_flight is not None and max_in_flight < 1:
+        raise RecallbenchError(f"max_in_flight must be at least 1, not {max_in_flight!r}")
+    if kind == "ray":
+        return RayExecutor(
+            workers,
+            initializer,
+            initargs,
+            finalizer,
+            ray_address=ray_address,
+            max_in_flight=max_in_flight,
+        )
+    if ray_address:
+        raise RecallbenchError("--ray-address needs --executor ray")
+    if workers == 1:
+        return SerialExecutor(initializer, initargs, finalizer)
+    return ProcessExecutor(workers, initializer, initargs, finalizer, max_in_flight=max_in_flight)
+
+
+# --------------------------------------------------------------------------- serial
+
+
+class SerialExecutor:
+    """Everything in this process: the reference implementation (and the debugger's friend)."""
+
+    workers = 1
+
+    def __init__(
+        self,
+        initializer: Callable[..., Any] | None = None,
+        initargs: tuple = (),
+        finalizer: Callable[[], Any] | None = None,
+    ) -> None:
+        self._initializer = initializer
+        self._initargs = tuple(initargs)
+        self._finalizer = finalizer
+        self.max_in_flight = 1
+
+    def __enter__(self) -> SerialExecutor:
+        if self._initializer is not None:
+            self._initializer(*self._initargs)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        for item in items:
+            yield fn(item)
+
+
+# --------------------------------------------------------------------------- local processes
+
+# Worker-side state of a local process worker (each spawned worker has its own copy).
+_INIT_ERROR: BaseException | None = None
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Make this worker process exit when `parent_pid` is no longer its parent."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            pass  # the watchdog below still covers it
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+    threading.Thread(
+        target=_watch_parent, args=(parent_pid,), name="recallbench-parent-watchdog", daemon=True
+    ).start()
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while True:
+        time.sleep(PARENT_POLL_SECONDS)
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+
+def _init_process_worker(
+    parent_pid: int,
+    initializer: Callable[..., Any] | None,
+    initargs: tuple,
+    finalizer: Callable[[], Any] | None,
+) -> None:
+    """The pool's initializer: fate-share with the parent, ignore Ctrl-C, run the user's."""
+    global _INIT_ERROR
+    # Ctrl-C reaches the whole foreground process group; only the parent handles it (by
+    # terminating us), so a Ctrl-C prints one traceback instead of one per worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent_pid)
+    if finalizer is not None:
+        # runs when the worker exits normally (the pool's shutdown), not on terminate
+        from multiprocessing import util
+
+        util.Finalize(None, finalizer, exitpriority=10)
+    if initializer is not None:
+        try:
+            initializer(*initargs)
+        except Exception as exc:
+            # Re-raised by every task, so the parent sees the initializer's own exception
+            # instead of a BrokenProcessPool.
+            _INIT_ERROR = exc
+
+
+def _run_in_process_worker(fn: Callable[[T], R], item: T) -> R:
+    if _INIT_ERROR is not None:
+        raise _INIT_ERROR
+    return fn(item)
+
+
+class ProcessExecutor:
+    """A `concurrent.futures.ProcessPoolExecutor` (spawned workers) with a bounded window."""
+
+    def __init__(
+        self,
+        workers: int,
+        initializer: Callable[..., Any] | None = None,
+        initargs: tuple = (),
+        finalizer: Callable[[], Any] | None = None,
+        *,
+        max_in_flight: int | None = None,
+    ) -> None:
+        if workers < 2:
+            raise ValueError("ProcessExecutor needs at least 2 workers; use SerialExecutor")
+        self.workers = workers
+        self.max_in_flight = max_in_flight or 2 * workers
+        self._initializer = initializer
+        self._initargs = tuple(initargs)
+        self._finalizer = finalizer
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> ProcessExecutor:
+        # spawn: workers start clean (no copy of the parent's parsed data, no inherited
+        # threads or SQLite handles), so their memory is only what their items need.
+        self._pool = ProcessPoolExecutor(
+            max_workers=self.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_process_worker,
+            initargs=(os.getpid(), self._initializer, self._initargs, self._finalizer),
+        )
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if exc_type is not None and not issubclass(exc_type, Exception):
+            _kill_pool(pool)  # Ctrl-C, SystemExit: do not wait for running tasks
+            return
+        try:
+            pool.shutdown(wait=True, cancel_futures=True)
+        except BaseException:  # e.g. a second Ctrl-C while waiting
+            _kill_pool(pool)
+            raise
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        if self._pool is None:
+            raise RuntimeError("use the executor as a context manager")
+        pool = self._pool
+        window: deque[Future] = deque()
+        try:
+            for item in items:
+                window.append(pool.submit(_run_in_process_worker, fn, item))
+                if len(window) >= self.max_in_flight:
+                    yield window.popleft().result()
+            while window:
+                yield window.popleft().result()
+        finally:
+            for future in window:
+                future.cancel()
+
+
+def _kill_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool now: cancel what is queued, terminate the workers, reap them."""
+    terminate = getattr(pool, "terminate_workers", None)  # Python >= 3.14
+    if terminate is not None:
+        terminate()
+        pool.shutdown(wait=True)
+        return
+    # shutdown() forgets the processes and the manager thread: take them first
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+        if process.is_alive():
+            process.kill()
+            process.join(timeout=5)
+    # the pool's manager thread sees the dead workers, marks the pool broken and exits
+    if manager is not None:
+        manager.join(timeout=10)
+
+
+# --------------------------------------------------------------------------- ray
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise RecallbenchError(RAY_MISSING) from None
+    return ray
+
+
+class _RayWorker:
+    """One Ray actor: the worker-local state of one worker (made a Ray actor class at run
+    time, so this module imports without Ray)."""
+
+    def __init__(
+        self,
+        initializer: Callable[..., Any] | None,
+        initargs: tuple,
+        finalizer: Callable[[], Any] | None,
+    ) -> None:
+        self._finalizer = finalizer
+        self._error: BaseException | None = None
+        if initializer is not None:
+            try:
+                initializer(*initargs)
+            except Exception as exc:
+                self._error = exc  # re-raised by ready(), so the parent sees it as is
+
+    def ready(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def run(self, fn: Callable[[T], R], item: T) -> R:
+        if self._error is not None:
+            raise self._error
+        return fn(item)
+
+    def close(self) -> None:
+        finalizer, self._finalizer = self._finalizer, None
+        if finalizer is not None and self._error is None:
+            finalizer()
+
+
+def _ray_get(ray: Any, ref: Any, timeout: float | None = None) -> Any:
+    """`ray.get`, with a task's exception re-raised as itself instead of a RayTaskError."""
+    try:
+        return ray.get(ref, timeout=timeout)
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, BaseException) and not isinstance(cause, ray.exceptions.RayError):
+            raise cause from None
+        raise
+
+
+class RayExecutor:
+    """``workers`` Ray actors, fed in input order from a bounded window.
+
+    Each actor runs one task at a time and gets the next item as soon as it is free (so a
+    slow item does not hold up the other actors); results are yielded strictly in input
+    order. Ray is initialised here only when it is not already; then it is also shut down
+    here.
+    """
+
+    def __init__(
+        self,
+        workers: int,
+        initializer: Callable[..., Any] | None = None,
+        initargs: tuple = (),
+        finalizer: Callable[[], Any] | None = None,
+        *,
+        ray_address: str | None = None,
+        max_in_flight: int | None = None,
+    ) -> None:
+        self.workers = workers
+        self.max_in_flight = max(max_in_flight or 2 * workers, 1)
+        self.ray_address = ray_address or None
+        self._initializer = initializer
+        self._initargs = tuple(initargs)
+        self._finalizer = finalizer
+        self._ray: Any = None
+        self._started_ray = False
+        self._actors: list[Any] = []
+        self._outstanding: set[Any] = set()
+
+    def __enter__(self) -> RayExecutor:
+        ray = self._ray = _import_ray()
+        if not ray.is_initialized():
+            connecting = (
+                self.ray_address not in (None, "local")
+                if self.ray_address
+                else bool(os.environ.get("RAY_ADDRESS"))
+            )
+            options: dict[str, Any] = {
+                "address": self.ray_address,
+                "include_dashboard": False,
+                "log_to_driver": False,
+                "configure_logging": False,
+            }
+            if not connecting:
+                options["num_cpus"] = self.workers
+            ray.init(**options)
+            self._started_ray = True
+        try:
+            cpus = ray.cluster_resources().get("CPU", 0)
+            if cpus < self.workers:
+                raise RecallbenchError(
+                    f"the Ray cluster has {cpus:g} CPUs, fewer than --workers {self.workers}"
+                )
+            actor_class = ray.remote(num_cpus=1, max_restarts=0)(_RayWorker)
+            self._actors = [
+                actor_class.remote(self._initializer, self._initargs, self._finalizer)
+                for _ in range(self.workers)
+            ]
+            for ref in [actor.ready.remote() for actor in self._actors]:
+                _ray_get(ray, ref)
+        except BaseException:
+            self._shutdown(graceful=False)
+            raise
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self._shutdown(graceful=exc_type is None or issubclass(exc_type, Exception))
+
+    def _shutdown(self, graceful: bool) -> None:
+        ray = self._ray
+        if ray is None:
+            return
+        try:
+            for ref in list(self._outstanding):
+                _cancel_quietly(ray, ref)
+            self._outstanding.clear()
+            if graceful and self._actors:
+                # a finalizer's failure must not hide the run's own outcome
+                with contextlib.suppress(Exception):
+                    ray.get(
+                        [actor.close.remote() for actor in self._actors],
+                        timeout=RAY_CLOSE_TIMEOUT,
+                    )
+            for actor in self._actors:
+                with contextlib.suppress(Exception):
+                    ray.kill(actor, no_restart=True)
+            self._actors = []
+        finally:
+            if self._started_ray:
+                self._started_ray = False
+                ray.shutdown()
+            self._ray = None
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        if self._ray is None or not self._actors:
+            raise RuntimeError("use the executor as a context manager")
+        ray = self._ray
+        iterator = iter(items)
+        # window: one slot per item taken and not yet yielded, in input order:
+        # [item, ref]; ref is None until the item is handed to an actor
+        window: deque[list[Any]] = deque()
+        waiting: deque[list[Any]] = deque()  # slots not yet handed out, in input order
+        idle: deque[Any] = deque(self._actors)
+        running: dict[Any, Any] = {}  # ref -> its actor
+        done: set[Any] = set()
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and len(window) < self.max_in_flight:
+                    try:
+                        item = next(iterator)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    slot = [item, None]
+                    window.append(slot)
+                    waiting.append(slot)
+                while idle and waiting:
+                    slot = waiting.popleft()
+                    actor = idle.popleft()
+                    ref = actor.run.remote(fn, slot[0])
+                    slot[0], slot[1] = None, ref
+                    running[ref] = actor
+                    self._outstanding.add(ref)
+                if not window:
+                    return
+                head = window[0][1]
+                if head is not None and head in done:
+                    window.popleft()
+                    done.discard(head)
+                    self._outstanding.discard(head)
+                    yield _ray_get(ray, head)
+                    continue
+                ready, _ = ray.wait(list(running), num_returns=1)
+                for ref in ready:
+                    idle.append(running.pop(ref))
+                    done.add(ref)
+        finally:
+            for slot in window:
+                if slot[1] is not None and slot[1] not in done:
+                    _cancel_quietly(ray, slot[1])
+                self._outstanding.discard(slot[1])
+
+
+def _cancel_quietly(ray: Any, ref: Any) -> None:
+    with contextlib.suppress(Exception):
+        ray.cancel(ref)

@@ -1,0 +1,151 @@
+"""The one internal model every dataset reader produces and every stage consumes.
+
+* A `Memory` is one record to store. `memory_id` is what the system under test sees (the
+  fixture id, or an opaque hash for public datasets, so no gold leaks through ids).
+  `units` maps each scoring level to the dataset ids the memory stands for at that level:
+  a fixture memory is ``{"memory": ("m-001",)}``; a LongMemEval session stored once for two
+  identical sessions is ``{"session": ("s1", "s7")}``; a LoCoMo turn is
+  ``{"turn": ("D3:4",), "session": ("D3",)}``.
+* A `Query` is one graded question. `relevance[level]` maps dataset ids at that level to
+  grades 0-3 (graded >= `RELEVANT_GRADE` counts as relevant).
+* A `Scope` is the memories that share one store, with the queries asked of that store: the
+  fixture suite is one scope, a LongMemEval question is one, a LoCoMo conversation is one.
+* A `Drop` is a query the reader refused to score, with a reason code and a sentence.
+
+Ranking at a level: walk the system's ranked memories, expand each to its ids at that level,
+keep first appearances (`level_ranking`). So a turn-unit run yields a session ranking in the
+order sessions first appear among the retrieved turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: A memory graded at least this high counts as relevant for recall, success and MRR.
+RELEVANT_GRADE = 2
+MAX_GRADE = 3
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One record to store; `memory_id` is the only id the system under test sees."""
+
+    memory_id: str
+    text: str
+    units: Mapping[str, tuple[str, ...]]
+    identifier: str = "default"
+    importance: float = 0.5
+    tags: tuple[str, ...] = ()
+    duplicate_group: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "memory_id": self.memory_id,
+            "text": self.text,
+            "units": {level: list(ids) for level, ids in self.units.items()},
+            "identifier": self.identifier,
+            "importance": self.importance,
+            "tags": list(self.tags),
+            "duplicate_group": self.duplicate_group,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Memory:
+        return cls(
+            memory_id=raw["memory_id"],
+            text=raw["text"],
+            units={level: tuple(ids) for level, ids in raw["units"].items()},
+            identifier=raw["identifier"],
+            importance=raw["importance"],
+            tags=tuple(raw["tags"]),
+            duplicate_group=raw.get("duplicate_group"),
+        )
+
+
+@dataclass(frozen=True)
+class Query:
+    """One graded query; `relevance[level]` maps dataset ids to grades (omitted: 0)."""
+
+    query_id: str
+    category: str
+    text: str
+    relevance: Mapping[str, Mapping[str, int]]
+    notes: str = ""
+
+    def relevant(self, level: str) -> frozenset[str]:
+        """Ids at `level` graded RELEVANT_GRADE or higher."""
+        grades = self.relevance.get(level, {})
+        return frozenset(i for i, g in grades.items() if g >= RELEVANT_GRADE)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query_id": self.query_id,
+            "category": self.category,
+            "text": self.text,
+            "relevance": {level: dict(g) for level, g in self.relevance.items()},
+            "notes": self.notes,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Query:
+        return cls(
+            query_id=raw["query_id"],
+            category=raw["category"],
+            text=raw["text"],
+            relevance={level: dict(g) for level, g in raw["relevance"].items()},
+            notes=raw.get("notes", ""),
+        )
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The memories that share one store, and the queries asked of it (in dataset order)."""
+
+    scope_id: str
+    memories: tuple[Memory, ...]
+    queries: tuple[Query, ...]
+
+    def memory_by_id(self) -> dict[str, Memory]:
+        return {m.memory_id: m for m in self.memories}
+
+
+@dataclass(frozen=True)
+class Drop:
+    """A query not scored: `reason` is a stable code, `detail` the sentence for people."""
+
+    query_id: str
+    category: str
+    reason: str
+    detail: str
+    scope_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query_id": self.query_id,
+            "category": self.category,
+            "reason": self.reason,
+            "detail": self.detail,
+            "scope_id": self.scope_id,
+        }
+
+
+@dataclass(frozen=True)
+class Level:
+    """A scoring level: its name and the measures' prefix in metric names ('' or 'turn_')."""
+
+    name: str
+    prefix: str = ""
+    description: str = ""
+
+
+def level_ranking(
+    ranked_memory_ids: Sequence[str], memories: Mapping[str, Memory], level: str
+) -> list[str]:
+    """Dataset ids at `level` in order of first appearance among the ranked memories."""
+    seen: dict[str, None] = {}
+    for memory_id in ranked_memory_ids:
+        for unit in memories[memory_id].units.get(level, ()):
+            seen.setdefault(unit, None)
+    return list(seen)

@@ -1,0 +1,1 @@
+"""The result document (`result`), its Markdown view (`markdown`) and, later, its plots."""

@@ -1,0 +1,364 @@
+"""The Markdown report: a view of the result document plus the local timing sidecars.
+
+Everything a figure needs (its metric name, its denominator) comes from the result; long
+lists are cut to their first ten with a count; ids and texts pass through `md_cell` so no
+character of the data can break a table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from recallbench.ids import md_cell
+
+LIST_LIMIT = 10
+
+
+def _fmt(x: float | None, pct: bool = False) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x * 100:.1f}%" if pct else f"{x:.3f}"
+
+
+def cut(items: Sequence[str], limit: int = LIST_LIMIT, where: str = "results.json") -> str:
+    """The first `limit` items, comma-separated, and "... and N more; all in results.json"."""
+    shown = ", ".join(items[:limit])
+    if len(items) > limit:
+        shown += f" ... and {len(items) - limit} more; all in {where}"
+    return shown
+
+
+def cell_text(cell: Mapping[str, Any] | None, measure: Mapping[str, Any]) -> str:
+    """One aggregate cell as table text: the value and the counts behind it."""
+    if not cell or cell["value"] is None:
+        return "n/a"
+    if measure["pooled"]:
+        return f"{_fmt(cell['value'], pct=True)} ({cell['numerator']}/{cell['denominator']})"
+    pooled = cell.get("pooled")
+    if pooled:
+        return (
+            f"{_fmt(cell['value'])} (n={cell['denominator']}; found "
+            f"{pooled['numerator']}/{pooled['denominator']})"
+        )
+    return f"{_fmt(cell['value'])} (n={cell['denominator']})"
+
+
+def format_setting(value: Any) -> str:
+    """A configuration value as table text: mappings as `key value, ...`, keys sorted."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(value.items()))
+    return str(value)
+
+
+def metric_tables(result: Mapping[str, Any]) -> list[str]:
+    """One table per level: overall and per category, a column per measure of the level."""
+    out: list[str] = []
+    measures = result["run"]["measures"]
+    labels = result["dataset"]["category_labels"]
+    counts = result["counts"]["per_category"]
+    for level in result["dataset"]["levels"]:
+        cols = [m for m in measures if m["level"] == level["name"]]
+        if not cols:
+            continue
+        out += [f"### {level['name']} level ({level['description'] or level['name']})", ""]
+        out.append("| category | queries | " + " | ".join(m["name"] for m in cols) + " |")
+        out.append("|---|---|" + "---|" * len(cols))
+        overall = result["metrics"]["overall"]
+        out.append(
+            f"| **overall** | {result['counts']['queries']} | "
+            + " | ".join(cell_text(overall[m["name"]], m) for m in cols)
+            + " |"
+        )
+        for cat in result["dataset"]["categories"]:
+            cells = result["metrics"]["per_category"][cat]
+            scored = counts.get(cat, {}).get("scored", 0)
+            out.append(
+                f"| {md_cell(labels.get(cat, cat))} | {scored} | "
+                + " | ".join(cell_text(cells[m["name"]], m) for m in cols)
+                + " |"
+            )
+        out.append("")
+    return out
+
+
+def _primary_ranked(result: Mapping[str, Any]) -> list[str]:
+    """The primary level's mean measures at the run's top-k (for ordering worst queries)."""
+    k = result["run"]["top_k"]
+    primary = result["dataset"]["levels"][0]["name"]
+    names = [
+        m["name"]
+        for m in result["run"]["measures"]
+        if m["level"] == primary and not m["pooled"] and m["k"] == k
+    ]
+    ndcg = [n for n in names if n.startswith(("ndcg", "turn_ndcg"))]
+    return ndcg + [n for n in names if n not in ndcg]
+
+
+def worst_queries(result: Mapping[str, Any], n: int = 5) -> list[dict[str, Any]]:
+    names = _primary_ranked(result)
+
+    def number(q: Mapping[str, Any], name: str) -> float:
+        v = q["metrics"].get(name)
+        v = v.get("value") if isinstance(v, dict) else v
+        return 1.0 if v is None else v
+
+    graded = [q for q in result["queries"] if q["expected"]]
+    return sorted(graded, key=lambda q: (*(number(q, m) for m in names), q["query_id"]))[:n]
+
+
+def observations(result: Mapping[str, Any]) -> list[str]:
+    """Per category: the primary recall with its counts, the queries that missed, the slot
+    rates that apply, and how often the system's lexical matcher matched anything."""
+    k = result["run"]["top_k"]
+    labels = result["dataset"]["category_labels"]
+    measures = {m["name"]: m for m in result["run"]["measures"]}
+    recall = f"recall@{k}" if f"recall@{k}" in measures else None
+    lines = []
+    for cat in result["dataset"]["categories"]:
+        cells = result["metrics"]["per_category"][cat]
+        in_cat = [q for q in result["queries"] if q["category"] == cat]
+        if not in_cat:
+            continue
+        parts = [f"**{md_cell(labels.get(cat, cat))}** ({len(in_cat)} queries):"]
+        if recall and cells[recall]["value"] is not None:
+            pooled = cells[recall]["pooled"] or {}
+            parts.append(
+                f"{recall} {_fmt(cells[recall]['value'])} ({pooled.get('numerator')}/"
+                f"{pooled.get('denominator')} relevant found);"
+            )
+        missed = [md_cell(q["query_id"]) for q in in_cat if q["missed"]]
+        if any(q["expected"] for q in in_cat):
+            parts.append(
+                f"queries missing a relevant item: {cut(missed)}."
+                if missed
+                else "no relevant item missed."
+            )
+        for name, m in measures.items():
+            cell = cells[name]
+            if m["pooled"] and cell["denominator"]:
+                parts.append(
+                    f"{name}: {cell['numerator']}/{cell['denominator']} slots "
+                    f"({_fmt(cell['value'], pct=True)})."
+                )
+        lexical = [q["lexical_matches"] for q in in_cat if q["lexical_matches"]]
+        if lexical:
+            hit = sum(1 for x in lexical if x["count"])
+            parts.append(
+                f"{lexical[0]['matcher']} matched any memory for {hit} of {len(in_cat)} queries."
+            )
+        lines.append(" ".join(parts))
+    return lines
+
+
+def _roundtrip(result: Mapping[str, Any]) -> list[str]:
+    rt = result["roundtrip"]
+    k = result["run"]["top_k"]
+    out = ["## Snapshot -> verify -> clean hydrate", ""]
+    if not rt["available"]:
+        return out + [f"{rt['reason']}.", ""]
+    sample = rt["sample"]
+    if sample["scopes_sampled"] < sample["scopes_total"]:
+        out += [
+            f"Sampled {sample['scopes_sampled']} of {sample['scopes_total']} scopes "
+            f"({sample['rule']}): {cut([md_cell(s) for s in sample['scope_ids']])}.",
+            "",
+        ]
+    eq = rt["equivalence"]
+    rec = rt["records"]
+    out += [
+        f"Logical top-{k} equivalence: {eq['numerator']}/{eq['denominator']} queries identical "
+        f"({_fmt(eq['value'], pct=True)}). Records: source {rec['source']}, packaged "
+        f"{rec['packaged']}, verified {rec['verified']}, clone {rec['clone']}; clone content "
+        f"digest {'matches' if rt['clone_digest_matches'] else '**differs from**'} the source's.",
+        "",
+    ]
+    drift = rt["drift"]
+    if drift:
+        shown = list(drift.items())[:LIST_LIMIT]
+        for qid, d in shown:
+            out.append(
+                f"- `{md_cell(qid)}`: positions {d['moved_positions'] or 'none'} changed, max score "
+                f"drift {d['max_score_drift']:.4f}, now {cut([md_cell(x) for x in d['after']])}"
+            )
+        if len(drift) > LIST_LIMIT:
+            out.append(f"- ... and {len(drift) - LIST_LIMIT} more; all in results.json")
+    else:
+        out.append("No query changed order or score after the round trip.")
+    out += ["", "Corrupted copies of the package, offered to the system's own verifier:", ""]
+    for c in rt["corruption_checks"]:
+        verdict = (
+            f"rejected in {c['rejected']}/{c['scopes']} scopes (`{', '.join(c['reasons'])}`)"
+            if c["all_rejected"]
+            else f"**accepted** in {c['scopes'] - c['rejected']}/{c['scopes']} scopes"
+        )
+        out.append(f"- {c['name']} ({c['description']}): {verdict}")
+    return out + [""]
+
+
+def _cost(timings: Mapping[str, Any]) -> list[str]:
+    out = ["## Cost (local diagnostic data, not a cross-machine guarantee)", ""]
+    hyd, runs, rt = (timings.get(k) or {} for k in ("hydrate", "runs", "roundtrip"))
+    rows = []
+    if hyd.get("records_per_second"):
+        rows.append(f"| hydrate (ingest) | {hyd['records_per_second']:.0f} records/s |")
+    if rt.get("snapshot_records_per_second"):
+        rows += [
+            f"| snapshot | {rt['snapshot_records_per_second']:.0f} records/s |",
+            f"| verify | {rt['verify_records_per_second']:.0f} records/s |",
+            f"| clean hydrate from package | {rt['restore_records_per_second']:.0f} records/s |",
+            f"| package size | {rt['package_bytes']} bytes |",
+        ]
+        if rt.get("cold_start_to_first_query_seconds") is not None:
+            rows.append(
+                f"| cold start to first query | {rt['cold_start_to_first_query_seconds'] * 1000:.1f} ms |"
+            )
+    lat = runs.get("latency")
+    if lat and lat.get("samples"):
+        rows.append(
+            f"| query latency p50 / p95 | {lat['p50_ms']:.2f} / {lat['p95_ms']:.2f} ms "
+            f"({lat['samples']} samples, repeat {runs.get('repeat', 1)}) |"
+        )
+    if runs.get("wall_seconds") is not None:
+        ex = runs.get("execution", {})
+        rows.append(
+            f"| query stage wall time | {runs['wall_seconds']:.2f} s "
+            f"({ex.get('executor', 'local')} executor, {ex.get('workers', 1)} worker(s)) |"
+        )
+    if runs.get("harness_overhead_end_to_end") is not None:
+        rows.append(
+            f"| harness overhead (wall x workers vs time inside the system) | "
+            f"{runs['harness_overhead_end_to_end'] * 100:.1f}% |"
+        )
+    if not rows:
+        return out + ["No timing sidecar matches these artifacts.", ""]
+    return out + ["| figure | value |", "|---|---|", *rows, ""]
+
+
+def render_markdown(
+    result: Mapping[str, Any], timings: Mapping[str, Any], generated_at: str, version: str
+) -> str:
+    """The human-readable report, rendered from the result document and the timings."""
+    k = result["run"]["top_k"]
+    ds = result["dataset"]
+    counts = result["counts"]
+    system = result["system"]
+    d = result["decision"]
+    out = [
+        "# Retrieval quality report",
+        "",
+        f"Generated {generated_at} by recallbench {version}.",
+        "",
+        "## Configuration",
+        "",
+        "| setting | value |",
+        "|---|---|",
+        *(
+            f"| {'system' if key == 'name' else key.replace('_', ' ')} | {md_cell(format_setting(v))} |"
+            for key, v in sorted(system.items(), key=lambda kv: (kv[0] != "name", kv[0]))
+        ),
+        f"| dataset | {md_cell(ds['dataset'])}: {md_cell(ds['identity']['label'])} |",
+        "| files | "
+        + ", ".join(
+            f"{md_cell(f['name'])} ({f['size_bytes']:,} bytes, sha256 {f['sha256'][:12]}...)"
+            for f in ds["identity"]["files"]
+        )
+        + " |",
+    ]
+    if ds["options"]:
+        out.append(f"| reader options | {md_cell(format_setting(ds['options']))} |")
+    out += [
+        f"| scopes / memories / queries | {counts['scopes']} / {counts['memories']} / "
+        f"{counts['queries']} scored of {counts['queries_raw']} |",
+        f"| top-k / stores | {k} / {result['run']['store_mode']} |",
+        "",
+    ]
+    if not ds["identity"]["known"]:
+        out += [f"> Warning: {md_cell(ds['identity']['label'])}.", ""]
+    out += ["## Dataset", ""]
+    out += [f"- {md_cell(note)}" for note in ds["notes"]]
+    if counts["dropped"]:
+        out += ["", "Dropped before scoring (not in any denominator):", ""]
+        for reason, n in counts["dropped"].items():
+            ids = [md_cell(x["query_id"]) for x in result["drops"] if x["reason"] == reason]
+            rule = ds["drop_rules"].get(reason, reason)
+            out.append(f"- {reason}: {n} ({md_cell(rule)}): {cut(ids)}")
+    if result["summary"]:
+        out += ["", "| dataset figure | value |", "|---|---|"]
+        out += [
+            f"| {key.replace('_', ' ')} | {md_cell(format_setting(v))} |"
+            for key, v in result["summary"].items()
+        ]
+    out += ["", "## Metrics", ""]
+    out += [
+        "Each mean is over the queries its row applies to (`n`); `found a/b` are the pooled "
+        "relevant items behind a recall mean; rates are pooled slot counts. `n/a`: no query "
+        "in that row has the measure (never a made-up 0). Definitions:",
+        "",
+    ]
+    seen: set[str] = set()
+    for m in result["run"]["measures"]:
+        stem = m["name"].split("@")[0]
+        if stem not in seen:
+            seen.add(stem)
+            out.append(f"- `{stem}@k`: {m['definition']}")
+    out.append("")
+    out += metric_tables(result)
+    if result["truncation"]:
+        t = result["truncation"]
+        out += [
+            "## Embedder input limit",
+            "",
+            f"{t['texts_over_limit']} of {t['texts']} stored texts exceed the embedder's "
+            f"{t['max_tokens']}-token window; {_fmt(t['share_unseen'], pct=True)} of their "
+            f"tokens ({t['tokens_unseen']:,} of {t['tokens_total']:,}) were never seen by the model.",
+            "",
+        ]
+    out += ["## Five worst queries", ""]
+    names = _primary_ranked(result)[:1]
+    out += [
+        f"| query | category | {names[0] if names else 'score'} | expected (grade) | returned (grade) |",
+        "|---|---|---|---|---|",
+    ]
+    for q in worst_queries(result):
+        value = q["metrics"].get(names[0]) if names else None
+        value = value.get("value") if isinstance(value, dict) else value
+        expected = cut([f"{md_cell(i)} ({g})" for i, g in q["expected"].items()], 5, "results.json")
+        returned = ", ".join(f"{md_cell(h['id'])} ({h['grade']})" for h in q["returned"])
+        out.append(
+            f"| {md_cell(q['query_id'])} | {md_cell(q['category'])} | {_fmt(value)} | {expected} | {returned} |"
+        )
+    out += ["", "## Why relevant items were missed", ""]
+    misses = [(q["query_id"], why) for q in result["queries"] for why in q["why_missed"]]
+    limit = 3 * LIST_LIMIT
+    out += [f"- `{md_cell(qid)}`: {md_cell(why)}" for qid, why in misses[:limit]] or [
+        "No relevant item was missed."
+    ]
+    if len(misses) > limit:
+        out.append(f"- ... and {len(misses) - limit} more; all in results.json")
+    out += ["", "## Category observations", ""]
+    out += [f"- {line}" for line in observations(result)]
+    out += [""]
+    out += _roundtrip(result)
+    out += _cost(timings)
+    out += ["## Conclusion", ""]
+    if d["rule"] is None:
+        out += [f"**{d['recommendation']}**", ""]
+        return "\n".join(out)
+    out += [f"**Rule {d['rule']} fired: {d['recommendation']}**", ""]
+    for r in d["rules"]:
+        measured = ", ".join(
+            f"{name} = {_fmt(v) if isinstance(v, float) else v}"
+            for name, v in r["measured"].items()
+        )
+        if r["fired"]:
+            state = "**fired**"
+        elif r["met"]:
+            state = "also met, but an earlier rule fired first"
+        else:
+            state = "not met"
+        out.append(
+            f"{r['rule']}. {r['condition']}: {state}" + (f" ({measured})" if measured else "")
+        )
+    out += [""] + [f"- {g}" for g in d["guardrails"]] + [""]
+    return "\n".join(out)

@@ -1,0 +1,182 @@
+"""The result document: everything a reader of the report trusts, from the artifacts only.
+
+It is the `data` of the results envelope (results.json) and holds nothing machine- or
+time-specific (timings live in the sidecars), so the same inputs give byte-identical results
+and the committed baseline is exactly this document for the fixture suite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from recallbench.stages.decide import decide
+
+RESULT_SCHEMA = "recallbench.result"
+RESULT_SCHEMA_VERSION = 2
+
+
+def explain_miss(entry: Mapping[str, Any], row: Mapping[str, Any], level: str, top_k: int) -> str:
+    """Why a relevant id is not in the top-k, as far as the data shows it: where it ranked in
+    a search of the whole store, what held the top-k slots, and whether the system's lexical
+    matcher matched it."""
+    missed_id = entry["id"]
+    where = (
+        f"ranked {entry['rank']} of {entry['of']}"
+        if entry["rank"] is not None
+        else "not returned at all"
+    )
+    gold = row["levels"][level]["gold"]
+    ranking = row["levels"][level]["ranking"]
+    reasons = []
+    if level == row.get("memory_level"):
+        seen: dict[str, str] = {}
+        for h in row["hits"][:top_k]:
+            mid, group = h["memory_id"], h.get("group")
+            if group and group in seen:
+                why = f"near-duplicate of {seen[group]}"
+            elif gold.get(mid, 0) > 0:
+                why = f"graded {gold[mid]}"
+            elif entry.get("identifier") is not None and h["identifier"] != entry["identifier"]:
+                why = f"another project's memory ({h['identifier']})"
+            else:
+                why = "same-project distractor"
+            if group and group not in seen:
+                seen[group] = mid
+            reasons.append(f"{mid} ({why})")
+    else:
+        for unit in ranking:
+            grade = gold.get(unit, 0)
+            reasons.append(f"{unit} ({f'graded {grade}' if grade else 'not gold'})")
+    text = (
+        f"{missed_id} (grade {entry['grade']}) {where}; the top-{len(reasons)} held: "
+        + ", ".join(reasons)
+    )
+    lexical = row.get("lexical")
+    if lexical is not None and "lexical_match" in entry:
+        if not lexical["matched"]:
+            text += f"; {lexical['matcher']} matched no memory for this query"
+        else:
+            found = "among them" if entry["lexical_match"] else "not among them"
+            noun = "memory" if lexical["matched"] == 1 else "memories"
+            text += (
+                f"; {lexical['matcher']} matched {lexical['matched']} {noun}, {missed_id} {found}"
+            )
+    return text
+
+
+def _query_entry(
+    row: Mapping[str, Any], scored: Mapping[str, Any], level: str, top_k: int, memory_level: bool
+) -> dict[str, Any]:
+    lv = row["levels"][level]
+    gold = lv["gold"]
+    view = {**row, "memory_level": level if memory_level else None}
+    return {
+        "query_id": row["query_id"],
+        "scope_id": row["scope_id"],
+        "category": row["category"],
+        "expected": dict(sorted(gold.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "returned": [
+            {"id": unit, "grade": gold.get(unit, 0), "score": score}
+            for unit, score in zip(lv["ranking"], lv["scores"], strict=True)
+        ],
+        "metrics": scored["metrics"],
+        "missed": scored["missed"],
+        "why_missed": [
+            explain_miss(entry, view, level, top_k) for entry in row["missed"].get(level, [])
+        ],
+        "lexical_matches": (
+            {"matcher": row["lexical"]["matcher"], "count": row["lexical"]["matched"]}
+            if row.get("lexical")
+            else None
+        ),
+    }
+
+
+def build_result(
+    suite_env: Mapping[str, Any],
+    hydrate_env: Mapping[str, Any],
+    runs_env: Mapping[str, Any],
+    roundtrip_env: Mapping[str, Any],
+    scores_env: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Assemble the result document from the upstream artifacts' data."""
+    suite, hyd, runs, rt, scores = (
+        e["data"] for e in (suite_env, hydrate_env, runs_env, roundtrip_env, scores_env)
+    )
+    k = runs["top_k"]
+    primary = suite["levels"][0]["name"]
+    # the memory level: each memory is its own unit (the fixture suite's `memory` level)
+    memory_level = primary == "memory"
+    scored = {r["query_id"]: r for r in scores["per_query"]}
+    queries = [
+        _query_entry(row, scored[row["query_id"]], primary, k, memory_level)
+        for row in runs["queries"]
+    ]
+    return {
+        "schema": RESULT_SCHEMA,
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "dataset": {
+            key: suite[key]
+            for key in (
+                "dataset",
+                "identity",
+                "options",
+                "levels",
+                "categories",
+                "category_labels",
+                "drop_rules",
+                "notes",
+                "decision_policy",
+            )
+        },
+        "counts": suite["counts"],
+        "drops": suite["drops"],
+        "summary": suite["summary"],
+        "system": {"name": hyd["system"], **hyd["configuration"]},
+        "capabilities": hyd["capabilities"],
+        "truncation": hyd["truncation"],
+        "run": {
+            "top_k": k,
+            "store_mode": runs["store_mode"],
+            "metrics": [m["name"] for m in scores["measures"]],
+            "measures": scores["measures"],
+        },
+        "metrics": {"overall": scores["overall"], "per_category": scores["per_category"]},
+        "queries": queries,
+        "missed_query_ids": [q["query_id"] for q in queries if q["missed"]],
+        "roundtrip": roundtrip_view(rt),
+        "decision": decide(suite, scores),
+    }
+
+
+def roundtrip_view(rt: Mapping[str, Any]) -> dict[str, Any]:
+    if not rt.get("available"):
+        return {"available": False, "reason": rt.get("reason"), "sample": rt.get("sample")}
+    return {
+        "available": True,
+        "sample": rt["sample"],
+        "equivalence": rt["equivalence"],
+        "records": rt["records"],
+        "clone_digest_matches": rt["clone_digest_matches"],
+        "drift": {
+            q: d
+            for q, d in sorted(rt["per_query"].items())
+            if not d["identical"] or d["max_score_drift"] > 0
+        },
+        "corruption_checks": rt["corruption_checks"],
+    }
+
+
+def per_query_values(result: Mapping[str, Any], metric: str) -> dict[str, float | None]:
+    """query id -> the metric's per-query number (Ratio cells as their value)."""
+    out = {}
+    for q in result["queries"]:
+        v = q["metrics"].get(metric)
+        out[q["query_id"]] = v["value"] if isinstance(v, dict) else v
+    return out
+
+
+def mean_measures(result: Mapping[str, Any]) -> Sequence[str]:
+    """Names of the result's per-query measures that are means (not pooled slot rates)."""
+    return [m["name"] for m in result["run"]["measures"] if not m["pooled"]]

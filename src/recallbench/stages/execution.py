@@ -1,0 +1,112 @@
+"""Running per-scope tasks through the executor seam, with a progress bar and timing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recallbench import progress
+from recallbench.stages import tasks
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How per-scope work runs: the executor engine, its workers and the vector cache."""
+
+    executor: str = "local"
+    workers: int = 1
+    ray_address: str | None = None
+    cache: Path | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"executor": self.executor, "workers": self.workers}
+
+
+def cache_spec(
+    execution: Execution, system: Any, suite_env: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The vector cache as workers open it, after one full check (files' sha256) here."""
+    if execution.cache is None:
+        return None
+    from recallbench.cache import VectorCache
+    from recallbench.errors import RecallbenchError
+
+    if getattr(system, "embedder", None) is None:
+        raise RecallbenchError(f"--cache: {system.name} has no embedder; it needs no vectors")
+    spec = {
+        "directory": str(Path(execution.cache).resolve()),
+        "embedder_identity": system.embedder.identity(),
+        "source": cache_source(suite_env),
+    }
+    VectorCache.open(
+        Path(spec["directory"]),
+        embedder_identity=spec["embedder_identity"],
+        source=spec["source"],
+    ).close()
+    return spec
+
+
+def cache_source(suite_env: Mapping[str, Any]) -> dict[str, Any]:
+    """What a vector cache is made for: the dataset, its files' digests, the reader options."""
+    data = suite_env["data"]
+    return {
+        "dataset": data["dataset"],
+        "files": [{"role": f["role"], "sha256": f["sha256"]} for f in data["identity"]["files"]],
+        "options": data["options"],
+    }
+
+
+def run_tasks(
+    fn: Callable[[Any], dict[str, Any]],
+    items: Iterable[Any],
+    *,
+    system: str,
+    execution: Execution,
+    cache: Mapping[str, Any] | None,
+    total: int,
+    desc: str,
+    unit: str = "scope",
+    query_total: int | None = None,
+) -> Iterator[dict[str, Any]]:
+    """fn over items through the configured executor, results in item order.
+
+    With one in-process worker, the bar counts queries (`query_total`) as they are
+    searched; otherwise it counts finished scopes.
+    """
+    from recallbench.executor import make_executor
+
+    config = {"system": system, "cache": dict(cache) if cache else None}
+    serial = execution.executor == "local" and execution.workers == 1
+    by_query = serial and query_total is not None
+    with (
+        progress.bar(
+            query_total if by_query else total, desc, "query" if by_query else unit
+        ) as bar,
+        make_executor(
+            execution.executor,
+            execution.workers,
+            tasks.init_worker,
+            (config,),
+            tasks.close_worker,
+            ray_address=execution.ray_address,
+        ) as engine,
+    ):
+        if by_query:
+            tasks.set_progress(bar.update)
+        for result in engine.map(fn, items):
+            if not by_query:
+                bar.update(1)
+            yield result
+
+
+class Stopwatch:
+    """Wall time of a stage."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self.start

@@ -1,0 +1,463 @@
+"""What a worker does for one scope: build or open its store, search, round-trip.
+
+Worker-local state (the system under test, the vector cache) is built once per worker by
+`init_worker`; tasks are module-level functions of plain data, so any executor (in process,
+local processes, Ray) runs them and returns results in scope order.
+
+The system only ever sees `Memory.memory_id` and the memory's text (and identifier,
+importance, tags); the dataset ids behind a memory (its `units`) stay on this side.
+
+Searching a query at several levels: the system returns memories; each level's ranking is
+the memories' ids at that level in order of first appearance (`model.level_ranking`). When a
+level has fewer than top-k distinct ids (turns of the same session), the search is widened
+(limit doubled, up to the store's size) until every level has top-k ids or the store is
+exhausted: the convention of turn-level retrievers in the LongMemEval paper.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from recallbench.errors import RecallbenchError
+from recallbench.model import Memory, Query, Scope, level_ranking
+
+_STATE: dict[str, Any] = {}
+
+
+class StoreDamaged(RecallbenchError):
+    """The store on disk is not the store the upstream artifact describes."""
+
+
+def scope_to_item(scope: Scope) -> dict[str, Any]:
+    """A scope as plain picklable data."""
+    return {
+        "scope_id": scope.scope_id,
+        "memories": [m.to_dict() for m in scope.memories],
+        "queries": [q.to_dict() for q in scope.queries],
+    }
+
+
+def scope_from_item(raw: Mapping[str, Any]) -> Scope:
+    return Scope(
+        raw["scope_id"],
+        tuple(Memory.from_dict(m) for m in raw["memories"]),
+        tuple(Query.from_dict(q) for q in raw["queries"]),
+    )
+
+
+def init_worker(config: Mapping[str, Any]) -> None:
+    """Build this worker's system and open the vector cache when `config` names one.
+
+    config: {"system": name, "cache": None | {"directory", "embedder_identity", "source"}}
+    """
+    from recallbench.systems import get_system
+
+    close_worker()
+    system = get_system(config["system"])
+    cache = None
+    if config.get("cache"):
+        from recallbench.cache import VectorCache
+
+        spec = config["cache"]
+        # the parent verified the files' sha256 once; workers check sizes and identity
+        cache = VectorCache.open(
+            Path(spec["directory"]),
+            embedder_identity=spec["embedder_identity"],
+            source=spec["source"],
+            verify_files=False,
+        )
+    _STATE.update(system=system, cache=cache, progress=None)
+
+
+def close_worker() -> None:
+    cache = _STATE.get("cache")
+    if cache is not None:
+        cache.close()
+    _STATE.clear()
+
+
+def set_progress(callback: Callable[[int], Any] | None) -> None:
+    """In-process executors only: called with 1 per query searched (a progress bar)."""
+    _STATE["progress"] = callback
+
+
+def _system() -> Any:
+    return _STATE["system"]
+
+
+def _vectors() -> Any:
+    cache = _STATE.get("cache")
+    return cache.lookup if cache is not None else None
+
+
+def remove_tree(directory: Path) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def store_facts(store: Any) -> dict[str, Any]:
+    """What identifies a store's content, read through the system's own API."""
+    return {"records": store.count(), "digest": store.digest()}
+
+
+def check_store(store: Any, expect: Mapping[str, Any], where: Path, rerun: str) -> None:
+    """Refuse a store whose record count or content digest differs from `expect`."""
+    facts = store_facts(store)
+    if facts["records"] != expect["records"]:
+        raise StoreDamaged(
+            f"{where}: store holds {facts['records']} records, hydrate.json says "
+            f"{expect['records']}; run `{rerun}` again"
+        )
+    if facts["digest"] != expect["digest"]:
+        raise StoreDamaged(
+            f"{where}: store content differs from what hydrate recorded (digest); run `{rerun}` again"
+        )
+
+
+def build_store(scope: Scope, directory: Path) -> tuple[Any, dict[str, Any]]:
+    """A fresh store in `directory` holding every memory of the scope; (store, timing)."""
+    from recallbench.systems.base import StoreRecord
+
+    system = _system()
+    records = [
+        StoreRecord(m.memory_id, m.identifier, m.text, m.importance, m.tags) for m in scope.memories
+    ]
+    start = time.perf_counter()
+    store = system.open_store(directory, vectors=_vectors())
+    try:
+        stored = store.ingest(records)
+    except BaseException:
+        store.close()
+        raise
+    seconds = time.perf_counter() - start
+    if stored != len(records):
+        store.close()
+        raise RecallbenchError(
+            f"scope {scope.scope_id}: the store holds {stored} records after ingesting "
+            f"{len(records)}; ids must be unique"
+        )
+    return store, {"ingest_seconds": seconds, "records": stored}
+
+
+def hydrate_scope(item: Mapping[str, Any]) -> dict[str, Any]:
+    """Build the scope's store in item["directory"] and keep it; its facts and timing."""
+    scope = scope_from_item(item["scope"])
+    directory = Path(item["directory"])
+    remove_tree(directory)
+    system = _system()
+    inside = system.seconds_inside()
+    store, timing = build_store(scope, directory)
+    try:
+        facts = store_facts(store)
+    finally:
+        store.close()
+    return {
+        "index": item["index"],
+        "scope_id": scope.scope_id,
+        **facts,
+        "timing": {**timing, "seconds_inside": system.seconds_inside() - inside},
+    }
+
+
+def _widened_search(
+    store: Any,
+    query: Query,
+    memories: Mapping[str, Memory],
+    levels: Sequence[str],
+    top_k: int,
+    count: int,
+) -> tuple[list[Any], int, list[float]]:
+    """Search with limit top-k, doubling it until every level has top-k distinct ids or the
+    store is exhausted; (hits, final limit, latencies in ms of the timed searches)."""
+    limit = max(1, min(top_k, count)) if count else top_k
+    latencies = []
+    while True:
+        start = time.perf_counter()
+        hits = store.search(query.text, limit)
+        latencies.append((time.perf_counter() - start) * 1000.0)
+        ids = [h.memory_id for h in hits]
+        unknown = [i for i in ids if i not in memories]
+        if unknown:
+            raise RecallbenchError(
+                f"query {query.query_id}: the system returned id {unknown[0]!r}, which was never stored"
+            )
+        if len(set(ids)) != len(ids):
+            raise RecallbenchError(f"query {query.query_id}: the system returned an id twice")
+        short = any(len(level_ranking(ids, memories, lv)) < top_k for lv in levels)
+        if not short or len(hits) < limit or limit >= count:
+            return hits, limit, latencies
+        limit = min(count, limit * 2)
+
+
+def search_scope(
+    store: Any, scope: Scope, levels: Sequence[str], top_k: int, repeat: int
+) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """Every query of the scope: ranked hits, each level's ranking and gold, the facts that
+    explain misses (where a missed id ranked in a search of the whole store, and whether the
+    system's lexical matcher matched it). Returns (rows, latency samples in ms per query)."""
+    system = _system()
+    memories = scope.memory_by_id()
+    count = store.count()
+    progress = _STATE.get("progress")
+    rows, latencies = [], {}
+    for q in scope.queries:
+        hits, limit, samples = _widened_search(store, q, memories, levels, top_k, count)
+        for _ in range(repeat - 1):
+            start = time.perf_counter()
+            again = store.search(q.text, limit)
+            samples.append((time.perf_counter() - start) * 1000.0)
+            if again != hits:
+                raise RecallbenchError(
+                    f"query {q.query_id}: results differ between repeats; the system is not deterministic"
+                )
+        ids = [h.memory_id for h in hits]
+        per_level = {}
+        for level in levels:
+            ranking, scores = [], []
+            for h in hits:
+                for unit in memories[h.memory_id].units.get(level, ()):
+                    if unit not in ranking:
+                        ranking.append(unit)
+                        scores.append(h.score)
+            per_level[level] = {
+                "ranking": ranking[:top_k],
+                "scores": scores[:top_k],
+                "gold": dict(q.relevance.get(level, {})),
+            }
+        missed = {
+            level: sorted(q.relevant(level) - set(per_level[level]["ranking"])) for level in levels
+        }
+        row: dict[str, Any] = {
+            "query_id": q.query_id,
+            "scope_id": scope.scope_id,
+            "category": q.category,
+            "limit": limit,
+            "hits": [
+                {
+                    "memory_id": h.memory_id,
+                    "score": h.score,
+                    "identifier": h.identifier,
+                    "group": memories[h.memory_id].duplicate_group,
+                }
+                for h in hits
+            ],
+            "levels": per_level,
+            "missed": {},
+        }
+        lexical = None
+        if getattr(system, "lexical", False):  # a diagnostic, untimed, never scored
+            matcher, matched = store.lexical_matches(q.text)
+            lexical = (matcher, set(matched))
+            row["lexical"] = {"matcher": matcher, "matched": len(matched)}
+        if any(missed.values()):
+            # untimed: where did the missed ids rank in a search of the whole store?
+            deep = ids if count <= limit else [h.memory_id for h in store.search(q.text, count)]
+            for level, gone in missed.items():
+                deep_ranking = level_ranking(deep, memories, level)
+                entries = []
+                for unit in gone:
+                    holders = [m for m in scope.memories if unit in m.units.get(level, ())]
+                    entry = {
+                        "id": unit,
+                        "grade": q.relevance[level][unit],
+                        "rank": deep_ranking.index(unit) + 1 if unit in deep_ranking else None,
+                        "of": len(deep_ranking),
+                        "identifier": holders[0].identifier if holders else None,
+                    }
+                    if lexical is not None:
+                        entry["lexical_match"] = any(m.memory_id in lexical[1] for m in holders)
+                    entries.append(entry)
+                if entries:
+                    row["missed"][level] = entries
+        rows.append(row)
+        latencies[q.query_id] = samples
+        if progress is not None:
+            progress(1)
+    return rows, latencies
+
+
+def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
+    """Search every query of one scope: open the kept store (checking it is the one hydrate
+    recorded) or build a transient one, search, close (and delete a transient store)."""
+    scope = scope_from_item(item["scope"])
+    system = _system()
+    inside = system.seconds_inside()
+    started = time.perf_counter()
+    directory = Path(item["directory"])
+    timing: dict[str, Any] = {}
+    if item["kept"]:
+        try:
+            store = system.attach(directory)
+        except FileNotFoundError:
+            raise StoreDamaged(f"{directory}: no store; run `recallbench hydrate` first") from None
+        try:
+            check_store(store, item["expect"], directory, "recallbench hydrate")
+        except BaseException:
+            store.close()
+            raise
+    else:
+        remove_tree(directory)
+        store, timing = build_store(scope, directory)
+    try:
+        facts = store_facts(store)
+        rows, latencies = search_scope(store, scope, item["levels"], item["top_k"], item["repeat"])
+    finally:
+        store.close()
+        if not item["kept"]:
+            remove_tree(directory)
+    return {
+        "index": item["index"],
+        "scope_id": scope.scope_id,
+        "store": facts,
+        "rows": rows,
+        "latency_ms": latencies,
+        "timing": {
+            **timing,
+            "seconds_inside": system.seconds_inside() - inside,
+            "seconds_task": time.perf_counter() - started,
+        },
+    }
+
+
+def compare_rankings(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-query drift between two ranked hit lists (rows with memory_id and score)."""
+    ids_before = [h["memory_id"] for h in before]
+    ids_after = [h["memory_id"] for h in after]
+    score_before = {h["memory_id"]: h["score"] for h in before}
+    score_after = {h["memory_id"]: h["score"] for h in after}
+    common = sorted(set(score_before) & set(score_after))
+    return {
+        "identical": ids_before == ids_after,
+        "same_set": set(ids_before) == set(ids_after),
+        "moved_positions": [
+            i + 1
+            for i in range(max(len(ids_before), len(ids_after)))
+            if (ids_before[i] if i < len(ids_before) else None)
+            != (ids_after[i] if i < len(ids_after) else None)
+        ],
+        "only_before": [m for m in ids_before if m not in score_after],
+        "only_after": [m for m in ids_after if m not in score_before],
+        "max_score_drift": max(
+            (abs(score_before[m] - score_after[m]) for m in common), default=0.0
+        ),
+        "after": ids_after,
+    }
+
+
+def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
+    """snapshot -> verify -> clean restore -> search again, for one scope; then offer each of
+    the system's own corruptions of the package to its verifier.
+
+    The source store is checked first (record count and digest against what hydrate or
+    query recorded): a damaged source is refused, never reported as a clone-path failure.
+    """
+    from recallbench.systems.base import SnapshotRejected
+
+    scope = scope_from_item(item["scope"])
+    system = _system()
+    clone_path = system.clone
+    work = Path(item["work"])
+    remove_tree(work)
+    work.mkdir(parents=True)
+    rerun = "recallbench hydrate" if item["kept"] else "recallbench query"
+    if item["kept"]:
+        try:
+            source = system.attach(Path(item["directory"]))
+        except FileNotFoundError:
+            raise StoreDamaged(
+                f"{item['directory']}: no store; run `recallbench hydrate` first"
+            ) from None
+    else:
+        source, _ = build_store(scope, work / "source")
+    try:
+        check_store(source, item["expect"], Path(item["directory"]), rerun)
+        start = time.perf_counter()
+        package = clone_path.snapshot(source, work / "package")
+        snapshot_s = time.perf_counter() - start
+    finally:
+        source.close()
+    if not item["kept"]:
+        remove_tree(work / "source")
+
+    start = time.perf_counter()
+    verified = clone_path.verify(work / "package", work / "spool")
+    verify_s = time.perf_counter() - start
+    start = time.perf_counter()
+    clone = clone_path.restore(work / "package", work / "clone")
+    restore_s = time.perf_counter() - start
+    per_query = {}
+    try:
+        cold_start_s = None
+        clone_facts = store_facts(clone)
+        for i, q in enumerate(scope.queries):
+            limit = item["limits"][q.query_id]
+            hits = clone.search(q.text, limit)
+            if i == 0:
+                cold_start_s = time.perf_counter() - start
+            after = [{"memory_id": h.memory_id, "score": h.score} for h in hits]
+            per_query[q.query_id] = compare_rankings(item["before"][q.query_id], after)
+    finally:
+        clone.close()
+
+    corruptions = []
+    for corruption in clone_path.corruptions(work / "package", work / "corrupted"):
+        try:
+            clone_path.verify(corruption.package_dir, work / "spool")
+            outcome = {"rejected": False, "reason": None}
+        except SnapshotRejected as exc:
+            outcome = {"rejected": True, "reason": exc.reason}
+        corruptions.append(
+            {"name": corruption.name, "description": corruption.description, **outcome}
+        )
+    remove_tree(work / "spool")
+    return {
+        "index": item["index"],
+        "scope_id": scope.scope_id,
+        "records": {
+            "source": item["expect"]["records"],
+            "packaged": package.records,
+            "verified": verified,
+            "clone": clone_facts["records"],
+        },
+        "clone_digest_matches": clone_facts["digest"] == item["expect"]["digest"],
+        "per_query": per_query,
+        "corruptions": corruptions,
+        "timing": {
+            "package_bytes": package.size_bytes,
+            "snapshot_seconds": snapshot_s,
+            "verify_seconds": verify_s,
+            "restore_seconds": restore_s,
+            "cold_start_to_first_query_seconds": cold_start_s,
+            "records": package.records,
+        },
+    }
+
+
+def embed_batch(texts: list[str]) -> dict[str, Any]:
+    """Prep: embed texts with the system's own embedder; float32 bytes, row after row."""
+    from recallbench.cache import pack_vectors
+
+    started = time.perf_counter()
+    system = _system()
+    inside_before = system.seconds_inside()
+    vectors = system.embedder.embed_texts(texts)
+    dimension = len(vectors[0]) if vectors else 0
+    return {
+        "blob": pack_vectors(vectors),
+        "dimension": dimension,
+        "seconds_inside": system.seconds_inside() - inside_before,
+        "seconds_task": time.perf_counter() - started,
+    }
+
+
+def worker_dir(root: Path, index: int) -> Path:
+    """The directory of scope `index`'s store under `root`."""
+    return Path(root) / f"{index:05d}"
+
+
+def pid_dir(root: Path) -> Path:
+    return Path(root) / f"w{os.getpid()}"

@@ -1,0 +1,88 @@
+"""Tiny module-level tasks for tests/test_executor.py.
+
+Spawned workers and Ray actors import this module by name, so it lives next to the tests
+(pytest puts `tests/` on sys.path; spawned workers inherit the parent's sys.path; the Ray
+tests put it on PYTHONPATH) and holds only module-level functions of plain data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from recallbench.errors import RecallbenchError
+
+#: worker-local state, set by `remember` (one copy per worker process)
+STATE: dict[str, Any] = {}
+#: how often `remember` ran in this process, per token
+INITS: dict[str, int] = {}
+
+
+class Boom(RecallbenchError):
+    """A user-facing failure raised inside a task."""
+
+
+def digest(item: int) -> str:
+    """Deterministic, with a small item-dependent delay so completions arrive out of order."""
+    time.sleep((item * 7 % 5) / 500)
+    return hashlib.sha256(f"item-{item}".encode()).hexdigest()[:16]
+
+
+def square(item: int) -> int:
+    return item * item
+
+
+def remember(token: str, directory: str | None = None) -> None:
+    """Initializer: record who this worker is (and, given a directory, leave a mark there)."""
+    INITS[token] = INITS.get(token, 0) + 1
+    STATE.clear()
+    STATE.update(token=token, pid=os.getpid(), directory=directory)
+    if directory is not None:
+        (Path(directory) / f"init-{os.getpid()}").write_text(str(INITS[token]))
+
+
+def forget() -> None:
+    """Finalizer: leave a mark in the initializer's directory."""
+    directory = STATE.get("directory")
+    if directory is not None:
+        marks = Path(directory) / f"fin-{os.getpid()}"
+        marks.write_text(str(int(marks.read_text()) + 1 if marks.exists() else 1))
+    STATE.clear()
+
+
+def whoami(item: int) -> dict[str, Any]:
+    return {
+        "item": item,
+        "token": STATE.get("token"),
+        "state_pid": STATE.get("pid"),
+        "inits": INITS.get(STATE.get("token", ""), 0),
+        "pid": os.getpid(),
+    }
+
+
+def fail_initializer(message: str) -> None:
+    raise Boom(message)
+
+
+def fail_at(item: tuple[int, int, str]) -> int:
+    """item = (index, failing index, done-marker directory): Boom at the failing index."""
+    index, failing, directory = item
+    Path(directory, f"done-{index}").touch()
+    if index == failing:
+        raise Boom(f"item {index} is bad")
+    time.sleep(0.02)
+    return index
+
+
+def value_error_at(item: int) -> int:
+    if item == 3:
+        raise ValueError(f"no good: {item}")
+    return item
+
+
+def sleep_for(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds

@@ -1,0 +1,361 @@
+"""The executor seam: every engine yields the same results in input order, bounds what it
+takes from the input, carries a task's exception back as itself, keeps worker state per
+worker, and leaves no worker behind when its parent is killed or interrupted.
+
+The Ray tests run whenever this file runs (CI installs the `ray` extra); they share one
+local Ray with 2 CPUs, started once for the module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import executor_tasks as tasks
+import psutil
+import pytest
+
+from recallbench.errors import RecallbenchError
+from recallbench.executor import (
+    EXECUTORS,
+    RAY_MISSING,
+    ProcessExecutor,
+    RayExecutor,
+    SerialExecutor,
+    make_executor,
+)
+
+TESTS = Path(__file__).resolve().parent
+SRC = TESTS.parent / "src"
+
+LOCAL_ENGINES = [("local", 1), ("local", 2)]
+
+
+def _import_ray() -> Any:
+    """`ray`, or a clear failure: these tests are not skipped (CI installs the extra)."""
+    try:
+        import ray
+    except ImportError:
+        pytest.fail(
+            "ray is not installed: the ray executor tests need `pip install -e '.[ray]'` "
+            "(CI installs it)",
+            pytrace=False,
+        )
+    return ray
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[Any]:
+    """One local Ray (2 CPUs) for the module; its workers can import `executor_tasks`."""
+    ray = _import_ray()
+    if ray.is_initialized():  # pragma: no cover - someone else's Ray
+        ray.shutdown()
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(TESTS)}},
+    )
+    yield ray
+    ray.shutdown()
+
+
+def engines(ray_local: Any | None) -> list[tuple[str, int]]:
+    return [*LOCAL_ENGINES, ("ray", 2)] if ray_local is not None else LOCAL_ENGINES
+
+
+# --------------------------------------------------------------------------- choosing
+
+
+def test_make_executor_picks_the_engine() -> None:
+    assert EXECUTORS == ("local", "ray")
+    assert isinstance(make_executor(), SerialExecutor)
+    assert isinstance(make_executor("local", 1), SerialExecutor)
+    assert isinstance(make_executor("local", 2), ProcessExecutor)
+    assert make_executor("local", 3).max_in_flight == 6
+    assert make_executor("local", 2, max_in_flight=5).max_in_flight == 5
+    assert isinstance(make_executor("ray", 2), RayExecutor)  # Ray starts only on __enter__
+
+
+def test_unknown_kind_lists_the_kinds() -> None:
+    with pytest.raises(RecallbenchError, match="'dask'.*local, ray"):
+        make_executor("dask", 2)
+
+
+@pytest.mark.parametrize("workers", [0, -1])
+def test_workers_must_be_positive(workers: int) -> None:
+    with pytest.raises(RecallbenchError, match="workers"):
+        make_executor("local", workers)
+
+
+def test_ray_address_needs_the_ray_executor() -> None:
+    with pytest.raises(RecallbenchError, match="--executor ray"):
+        make_executor("local", 2, ray_address="10.0.0.1:6379")
+
+
+def test_missing_ray_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    with pytest.raises(RecallbenchError) as caught, make_executor("ray", 2):
+        pass
+    assert str(caught.value) == RAY_MISSING
+
+
+# --------------------------------------------------------------------------- ordering
+
+
+def test_every_engine_gives_the_same_ordered_results(ray_local: Any) -> None:
+    expected = [tasks.digest(i) for i in range(40)]
+    for kind, workers in engines(ray_local):
+        with make_executor(kind, workers) as ex:
+            assert list(ex.map(tasks.digest, range(40))) == expected, (kind, workers)
+        with make_executor(kind, workers) as ex:  # a second map on the same workers
+            assert list(ex.map(tasks.square, iter(range(7)))) == [i * i for i in range(7)]
+            assert list(ex.map(tasks.square, [])) == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "workers", "max_in_flight", "expected"),
+    [("local", 1, None, 1), ("local", 2, None, 4), ("local", 2, 3, 3), ("ray", 2, 3, 3)],
+)
+def test_input_is_taken_lazily_with_a_bounded_window(
+    kind: str, workers: int, max_in_flight: int | None, expected: int, request: Any
+) -> None:
+    if kind == "ray":
+        request.getfixturevalue("ray_local")
+    pulled: list[int] = []
+
+    def items() -> Iterator[int]:
+        for i in range(50):
+            pulled.append(i)
+            yield i
+
+    taken_at_yield: list[int] = []
+    with make_executor(kind, workers, max_in_flight=max_in_flight) as ex:
+        for result in ex.map(tasks.square, items()):
+            taken_at_yield.append(len(pulled))
+            assert result == (len(taken_at_yield) - 1) ** 2
+    assert taken_at_yield[0] == expected  # taken before the first result came back
+    # never more than the window ahead of what has been yielded
+    assert all(taken - yielded <= expected for yielded, taken in enumerate(taken_at_yield, 1))
+    assert len(taken_at_yield) == 50
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_a_task_error_comes_back_as_itself(ray_local: Any, tmp_path: Path) -> None:
+    for kind, workers in engines(ray_local):
+        done = tmp_path / f"{kind}-{workers}"
+        done.mkdir()
+        items = [(i, 4, str(done)) for i in range(100)]
+        with (
+            pytest.raises(tasks.Boom) as caught,
+            make_executor(kind, workers, max_in_flight=4) as ex,
+        ):
+            for _ in ex.map(tasks.fail_at, items):
+                pass
+        assert type(caught.value) is tasks.Boom, kind
+        assert isinstance(caught.value, RecallbenchError)
+        assert str(caught.value) == "item 4 is bad"  # one line, no remote traceback
+        # the items after the failure were cancelled, not run
+        assert len(list(done.iterdir())) < 20, (kind, workers)
+
+        with pytest.raises(ValueError, match=r"^no good: 3$"), make_executor(kind, workers) as ex:
+            list(ex.map(tasks.value_error_at, range(10)))
+
+
+def test_an_initializer_error_comes_back_as_itself(ray_local: Any) -> None:
+    for kind, workers in engines(ray_local):
+        with (
+            pytest.raises(tasks.Boom, match=r"^no system$"),
+            make_executor(kind, workers, tasks.fail_initializer, ("no system",)) as ex,
+        ):
+            list(ex.map(tasks.square, range(5)))
+
+
+# --------------------------------------------------------------------------- worker state
+
+
+def test_initializer_state_is_per_worker(ray_local: Any, tmp_path: Path) -> None:
+    for kind, workers in engines(ray_local):
+        token = uuid.uuid4().hex
+        marks = tmp_path / f"{kind}-{workers}"
+        marks.mkdir()
+        with make_executor(kind, workers, tasks.remember, (token, str(marks)), tasks.forget) as ex:
+            results = list(ex.map(tasks.whoami, range(30)))
+        assert [r["item"] for r in results] == list(range(30))
+        for r in results:
+            assert r["token"] == token  # the initializer ran in the worker that ran the task
+            assert r["state_pid"] == r["pid"]
+            assert r["inits"] == 1  # once per worker, not once per task
+        pids = {r["pid"] for r in results}
+        assert len(pids) <= workers
+        if kind == "local" and workers == 1:
+            assert pids == {os.getpid()}
+        else:
+            assert os.getpid() not in pids
+        inits = {p.name.removeprefix("init-") for p in marks.glob("init-*")}
+        finals = {p.name.removeprefix("fin-") for p in marks.glob("fin-*")}
+        assert {str(pid) for pid in pids} <= inits
+        assert finals == inits, (kind, workers)  # every worker ran the finalizer, once
+        assert all((marks / f"fin-{pid}").read_text() == "1" for pid in finals)
+
+
+# --------------------------------------------------------------------------- ray specifics
+
+
+def test_ray_leaves_a_ray_it_did_not_start_running(ray_local: Any) -> None:
+    with make_executor("ray", 2) as ex:
+        assert list(ex.map(tasks.square, range(5))) == [0, 1, 4, 9, 16]
+    assert ray_local.is_initialized()
+    assert _free_cpus(ray_local) == 2  # our actors are gone
+
+
+def test_ray_interrupt_kills_the_actors_and_reraises(ray_local: Any) -> None:
+    def items() -> Iterator[float]:
+        yield from [30.0, 30.0, 30.0]
+        raise KeyboardInterrupt
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), make_executor("ray", 2) as ex:
+        list(ex.map(tasks.sleep_for, items()))
+    assert time.monotonic() - started < 15
+    assert ray_local.is_initialized()
+    assert _free_cpus(ray_local) == 2
+
+
+def test_ray_starts_and_stops_its_own_local_ray(tmp_path: Path) -> None:
+    """Without a running Ray the executor starts one with `workers` CPUs and shuts it down."""
+    _import_ray()
+    script = textwrap.dedent(
+        """
+        import ray
+        import executor_tasks as tasks
+        from recallbench.executor import make_executor
+
+        with make_executor("ray", 2) as ex:
+            cpus = ray.cluster_resources()["CPU"]
+            results = list(ex.map(tasks.square, range(6)))
+        print(cpus, results, ray.is_initialized())
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(SRC)])}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[-2] == "2.0 [0, 1, 4, 9, 16, 25] False"
+
+
+def _free_cpus(ray: Any, timeout: float = 10.0) -> float:
+    """Available CPUs once killed actors have released theirs."""
+    deadline = time.monotonic() + timeout
+    while True:
+        cpus = ray.available_resources().get("CPU", 0)
+        if cpus >= 2 or time.monotonic() > deadline:
+            return cpus
+        time.sleep(0.1)
+
+
+# --------------------------------------------------------------------------- local processes
+
+
+PARENT = textwrap.dedent(
+    """
+    import sys
+    import executor_tasks as tasks
+    from recallbench.executor import make_executor
+
+    if __name__ == "__main__":
+        with make_executor("local", 2, tasks.remember, ("orphans", sys.argv[1])) as ex:
+            for result in ex.map(tasks.sleep_for, [60.0] * 8):
+                print(result, flush=True)
+    """
+)
+
+
+def _start_parent(marks: Path, **popen: Any) -> tuple[subprocess.Popen, list[psutil.Process]]:
+    """A parent running make_executor("local", 2) over slow tasks; its descendants once
+    both workers are up (the workers and the multiprocessing resource tracker)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(SRC)])}
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(marks)], env=env, cwd=marks, **popen
+    )
+    deadline = time.monotonic() + 60
+    while len(list(marks.glob("init-*"))) < 2:
+        assert parent.poll() is None, "the parent died on its own"
+        assert time.monotonic() < deadline, "the workers did not start"
+        time.sleep(0.05)
+    time.sleep(0.3)  # the workers are now inside their first task
+    children = psutil.Process(parent.pid).children(recursive=True)
+    worker_pids = {int(p.name.removeprefix("init-")) for p in marks.glob("init-*")}
+    assert worker_pids <= {c.pid for c in children}
+    return parent, children
+
+
+def _still_alive(processes: list[psutil.Process], within: float) -> list[psutil.Process]:
+    """Those of `processes` still running (zombies count as gone) after `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        alive = []
+        for process in processes:
+            try:
+                if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(process)
+            except psutil.NoSuchProcess:
+                pass
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
+def _kill_leftovers(processes: list[psutil.Process]) -> None:
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+
+
+def test_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
+    parent, children = _start_parent(tmp_path)
+    assert len(children) >= 2
+    try:
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        alive = _still_alive(children, within=5)
+        assert alive == [], [(p.pid, p.cmdline()) for p in alive]
+    finally:
+        _kill_leftovers(children)
+
+
+def test_ctrl_c_stops_the_pool_and_reraises(tmp_path: Path) -> None:
+    # a terminal's Ctrl-C: SIGINT to the whole foreground process group
+    parent, children = _start_parent(
+        tmp_path, start_new_session=True, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        started = time.monotonic()
+        os.killpg(parent.pid, signal.SIGINT)
+        _, stderr = parent.communicate(timeout=30)
+        assert time.monotonic() - started < 10  # did not wait for the 60 s tasks
+        assert parent.returncode != 0
+        assert stderr.rstrip().endswith("KeyboardInterrupt"), stderr
+        assert stderr.count("Traceback") == 1, stderr  # the parent's only, none from workers
+        alive = _still_alive(children, within=5)
+        assert alive == [], [(p.pid, p.cmdline()) for p in alive]
+    finally:
+        _kill_leftovers(children)

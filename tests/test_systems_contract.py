@@ -1,0 +1,233 @@
+"""The contract every registered system keeps: built-ins, semantic ones and installed plugins.
+
+Parametrized over `system_names()`; nothing is skipped. A system that is not available here
+fails with its install hint (CI installs every extra and the example plugin).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from recallbench.errors import RecallbenchError
+from recallbench.systems import get_system
+from recallbench.systems.base import (
+    Hit,
+    MissingVector,
+    PackageInfo,
+    SnapshotRejected,
+    StoreRecord,
+    capabilities,
+    truncation_report,
+)
+from recallbench.systems.registry import describe_systems, system_names
+
+TEXTS = [
+    ("acme-finance", "Invoices above EUR 5,000 need two-person approval before payment."),
+    ("acme-finance", "Expense reports are due on the fifth working day of each month."),
+    ("acme-ops", "The staging database is refreshed from production every Sunday night."),
+    ("acme-ops", "On-call engineers rotate weekly; the handover happens on Monday at 10:00."),
+    ("acme-ops", "Backups of the billing database are kept for ninety days."),
+    ("acme-people", "New hires receive a laptop and a security badge on their first day."),
+    ("acme-people", "Parental leave is sixteen weeks at full pay."),
+    ("acme-travel", "Train travel is preferred over flights for trips under four hours."),
+    ("acme-travel", "Hotel bookings go through the travel desk, never a personal card."),
+    ("acme-dup-a", "The office plants are watered on Tuesdays."),
+    ("acme-dup-b", "The office plants are watered on Tuesdays."),
+    ("acme-misc", "Résumé screening uses a rubric; café vouchers are issued on Fridays."),
+]
+QUERIES = [
+    "who approves large invoices",
+    "when is the staging database refreshed",
+    "database backups retention",
+    "leave for new parents",
+    "watering the plants",
+    "zzzz qqqq",
+]
+TOP_K = 5
+
+
+def records(ids: list[str] | None = None) -> list[StoreRecord]:
+    ids = ids or [f"zz-opaque-{i:02d}" for i in range(len(TEXTS))]
+    return [
+        StoreRecord(mid, ident, text, 0.5, ("t",))
+        for mid, (ident, text) in zip(ids, TEXTS, strict=True)
+    ]
+
+
+def hits_of(store, queries=QUERIES) -> list[list[Hit]]:
+    return [store.search(q, TOP_K) for q in queries]
+
+
+def build(system, directory: Path, recs=None, **kw):
+    store = system.open_store(directory, **kw)
+    store.ingest(recs if recs is not None else records())
+    return store
+
+
+@pytest.fixture(params=system_names())
+def system(request):
+    try:
+        return get_system(request.param)
+    except RecallbenchError as exc:  # unavailable: fail (with the install hint), never skip
+        pytest.fail(f"system {request.param!r} is not available here: {exc}")
+
+
+def test_declared_capabilities_match_the_system(system) -> None:
+    row = next(r for r in describe_systems() if r["name"] == system.name)
+    assert row["available"]
+    assert row["capabilities"] == capabilities(system)
+    assert isinstance(system.lexical, bool)
+    assert row["description"] and "\n" not in row["description"]
+
+
+def test_configuration_is_a_json_object(system) -> None:
+    config = system.configuration()
+    assert isinstance(config, dict) and config
+    assert orjson.loads(orjson.dumps(config)) == config
+
+
+def test_a_fresh_store_is_empty(system, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        system.attach(tmp_path / "nothing")
+    store = system.open_store(tmp_path / "s")
+    assert store.count() == 0
+    assert store.search("anything at all", TOP_K) == []
+    assert store.digest() == system.open_store(tmp_path / "t").digest()
+    store.close()
+    with pytest.raises(FileExistsError):
+        system.open_store(tmp_path / "s")
+    assert system.attach(tmp_path / "s").count() == 0
+
+
+def test_ingest_counts_and_refuses_a_repeated_id(system, tmp_path: Path) -> None:
+    recs = records()
+    store = system.open_store(tmp_path / "s")
+    assert store.ingest(recs[:5]) == 5
+    assert store.ingest(recs[5:]) == len(recs)
+    assert store.count() == len(recs)
+    with pytest.raises(RecallbenchError):
+        store.ingest([StoreRecord(recs[0].memory_id, "other", "a brand new text")])
+    before = system.seconds_inside()
+    store.search(QUERIES[0], TOP_K)
+    assert system.seconds_inside() >= before
+
+
+def test_two_runs_give_the_same_order(system, tmp_path: Path) -> None:
+    first = hits_of(build(system, tmp_path / "a"))
+    second = build(get_system(system.name), tmp_path / "b")
+    assert hits_of(second) == first
+    assert hits_of(second) == first  # and the same store searched again
+    assert all(len(h) <= TOP_K for h in first)
+    assert any(first), "the searches found nothing at all"
+
+
+def test_memory_ids_are_opaque(system, tmp_path: Path) -> None:
+    """The store hands back exactly the ids it was given and ranks the same whatever they
+    look like (the two id schemes sort alike, so ties break alike)."""
+    plain = [f"zz-opaque-{i:02d}" for i in range(len(TEXTS))]
+    odd = [f"Ω {i:02d} / 'q\"; DROP TABLE memories; --" for i in range(len(TEXTS))]
+    a = build(system, tmp_path / "a", records(plain))
+    b = build(get_system(system.name), tmp_path / "b", records(odd))
+    by_text = {r.memory_id: r for r in records(plain)}
+    for hits_a, hits_b in zip(hits_of(a), hits_of(b), strict=True):
+        assert [plain.index(h.memory_id) for h in hits_a] == [odd.index(h.memory_id) for h in hits_b]
+        assert [h.score for h in hits_a] == [h.score for h in hits_b]
+        assert [h.identifier for h in hits_a] == [by_text[h.memory_id].identifier for h in hits_a]
+    if system.lexical:
+        for q in QUERIES:
+            _, matched = b.lexical_matches(q)
+            assert set(matched) <= set(odd)
+
+
+def test_attach_reopens_the_same_store(system, tmp_path: Path) -> None:
+    store = build(system, tmp_path / "s")
+    hits, digest = hits_of(store), store.digest()
+    store.close()
+    again = get_system(system.name).attach(tmp_path / "s")
+    assert again.count() == len(TEXTS)
+    assert again.digest() == digest
+    assert hits_of(again) == hits
+
+
+def test_digest_changes_when_a_record_is_missing(system, tmp_path: Path) -> None:
+    recs = records()
+    full = build(system, tmp_path / "full", recs)
+    shuffled = build(system, tmp_path / "shuffled", list(reversed(recs)))
+    missing = build(system, tmp_path / "missing", recs[:3] + recs[4:])
+    assert len(full.digest()) == 64
+    assert shuffled.digest() == full.digest()
+    assert missing.digest() != full.digest()
+
+
+def test_lexical_matches_when_the_system_has_them(system, tmp_path: Path) -> None:
+    if not system.lexical:
+        return
+    store = build(system, tmp_path / "s")
+    ids = {r.memory_id for r in records()}
+    matcher, matched = store.lexical_matches("database")
+    assert matcher and isinstance(matcher, str)
+    assert matched == sorted(matched) and set(matched) <= ids and matched
+    assert store.lexical_matches("zzzz qqqq")[1] == []
+
+
+def test_the_embedder_feeds_a_vector_cache(system, tmp_path: Path) -> None:
+    embedder = system.embedder
+    if embedder is None:
+        assert truncation_report(None, ["x"]) is None
+        return
+    assert embedder.identity() == get_system(system.name).embedder.identity()
+    texts = [t for _, t in TEXTS] + QUERIES
+    cache = dict(zip(texts, embedder.embed_texts(texts), strict=True))
+    assert len({len(v) for v in cache.values()}) == 1
+
+    def lookup(text: str):
+        if text not in cache:
+            raise MissingVector(f"no cached vector for {text!r}")
+        return cache[text]
+
+    plain = build(system, tmp_path / "plain")
+    cached = build(get_system(system.name), tmp_path / "cached", vectors=lookup)
+    assert hits_of(cached) == hits_of(plain)
+    with pytest.raises(MissingVector):
+        cached.search("a query nobody cached", TOP_K)
+    counts = embedder.token_counts([t for _, t in TEXTS])
+    assert len(counts) == len(TEXTS) and all(c > 0 for c in counts)
+    report = truncation_report(embedder, [t for _, t in TEXTS])
+    if embedder.max_tokens is None:
+        assert report is None
+    else:
+        assert report["texts"] == len(TEXTS) and report["texts_over_limit"] == 0
+
+
+def test_clone_path_round_trip_and_tamper_rejection(system, tmp_path: Path) -> None:
+    clone = system.clone
+    if clone is None:
+        assert "clone" not in capabilities(system)
+        return
+    store = build(system, tmp_path / "source")
+    info = clone.snapshot(store, tmp_path / "pkg")
+    assert isinstance(info, PackageInfo)
+    assert info.records == len(TEXTS) and info.size_bytes > 0
+    assert clone.verify(tmp_path / "pkg", tmp_path / "work") == len(TEXTS)
+    restored = clone.restore(tmp_path / "pkg", tmp_path / "clone")
+    assert restored.count() == len(TEXTS)
+    assert restored.digest() == store.digest()
+    assert hits_of(restored) == hits_of(store)
+
+    corruptions = clone.corruptions(tmp_path / "pkg", tmp_path / "corrupt")
+    names = [c.name for c in corruptions]
+    assert any(n.startswith("raw_byte") for n in names), names
+    assert any(n.startswith("stale_manifest") for n in names), names
+    assert len(set(names)) == len(names)
+    for c in corruptions:
+        assert c.package_dir.is_relative_to(tmp_path / "corrupt")
+        with pytest.raises(SnapshotRejected) as rejected:
+            clone.verify(c.package_dir, tmp_path / "verify" / c.package_dir.name)
+        assert rejected.value.reason, c.name
+        with pytest.raises(SnapshotRejected):
+            clone.restore(c.package_dir, tmp_path / "restore" / c.package_dir.name)
+    # the good package is untouched by making its corruptions
+    assert clone.verify(tmp_path / "pkg", tmp_path / "work2") == len(TEXTS)
