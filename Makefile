@@ -23,14 +23,11 @@ setup-semantic: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'torch==2.13.0'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,docs,semantic]'
 
+# The seven stages, one command each, in the order `recallbench stages` prints (its one
+# definition is recallbench.artifacts.STAGES), then the TREC export and the baseline gate.
 eval: $(STAMP)
-	$(RB) validate
-	$(RB) hydrate
-	$(RB) query
-	$(RB) snapshot-roundtrip
-	$(RB) score
-	$(RB) report
-	$(RB) decide
+	@set -e; for stage in $$($(BIN)/recallbench stages); do \
+	  echo "$(RB) $$stage"; $(RB) $$stage; done
 	$(RB) export-trec
 	$(RB) check-baseline
 	@echo "results: $(BUILD)/results.json  report: $(BUILD)/report.md  decision: $(BUILD)/decision.json"

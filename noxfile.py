@@ -5,7 +5,11 @@ import nox
 nox.options.sessions = ["lint", "tests", "docs"]
 nox.options.reuse_existing_virtualenvs = True
 
-STAGES = ["validate", "hydrate", "query", "snapshot-roundtrip", "score", "report", "decide"]
+
+def _stages(session: nox.Session) -> list[str]:
+    """The stage order, from its one definition (`recallbench stages`)."""
+    out = session.run("recallbench", "stages", silent=True)
+    return out.split() if isinstance(out, str) else []
 
 
 def _install(session: nox.Session) -> None:
@@ -42,7 +46,7 @@ def retrieval(session: nox.Session) -> None:
     the default options, which are what the committed baseline was made with.
     """
     _install(session)
-    for stage in STAGES:
+    for stage in _stages(session):
         session.run("recallbench", stage, *(session.posargs if stage == "query" else []))
     session.run("recallbench", "export-trec")
     if not session.posargs:
@@ -61,10 +65,21 @@ def baseline(session: nox.Session) -> None:
     )
 
 
+def _dataset(session: nox.Session, dataset: str, example: str) -> None:
+    if not session.posargs:
+        session.error(f"usage: nox -s {dataset} -- PATH/TO/{example} [options]")
+    _install(session)
+    data, *rest = session.posargs
+    session.run("python", "scripts/retrieval_eval.py", "--dataset", dataset, "--data", data, *rest)
+
+
 @nox.session
 def longmemeval(session: nox.Session) -> None:
-    """The LongMemEval lane on a data file: nox -s longmemeval -- FILE [options]."""
-    if not session.posargs:
-        session.error("usage: nox -s longmemeval -- PATH/TO/longmemeval_s.json [options]")
-    _install(session)
-    session.run("python", "scripts/retrieval_eval.py", "--longmemeval", *session.posargs)
+    """LongMemEval in process on a data file: nox -s longmemeval -- FILE [options]."""
+    _dataset(session, "longmemeval", "longmemeval_s_cleaned.json")
+
+
+@nox.session
+def locomo(session: nox.Session) -> None:
+    """LoCoMo in process on a data file: nox -s locomo -- FILE [options]."""
+    _dataset(session, "locomo", "locomo10.json")

@@ -11,8 +11,9 @@ import orjson
 import pytest
 from click.testing import CliRunner, Result
 
+from recallbench.artifacts import STAGES
 from recallbench.cli import main
-from recallbench.pipeline import LaneOutput, run_fixture_lane
+from recallbench.pipeline import Run, run_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "benchmarks" / "retrieval"
@@ -20,16 +21,9 @@ CORPUS = FIXTURES / "corpus.jsonl"
 QUERIES = FIXTURES / "queries.jsonl"
 BASELINE = FIXTURES / "baseline.json"
 
-#: the stage commands in pipeline order, each with the artifact file it writes
-STAGE_OUTPUTS: tuple[tuple[str, str], ...] = (
-    ("validate", "suite.json"),
-    ("hydrate", "hydrate.json"),
-    ("query", "runs.json"),
-    ("snapshot-roundtrip", "roundtrip.json"),
-    ("score", "scores.json"),
-    ("report", "results.json"),
-    ("decide", "decision.json"),
-)
+#: the stage commands in pipeline order, each with the artifact file it writes (one definition:
+#: recallbench.artifacts.STAGES)
+STAGE_OUTPUTS: tuple[tuple[str, str], ...] = tuple((s.command, s.file) for s in STAGES)
 
 
 def cli(build_dir: Path, *args: str | Path) -> Result:
@@ -71,7 +65,13 @@ def staged_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build
 
 
+def run_fixtures(work: Path, **kwargs) -> Run:
+    """The seven stages in process on the committed fixture suite (artifacts not written)."""
+    return run_pipeline("fixtures", {"corpus": CORPUS, "queries": QUERIES}, work, **kwargs)
+
+
 @pytest.fixture(scope="session")
-def lane(tmp_path_factory: pytest.TempPathFactory) -> LaneOutput:
-    """One in-process run of the whole fixture lane on the committed suite (read-only)."""
-    return run_fixture_lane(CORPUS, QUERIES, tmp_path_factory.mktemp("lane"))
+def lane(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """One in-process run of the whole fixture suite (read-only): `.result` is the result
+    document, `.envelopes` every artifact, `.markdown` the report."""
+    return run_fixtures(tmp_path_factory.mktemp("lane"))

@@ -133,7 +133,9 @@ def test_memory_ids_are_opaque(system, tmp_path: Path) -> None:
     b = build(get_system(system.name), tmp_path / "b", records(odd))
     by_text = {r.memory_id: r for r in records(plain)}
     for hits_a, hits_b in zip(hits_of(a), hits_of(b), strict=True):
-        assert [plain.index(h.memory_id) for h in hits_a] == [odd.index(h.memory_id) for h in hits_b]
+        assert [plain.index(h.memory_id) for h in hits_a] == [
+            odd.index(h.memory_id) for h in hits_b
+        ]
         assert [h.score for h in hits_a] == [h.score for h in hits_b]
         assert [h.identifier for h in hits_a] == [by_text[h.memory_id].identifier for h in hits_a]
     if system.lexical:

@@ -396,11 +396,12 @@ def summary_table(result: Mapping[str, Any]) -> str:
     """A compact table of the primary level's headline measures per category."""
     k = result["run"]["top_k"]
     primary = result["dataset"]["levels"][0]["name"]
-    names = [
-        m["name"]
-        for m in result["run"]["measures"]
-        if m["level"] == primary and m["k"] in (1, k) and not m["pooled"]
-    ][:4]
+    primary_measures = [
+        m for m in result["run"]["measures"] if m["level"] == primary and not m["pooled"]
+    ]
+    names = [m["name"] for m in primary_measures if m["k"] == 1 and m["name"].startswith("recall@")]
+    names += [m["name"] for m in primary_measures if m["k"] == k and m["name"] not in names]
+    names = names[:5]
     labels = result["dataset"]["category_labels"]
     categories = result["dataset"]["categories"]
     width = max(12, *(len(labels.get(c, c)) for c in categories))

@@ -1,0 +1,193 @@
+"""The system registry: built-in names, entry-point plugins (found, broken), the docs table."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recallbench.errors import RecallbenchError
+from recallbench.systems import DEFAULT_SYSTEM, get_system, registry
+from recallbench.systems.registry import (
+    BUILTIN,
+    GROUP,
+    core_system_names,
+    describe_systems,
+    system_names,
+    systems_table,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "systems.md"
+TABLE = re.compile(r"<!-- systems-table:start -->\n(.*?)<!-- systems-table:end -->", re.S)
+EXAMPLE_PLUGIN = ("lancedb", "lancedb-fts", "lancedb-vector")
+
+
+@pytest.fixture
+def entry_points(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Replace the installed entry points with the given ones (name -> 'module:attr')."""
+    plugin = tmp_path / "fake_rb_plugin.py"
+    plugin.write_text(
+        "from recallbench.systems.bm25 import BM25System\n"
+        "def good():\n"
+        "    '''A fake system for the registry test.\n\n    More text.'''\n"
+        "    system = BM25System('fake')\n"
+        "    system.description = 'BM25 under another name (test double)'\n"
+        "    return system\n"
+        "def misnamed():\n"
+        "    return BM25System('not-the-entry-point-name')\n"
+        "def raises():\n"
+        "    raise RuntimeError('the plugin could not start')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def install(points: dict[str, str]) -> None:
+        eps = [importlib.metadata.EntryPoint(n, v, GROUP) for n, v in points.items()]
+
+        def fake(**params):
+            assert params == {"group": GROUP}
+            return eps
+
+        monkeypatch.setattr(importlib.metadata, "entry_points", fake)
+        registry.clear_cache()
+
+    yield install
+    registry.clear_cache()
+
+
+def test_built_in_names_default_and_core() -> None:
+    names = system_names()
+    assert names[: len(BUILTIN)] == tuple(BUILTIN)
+    assert len(set(names)) == len(names)
+    assert DEFAULT_SYSTEM == "hotmem" and DEFAULT_SYSTEM in names
+    assert core_system_names() == ("hotmem", "hotmem-mmr", "bm25")
+    assert {"minilm", "hybrid-rrf", "hotmem-minilm"} <= set(names)
+
+
+def test_unknown_names_list_the_known_ones() -> None:
+    with pytest.raises(RecallbenchError, match=r"unknown system 'nope' \(known: hotmem, "):
+        get_system("nope")
+
+
+def test_describe_systems_rows() -> None:
+    rows = describe_systems()
+    assert [r["name"] for r in rows] == list(system_names())
+    for r in rows:
+        assert set(r) == {
+            "name",
+            "description",
+            "available",
+            "install_hint",
+            "capabilities",
+            "extra",
+            "source",
+        }
+        assert set(r["capabilities"]) <= {"clone", "embedder", "lexical"}
+        assert (r["install_hint"] is None) == r["available"]
+    builtin = {r["name"]: r for r in rows if r["source"] == "built-in"}
+    assert list(builtin) == list(BUILTIN)
+    assert builtin["bm25"]["capabilities"] == ["clone", "lexical"]
+    assert builtin["minilm"]["extra"] == "semantic"
+    assert "vipune" in builtin["hybrid-rrf"]["description"]
+    assert "not vipune" in builtin["hybrid-rrf"]["description"]
+
+
+def test_a_missing_extra_names_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(
+        registry.EXTRAS, "semantic", (("no_such_module_for_test",), "make setup-semantic")
+    )
+    with pytest.raises(RecallbenchError, match=r"system 'minilm' needs .*make setup-semantic"):
+        get_system("minilm")
+    row = next(r for r in describe_systems() if r["name"] == "hybrid-rrf")
+    assert row["available"] is False
+    assert (
+        "`semantic` extra" in row["install_hint"] and "make setup-semantic" in row["install_hint"]
+    )
+    assert get_system("bm25").name == "bm25"  # the core is unaffected
+
+
+def test_a_plugin_entry_point_is_found(entry_points) -> None:
+    entry_points({"fake": "fake_rb_plugin:good"})
+    assert system_names() == (*BUILTIN, "fake")
+    system = get_system("fake")
+    assert system.name == "fake"
+    row = describe_systems()[-1]
+    assert row == {
+        "name": "fake",
+        "description": "BM25 under another name (test double)",
+        "available": True,
+        "install_hint": None,
+        "capabilities": ["clone", "lexical"],
+        "extra": None,
+        "source": "entry point fake_rb_plugin:good",
+    }
+
+
+def test_a_broken_plugin_is_listed_unavailable_and_breaks_nothing(entry_points) -> None:
+    entry_points(
+        {
+            "gone": "no_such_module_xyz:make",
+            "crashes": "fake_rb_plugin:raises",
+            "misnamed": "fake_rb_plugin:misnamed",
+            "bm25": "fake_rb_plugin:good",  # cannot take a built-in name
+            "fake": "fake_rb_plugin:good",
+        }
+    )
+    assert system_names() == (*BUILTIN, "crashes", "fake", "gone", "misnamed")
+    rows = {r["name"]: r for r in describe_systems()}
+    assert rows["fake"]["available"] is True
+    assert rows["bm25"]["source"] == "built-in"
+    for name, needle in [
+        ("gone", "ModuleNotFoundError"),
+        ("crashes", "RuntimeError: the plugin could not start"),
+        ("misnamed", "returned a system named 'not-the-entry-point-name'"),
+    ]:
+        assert rows[name]["available"] is False
+        assert needle in rows[name]["install_hint"]
+        with pytest.raises(RecallbenchError, match=f"system '{name}'"):
+            get_system(name)
+    assert get_system("bm25").name == "bm25"
+
+
+def test_register_refuses_a_name_not_listed() -> None:
+    with pytest.raises(RecallbenchError, match="not listed"):
+        registry.register("unlisted", description="x")
+
+
+def test_importing_the_registry_imports_no_system() -> None:
+    code = (
+        "import sys\n"
+        "from recallbench.systems import system_names, core_system_names, DEFAULT_SYSTEM\n"
+        "system_names(); core_system_names()\n"
+        "heavy = [m for m in ('hotmem', 'bm25s', 'scipy', 'torch', 'lancedb', 'numpy')\n"
+        "         if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == ""
+
+
+def test_the_example_plugin_is_installed() -> None:
+    """CI installs examples/plugin-system, so the contract test covers a real plugin."""
+    missing = [n for n in EXAMPLE_PLUGIN if n not in system_names()]
+    assert not missing, (
+        f"{missing} not registered: install the example plugin first: "
+        "`.venv/bin/pip install -e examples/plugin-system`"
+    )
+    rows = {r["name"]: r for r in describe_systems()}
+    assert rows["lancedb"]["source"].startswith("recallbench-lancedb ")
+
+
+def test_the_docs_table_matches_the_registry() -> None:
+    block = TABLE.search(DOCS.read_text())
+    assert block, f"{DOCS} has no systems-table block"
+    expected = systems_table([r for r in describe_systems() if r["source"] == "built-in"])
+    assert block.group(1) == expected, (
+        "docs/systems.md disagrees with the registry; the table should read:\n" + expected
+    )
