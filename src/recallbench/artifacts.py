@@ -231,3 +231,23 @@ def require_made_from(env: Mapping[str, Any], *upstreams: Mapping[str, Any]) -> 
                 f"{ARTIFACTS[kind][0]} is stale (made from another {ARTIFACTS[up_kind][0]}); "
                 f"run `{ARTIFACTS[kind][1]}` again"
             )
+
+
+def require_current(build_dir: Path, env: Mapping[str, Any]) -> None:
+    """Refuse `env` unless every artifact it was made from, and everything those were made
+    from, is still the one in `build_dir` (a rerun upstream stage makes it stale)."""
+    seen: set[str] = set()
+    pending = [env]
+    while pending:
+        current = pending.pop()
+        for kind, fp in current.get("inputs", {}).items():
+            if kind not in ARTIFACTS or kind in seen:
+                continue
+            upstream = read_artifact(build_dir, kind)
+            if upstream["fingerprint"] != fp:
+                raise ArtifactError(
+                    f"{ARTIFACTS[current['artifact']][0]} is stale (made from another "
+                    f"{ARTIFACTS[kind][0]}); run `{ARTIFACTS[current['artifact']][1]}` again"
+                )
+            seen.add(kind)
+            pending.append(upstream)

@@ -97,6 +97,14 @@ class Context:
 
         return read_artifact(self.build_dir, kind)
 
+    def read_current(self, kind: str) -> dict[str, Any]:
+        """Read artifact `kind`, refusing it when anything upstream was remade since."""
+        from recallbench.artifacts import require_current
+
+        env = self.read(kind)
+        require_current(self.build_dir, env)
+        return env
+
     def publish(self, files: Mapping[Path, bytes]) -> None:
         from recallbench.artifacts import publish
 
@@ -301,7 +309,7 @@ def query_cmd(
     k = _top_k(top_k, suite["data"]["dataset"])
     env, timing = run_query(
         suite,
-        ctx.read("hydrate"),
+        ctx.read_current("hydrate"),
         ctx.build_dir,
         top_k=k,
         repeat=repeat,
@@ -335,7 +343,7 @@ def roundtrip_cmd(
     env, timing = run_roundtrip(
         ctx.read("suite"),
         ctx.read("hydrate"),
-        ctx.read("runs"),
+        ctx.read_current("runs"),
         ctx.build_dir,
         sample=sample,
         execution=_execution(executor, workers, ray_address, cache),
@@ -363,7 +371,7 @@ def score_cmd(ctx: Context) -> None:
     """Compute every measure per query, per category and overall (scores.json)."""
     from recallbench.stages.score import run_score
 
-    env = run_score(ctx.read("suite"), ctx.read("runs"), ctx.read("roundtrip"))
+    env = run_score(ctx.read("suite"), ctx.read("runs"), ctx.read_current("roundtrip"))
     path = ctx.write(env)
     overall = env["data"]["overall"]
     shown = [m["name"] for m in env["data"]["measures"] if not m["pooled"]][:4]
@@ -382,7 +390,8 @@ def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> N
     from recallbench.artifacts import artifact_path, dumps
     from recallbench.stages.report import run_report, timings_for
 
-    envs = [ctx.read(k) for k in ("suite", "hydrate", "runs", "roundtrip", "scores")]
+    envs = [ctx.read(k) for k in ("suite", "hydrate", "runs", "roundtrip")]
+    envs.append(ctx.read_current("scores"))
     env, markdown = run_report(*envs, timings=timings_for(ctx.build_dir, *envs))
     output = output or artifact_path(ctx.build_dir, "results")
     report_path = report_path or ctx.build_dir / "report.md"
@@ -428,9 +437,12 @@ def summary_table(result: Mapping[str, Any]) -> str:
 @pass_ctx
 def decide_cmd(ctx: Context) -> None:
     """Apply the dataset's decision rules; print the recommendation (decision.json)."""
+    from recallbench.artifacts import require_current
     from recallbench.stages.decide import headline, run_decide
 
-    env = run_decide(ctx.read("suite"), ctx.read("scores"))
+    scores = ctx.read("scores")
+    require_current(ctx.build_dir, scores)
+    env = run_decide(ctx.read("suite"), scores)
     path = ctx.write(env)
     ctx.say(f"wrote {path}")
     click.echo(headline(env["data"]))
@@ -471,12 +483,12 @@ def prep_cmd(ctx: Context, cache: Path, system: str, workers: int) -> None:
 @pass_ctx
 def check_baseline_cmd(ctx: Context, baseline: Path, result_path: Path | None) -> None:
     """Compare the result with the committed baseline (exit 3 on any difference)."""
-    from recallbench.artifacts import load_envelope, require_made_from
+    from recallbench.artifacts import load_envelope, require_current
     from recallbench.baseline import gate
 
     if result_path is None:
         result = ctx.read("results")
-        require_made_from(result, ctx.read("scores"))
+        require_current(ctx.build_dir, result)
     else:
         result = load_envelope(result_path, "results", "recallbench report")
     gate(baseline, result["data"])
@@ -488,11 +500,11 @@ def check_baseline_cmd(ctx: Context, baseline: Path, result_path: Path | None) -
 @pass_ctx
 def export_trec_cmd(ctx: Context, tag: str | None) -> None:
     """Write BUILD/run.trec and BUILD/qrels.trec (primary level) for trec_eval."""
-    from recallbench.artifacts import require_made_from
+    from recallbench.artifacts import require_current
     from recallbench.trec import trec_files
 
     suite_env, runs_env = ctx.read("suite"), ctx.read("runs")
-    require_made_from(runs_env, suite_env)
+    require_current(ctx.build_dir, runs_env)
     level = suite_env["data"]["levels"][0]["name"]
     run_path, qrels_path = ctx.build_dir / "run.trec", ctx.build_dir / "qrels.trec"
     ctx.publish(

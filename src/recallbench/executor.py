@@ -33,7 +33,7 @@ Engines (``kind``):
     `RayExecutor`: ``workers`` Ray actors, on a local Ray started for the run or on the
     cluster at ``ray_address``. Needs the optional extra ``pip install -e '.[ray]'``.
 
-Exit behaviour:
+Start and exit behaviour:
 
 * Normal exit of the ``with`` block: workers finish, run ``finalizer()`` once each (the
   serial engine runs it in-process), and are shut down. A Ray started by the executor is
@@ -45,15 +45,20 @@ Exit behaviour:
   cancelled, local workers are terminated (they ignore SIGINT themselves, so a Ctrl-C
   prints one traceback, the parent's), Ray actors are killed, nothing waits on a running
   task, and `KeyboardInterrupt` is re-raised. Finalizers do not run on this path.
+* Entering: the local pool starts all its workers in ``__enter__`` and the Ray engine
+  all its actors, so an initializer's failure is raised there (the serial engine runs the
+  initializer there too). Enter the executor from a thread that outlives it (normally the
+  main thread): on Linux a worker is killed when the thread that started it exits.
 * The parent killed with SIGKILL: each local worker process has
   ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (Linux) and a watchdog thread that exits the
   worker within 0.5 s of its parent changing (any POSIX system), so no worker outlives
   the parent. The multiprocessing resource tracker the pool started then exits by itself:
   it reads a pipe whose write ends only the parent and the workers hold, and it stops at
   end-of-file (unlinking any leaked semaphores). A local Ray started by ``ray.init``
-  shares the parent's fate the same way (its GCS and raylet are started with
-  PR_SET_PDEATHSIG, and workers exit when their raylet goes); a remote cluster's
-  actors are reclaimed by the cluster when the driver's job dies.
+  mostly shares the parent's fate: its GCS server and raylet are started with
+  PR_SET_PDEATHSIG, the actors exit within ~3 s of their raylet, and Ray's dashboard and
+  runtime-env agents linger ~1 minute before giving up (observed with Ray 2.60; only the
+  local engine is tested). A remote cluster kills the actors when the driver's job dies.
 """
 
 from __future__ import annotations
@@ -228,6 +233,10 @@ def _init_process_worker(
             _INIT_ERROR = exc
 
 
+def _ready(_: object) -> int:
+    return os.getpid()
+
+
 def _run_in_process_worker(fn: Callable[[T], R], item: T) -> R:
     if _INIT_ERROR is not None:
         raise _INIT_ERROR
@@ -258,12 +267,25 @@ class ProcessExecutor:
     def __enter__(self) -> ProcessExecutor:
         # spawn: workers start clean (no copy of the parent's parsed data, no inherited
         # threads or SQLite handles), so their memory is only what their items need.
-        self._pool = ProcessPoolExecutor(
+        pool = ProcessPoolExecutor(
             max_workers=self.workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_init_process_worker,
             initargs=(os.getpid(), self._initializer, self._initargs, self._finalizer),
         )
+        try:
+            # Start every worker now, from this thread: the pool spawns a process per
+            # submit while none is idle, and PR_SET_PDEATHSIG ties a worker to the thread
+            # that spawned it. An initializer's failure is raised here, as with Ray.
+            started = [
+                pool.submit(_run_in_process_worker, _ready, None) for _ in range(self.workers)
+            ]
+            for future in started:
+                future.result()
+        except BaseException:
+            _kill_pool(pool)
+            raise
+        self._pool = pool
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:

@@ -116,3 +116,29 @@ def _first_duplicate(root: Any) -> DuplicateKey:
             continue
         stack.extend(reversed(children))
     raise AssertionError("a duplicate key was seen but not found again")  # pragma: no cover
+
+
+class StrictObject(dict):
+    """A dict that notes a key it already holds: ijson's `map_type` for streamed records.
+
+    ijson's C backend cannot carry an exception out of `map_type`, so a repeated key is
+    recorded in `StrictObject.repeated` (the later value is kept meanwhile); the reader
+    checks `take_repeated()` after each record and refuses it.
+    """
+
+    __slots__ = ()
+    repeated: list[str] = []
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key in self:
+            StrictObject.repeated.append(key)
+        dict.__setitem__(self, key, value)
+
+    @classmethod
+    def take_repeated(cls) -> str | None:
+        """The first repeated key since the last call (and forget them all), or None."""
+        if not cls.repeated:
+            return None
+        first = cls.repeated[0]
+        cls.repeated.clear()
+        return first

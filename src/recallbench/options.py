@@ -51,7 +51,7 @@ class SystemChoice(click.Choice):
     def choices(self, value: Any) -> None:
         pass
 
-    def get_metavar(self, param: click.Parameter, *args: Any) -> str:
+    def get_metavar(self, param: click.Parameter, *args: Any, **kwargs: Any) -> str:
         return "SYSTEM"
 
 

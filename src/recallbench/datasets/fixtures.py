@@ -19,9 +19,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from recallbench.errors import ValidationFailed
+from recallbench.ids import id_problem
+from recallbench.jsonstrict import loads_object
 from recallbench.model import MAX_GRADE, RELEVANT_GRADE, Drop, Level, Memory, Query, Scope
 
 NAME = "fixtures"
@@ -64,7 +64,7 @@ _TYPE_NAMES = {
 
 def iter_jsonl(path: Path, raw: bytes, problems: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, object) for each valid JSON-object line of `raw` (the bytes of
-    `path`); record problems otherwise."""
+    `path`); record problems otherwise (a duplicate key included, see `jsonstrict`)."""
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()  # the newline that ends the last line
@@ -82,12 +82,11 @@ def iter_jsonl(path: Path, raw: bytes, problems: list[str]) -> Iterator[tuple[in
             problems.append(f"{where}: blank line")
             continue
         try:
-            obj = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            problems.append(f"{where}: invalid JSON ({exc.msg})")
-            continue
-        if not isinstance(obj, dict):
-            problems.append(f"{where}: expected a JSON object, got {type(obj).__name__}")
+            # strict: a repeated key is a problem, not "the last one wins"; a non-object
+            # line is refused with what it is ("expected a JSON object, got an array")
+            obj = loads_object(text)
+        except ValueError as exc:  # DuplicateKey names the key and its JSON path
+            problems.append(f"{where}: {exc}")
             continue
         yield number, obj
 
@@ -118,12 +117,12 @@ def _check_fields(
 
 
 def _id_problems(value: str, name: str, where: str) -> list[str]:
-    """Ids go into TREC run/qrels files: no whitespace, no leading '#'."""
-    if value.strip() and any(ch.isspace() for ch in value):
-        return [f"{where}: field '{name}' {value!r} contains whitespace"]
-    if value.startswith("#"):
-        return [f"{where}: field '{name}' {value!r} starts with '#'"]
-    return []
+    """Ids follow the id grammar (`recallbench.ids`): they go into TREC run/qrels files and
+    Markdown tables. An empty id is reported as an empty field, not here."""
+    if not value.strip():
+        return []
+    problem = id_problem(value)
+    return [f"{where}: field '{name}' {value!r} {problem}"] if problem else []
 
 
 def read_corpus(path: Path, raw: bytes, problems: list[str]) -> list[tuple[int, Memory]]:
@@ -361,6 +360,7 @@ class FixtureSource:
         "these queries, not about every workload.",
     )
     decide = staticmethod(decide)
+    strict_keys = True  # the JSONL reader always refuses repeated keys
 
     def __init__(self, corpus: Path, queries: Path) -> None:
         self.corpus, self.queries = Path(corpus), Path(queries)

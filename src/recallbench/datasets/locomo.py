@@ -57,9 +57,7 @@ sample id and the field, e.g.::
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +67,7 @@ import ijson
 import orjson
 
 from recallbench.errors import RecallbenchError
+from recallbench.jsonstrict import StrictObject
 from recallbench.measures import conversational_measures
 from recallbench.model import Drop, Level, Memory, Query, Scope
 
@@ -462,14 +461,10 @@ class LoCoMoSource:
         if unit not in UNITS:
             raise RecallbenchError(f"--unit must be one of {', '.join(UNITS)}, not {unit!r}")
         self.path = Path(path)
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            raise RecallbenchError(f"{self.path}: no such file") from None
-        if not stat.S_ISREG(st.st_mode):
-            raise RecallbenchError(f"{self.path}: not a regular file")
+        from recallbench.inputs import check_regular_file, input_limit
+
         self.unit = unit
-        self.size_bytes = st.st_size
+        self.size_bytes = check_regular_file(self.path, "LoCoMo file", input_limit("data"))
         self.options: dict[str, Any] = {"unit": unit}
         session_level = Level("session", "", "a LoCoMo session (D<N>)")
         if unit == "session":
@@ -480,6 +475,12 @@ class LoCoMoSource:
         self._counts = _Counts()
 
     # -- the stream ----------------------------------------------------------------------
+    #: refuse an object that repeats a key (validate sets it; later passes skip the cost)
+    strict_keys = False
+
+    def _map_type(self) -> dict[str, Any]:
+        return {"map_type": StrictObject} if self.strict_keys else {}
+
     def samples(self, progress: Callable[[int], Any] | None = None) -> Iterator[Sample]:
         """Every sample, checked, in file order; sets `sha256` when exhausted."""
         first = _first_byte(self.path)
@@ -496,6 +497,14 @@ class LoCoMoSource:
                 for index, raw in enumerate(  # noqa: B007 - index is reported on errors
                     _ijson_backend.items(reader, "item", use_float=True, buf_size=READ_CHUNK)
                 ):
+                    repeated = StrictObject.take_repeated() if self.strict_keys else None
+                    if repeated is not None:
+                        raise _fail(
+                            self.path,
+                            index,
+                            raw.get("sample_id"),
+                            f"an object repeats the key {repeated!r}",
+                        )
                     sample = check_sample(raw, index, self.path)
                     if sample.sample_id in seen:
                         raise _fail(

@@ -71,6 +71,7 @@ def run_validate(
 ) -> dict[str, Any]:
     """Stream the dataset once; return the `suite` envelope (or raise on bad input)."""
     source = open_source(dataset, paths, options)
+    source.strict_keys = True  # a repeated key in one object is an error, not last-wins
     levels = [level.name for level in source.levels]
     raw: Counter[str] = Counter()
     scored: Counter[str] = Counter()

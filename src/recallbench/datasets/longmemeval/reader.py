@@ -27,6 +27,7 @@ import ijson
 import orjson
 
 from recallbench.errors import RecallbenchError
+from recallbench.jsonstrict import StrictObject
 
 try:  # the C backend is ~10x faster; fall back to whatever ijson picked
     import ijson.backends.yajl2_c as _ijson_backend
@@ -197,7 +198,7 @@ def check_record(raw: Any, index: int, path: Path) -> Instance:
         turns = []
         for t, turn in enumerate(session):
             # fast path: a well-formed turn; anything else is diagnosed by _turn_problem
-            if type(turn) is dict:
+            if isinstance(turn, dict):
                 role = turn.get("role")
                 content = turn.get("content")
                 has_answer = turn.get("has_answer")
@@ -248,12 +249,19 @@ class DataFile:
     """A LongMemEval file on disk, read as a stream."""
 
     def __init__(self, path: Path) -> None:
+        from recallbench.inputs import check_regular_file, input_limit
+
         self.path = Path(path)
-        if not self.path.is_file():
-            raise RecallbenchError(f"{self.path}: no such file")
-        self.size = self.path.stat().st_size
+        self.size = check_regular_file(self.path, "LongMemEval file", input_limit("data"))
         self.sha256: str | None = None
         self.records = 0
+
+    #: refuse an object that repeats a key (validate sets it; later passes read the same
+    #: bytes, checked by sha256, and skip the cost)
+    strict_keys = False
+
+    def _map_type(self) -> dict[str, Any]:
+        return {"map_type": StrictObject} if self.strict_keys else {}
 
     def instances(self, progress: Callable[[int], Any] | None = None) -> Iterator[Instance]:
         """Yield every record, checked, in file order; set `sha256` when exhausted.
@@ -271,8 +279,18 @@ class DataFile:
             reader = _HashingReader(handle, progress)
             try:
                 for index, raw in enumerate(  # noqa: B007 - index is reported on errors
-                    _ijson_backend.items(reader, "item", use_float=True, buf_size=READ_CHUNK)
+                    _ijson_backend.items(
+                        reader, "item", use_float=True, buf_size=READ_CHUNK, **self._map_type()
+                    )
                 ):
+                    repeated = StrictObject.take_repeated() if self.strict_keys else None
+                    if repeated is not None:
+                        raise _fail(
+                            self.path,
+                            index,
+                            raw.get("question_id"),
+                            f"an object repeats the key {repeated!r}",
+                        )
                     yield check_record(raw, index, self.path)
             except ijson.JSONError as exc:
                 where = f"after record[{index}]" if index >= 0 else "before the first record"
@@ -415,6 +433,14 @@ class LongMemEvalSource:
     @property
     def category_labels(self) -> dict[str, str]:
         return {t: t for t in self.categories}
+
+    @property
+    def strict_keys(self) -> bool:
+        return self.file.strict_keys
+
+    @strict_keys.setter
+    def strict_keys(self, value: bool) -> None:
+        self.file.strict_keys = value
 
     def stream(self, progress: Callable[[int], Any] | None = None) -> Iterator[Any]:
         from collections import Counter
