@@ -1,4 +1,6 @@
-"""The decision rules on hand-made score dicts: each rule, its boundary, and the rule order."""
+"""The decision rules on hand-made score dicts: each rule, its boundary, and the rule order
+(the fixture suite's HotMem rules); then the generic decide stage, which applies a dataset's
+rules or says plainly that the dataset has none."""
 
 from __future__ import annotations
 
@@ -7,8 +9,13 @@ from typing import Any
 
 import pytest
 
-from recallbench.artifacts import envelope
-from recallbench.stages.decide import ACTIONS, GUARDRAILS, decide, run_decide
+from recallbench.artifacts import envelope, inputs_of
+from recallbench.datasets import fixtures
+from recallbench.datasets.base import dataset_policy
+from recallbench.datasets.fixture_rules import ACTIONS, GUARDRAILS, decide
+from recallbench.errors import ArtifactError
+from recallbench.pipeline import Run
+from recallbench.stages import decide as decide_stage
 
 FORBIDDEN = re.compile(
     r"entit|hosted|learned|cross-encoder|\bLLM\b|Cohere|OpenAI|Voyage|Anthropic", re.IGNORECASE
@@ -235,9 +242,75 @@ def test_decide_is_deterministic_and_does_not_modify_its_input() -> None:
     assert repr(data) == frozen
 
 
-def test_run_decide_wraps_the_decision_with_the_scores_fingerprint() -> None:
-    scores_env = envelope("scores", scores(paraphrase=0.5), {})
-    env = run_decide(scores_env)
+def test_the_decision_names_its_policy_and_cutoff() -> None:
+    d = decide(scores(k=3))
+    assert d["policy"] == "hotmem-fixture-rules"
+    assert d["top_k"] == 3
+    assert [r["action"] for r in d["rules"]] == list(ACTIONS)
+
+
+# --- the generic decide stage ----------------------------------------------------------------
+
+
+def suite_data(dataset: str) -> dict[str, Any]:
+    """The one field of a `suite` artifact's data that decide() reads."""
+    return {"dataset": dataset}
+
+
+def test_the_fixture_suite_carries_the_hotmem_rules() -> None:
+    assert dataset_policy("fixtures") is fixtures.decide
+    for data in (scores(), scores(equivalence=0.1), scores(paraphrase=0.0), scores(dup=0.9)):
+        assert decide_stage.decide(suite_data("fixtures"), data) == decide(data)
+
+
+@pytest.mark.parametrize("dataset", ["longmemeval", "locomo"])
+def test_a_dataset_without_rules_gets_a_plain_statement(dataset: str) -> None:
+    assert dataset_policy(dataset) is None
+    # scores that would fire rule 1 under the fixture rules: no rule applies here
+    d = decide_stage.decide(suite_data(dataset), scores(equivalence=0.1, k=10))
+    assert d == {
+        "policy": None,
+        "rule": None,
+        "action": None,
+        "recommendation": f"no decision rules: the {dataset} dataset defines none; "
+        "read the metrics",
+        "evidence": {},
+        "top_k": 10,
+        "rules": [],
+        "guardrails": [],
+    }
+    assert decide_stage.headline(d) == f"no rule: {d['recommendation']}"
+
+
+def test_headline_names_the_fired_rule() -> None:
+    d = decide_stage.decide(suite_data("fixtures"), scores(paraphrase=0.5))
+    assert decide_stage.headline(d) == f"rule 2: {ACTIONS['semantic_embeddings']}"
+
+
+def test_run_decide_wraps_the_decision_with_its_inputs_fingerprints() -> None:
+    suite_env = envelope("suite", suite_data("fixtures"), {})
+    scores_env = envelope("scores", scores(paraphrase=0.5), inputs_of(suite_env))
+    env = decide_stage.run_decide(suite_env, scores_env)
     assert env["artifact"] == "decision"
-    assert env["inputs"] == {"scores": scores_env["fingerprint"]}
+    assert env["inputs"] == {
+        "suite": suite_env["fingerprint"],
+        "scores": scores_env["fingerprint"],
+    }
     assert env["data"]["rule"] == 2
+    assert env["data"] == decide(scores(paraphrase=0.5))
+
+
+def test_run_decide_refuses_scores_made_from_another_suite() -> None:
+    suite_env = envelope("suite", suite_data("fixtures"), {})
+    other = envelope("suite", suite_data("locomo"), {})
+    scores_env = envelope("scores", scores(), inputs_of(other))
+    with pytest.raises(ArtifactError, match=r"scores\.json is stale.*recallbench score"):
+        decide_stage.run_decide(suite_env, scores_env)
+
+
+def test_the_lane_decision_is_the_result_decision(lane: Run) -> None:
+    decision = lane.envelopes["decision"]
+    assert decision["data"] == lane.result["decision"]
+    assert decision["inputs"] == inputs_of(lane.envelopes["suite"], lane.envelopes["scores"])
+    assert decision["data"] == decide(lane.envelopes["scores"]["data"])
+    assert decision["data"]["rule"] == 2

@@ -1,38 +1,78 @@
-"""Vector cache: exact scores vs inline embedding, no embedding on a cached run, mismatches."""
+"""The vector cache on LongMemEval data: exact scores vs inline embedding, no embedding on a
+cached query, one-line refusals of a cache made for another embedder, file or reader
+options, damaged files, and MissingVector."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
+from click.testing import CliRunner, Result
 
 from recallbench.artifacts import dumps, file_sha256
-from recallbench.errors import RecallbenchError
-from recallbench.longmemeval import stages
-from recallbench.longmemeval.cache import KEYS, MANIFEST, VECTORS, VectorCache, text_key
-from recallbench.longmemeval.generator import generate
+from recallbench.cache import KEYS, MANIFEST, VECTORS, VectorCache, text_key
+from recallbench.cli import main
+from recallbench.datasets.longmemeval.generator import generate
+from recallbench.datasets.longmemeval.reader import open_source
+from recallbench.model import Scope
 from recallbench.systems.base import MissingVector
 
 
+def cli(build: Path, *args: str | Path) -> Result:
+    """`recallbench --build-dir BUILD ARGS...` in process."""
+    return CliRunner().invoke(main, ["--build-dir", str(build), *map(str, args)])
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result
+
+
+def one_line_error(result: Result, command: str) -> str:
+    """The single stderr line of a failed command (exit 1, no traceback)."""
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"recallbench {command}: error: ")
+    return lines[0]
+
+
+def validate(build: Path, data: Path, *options: str) -> None:
+    ok(cli(build, "validate", "--dataset", "longmemeval", "--data", data, *options))
+
+
+def runs_data(build: Path) -> dict[str, Any]:
+    return orjson.loads((build / "runs.json").read_bytes())["data"]
+
+
+def cached_query(build: Path, cache: Path, *extra: str) -> Result:
+    """hydrate (transient stores) and query with HotMem and the cache; query's result."""
+    ok(cli(build, "hydrate", "--system", "hotmem"))
+    return cli(build, "query", "--cache", cache, *extra)
+
+
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("lme-cache")
     data = root / "d.json"
-    generate(data, shape="s", questions=16, seed=9, sessions_per_question=8, session_chars=250)
-    build = root / "build"
-    stages.validate(data, build_dir=build, quiet=True)
-    cache = root / "cache"
-    out = stages.prep(data, cache_dir=cache, build_dir=build, quiet=True)
-    inline = stages.run(data, build_dir=build, quiet=True)
+    generate(data, shape="s", questions=12, seed=1, sessions_per_question=8, session_chars=300)
+    build, cache = root / "build", root / "cache"
+    validate(build, data)
+    prep = ok(cli(build, "prep", "--cache", cache, "--system", "hotmem"))
+    ok(cli(build, "hydrate", "--system", "hotmem"))
+    ok(cli(build, "query"))
     return {
         "root": root,
         "data": data,
-        "build": build,
+        "suite": orjson.loads((build / "suite.json").read_bytes()),
         "cache": cache,
-        "prep": out,
-        "inline": inline,
+        "prep_output": prep.stderr,
+        "manifest": orjson.loads((cache / MANIFEST).read_bytes()),
+        "inline": runs_data(build),
     }
 
 
@@ -42,27 +82,42 @@ def _copy_cache(setup: dict, tmp_path: Path) -> Path:
     return target
 
 
+def _edit_manifest(cache: Path, **changes: Any) -> None:
+    manifest = orjson.loads((cache / MANIFEST).read_bytes())
+    manifest.update(changes)
+    (cache / MANIFEST).write_bytes(dumps(manifest))
+
+
 def test_prep_embeds_each_distinct_text_once(setup: dict) -> None:
-    manifest = setup["prep"]["manifest"]
-    texts = manifest["texts"]
-    assert manifest["count"] == texts["distinct_session_texts"] + texts["distinct_question_texts"]
-    assert texts["session_texts_seen"] > texts["distinct_session_texts"]  # the shared pool
+    manifest = setup["manifest"]
+    texts = set()
+    seen = 0
+    for _, scope in scopes_of(setup["suite"]):
+        scope_texts = [q.text for q in scope.queries] + [m.text for m in scope.memories]
+        seen += len(scope_texts)
+        texts.update(scope_texts)
+    assert manifest["count"] == len(texts) == manifest["texts"]["distinct"]
+    assert manifest["texts"]["seen"] == seen > len(texts)  # the shared filler pool
     assert manifest["embedder_identity"] == "hotmem-hash-v1@64"
-    assert manifest["session_text"] == "user"
-    assert manifest["data_file"]["sha256"] == file_sha256(setup["data"])
+    assert manifest["system"] == "hotmem"
+    assert manifest["source"] == cache_source(setup["suite"])
+    assert manifest["source"] == {
+        "dataset": "longmemeval",
+        "files": [{"role": "data", "sha256": file_sha256(setup["data"])}],
+        "options": {"session_text": "user", "unit": "session"},
+    }
     assert (setup["cache"] / KEYS).stat().st_size == manifest["count"] * 32
     assert (setup["cache"] / VECTORS).stat().st_size == manifest["count"] * 64 * 4
+    assert "timing" not in orjson.loads((setup["cache"] / MANIFEST).read_bytes())
 
 
 def test_cached_scores_equal_inline_scores_exactly(setup: dict, tmp_path: Path) -> None:
-    build = tmp_path / "b"
-    shutil.copytree(setup["build"] / "longmemeval", build / "longmemeval")
-    cached = stages.run(setup["data"], build_dir=build, cache_dir=setup["cache"], quiet=True)
-    assert cached["data"]["vectors"] == "cache" and setup["inline"]["data"]["vectors"] == "inline"
-    assert cached["data"]["questions"] == setup["inline"]["data"]["questions"]
+    cached = query(setup["suite"], tmp_path, cache=setup["cache"])
+    assert cached["data"] == setup["inline"]["data"]
+    assert len(cached["data"]["queries"]) == 11
 
 
-def test_cached_run_computes_no_embedding(
+def test_cached_query_computes_no_embedding(
     setup: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import hotmem.embed
@@ -71,23 +126,18 @@ def test_cached_run_computes_no_embedding(
         raise AssertionError("embedded a text during a cached run")
 
     monkeypatch.setattr(hotmem.embed.HashEmbedder, "embed", refuse)
-    build = tmp_path / "b"
-    shutil.copytree(setup["build"] / "longmemeval", build / "longmemeval")
-    env = stages.run(
-        setup["data"], build_dir=build, cache_dir=setup["cache"], workers=1, quiet=True
-    )
-    assert len(env["data"]["questions"]) == 15
+    runs = query(setup["suite"], tmp_path / "a", cache=setup["cache"])
+    assert len(runs["data"]["queries"]) == 11
     with pytest.raises(AssertionError, match="embedded a text"):
-        stages.run(setup["data"], build_dir=build, workers=1, quiet=True)
+        query(setup["suite"], tmp_path / "b")
 
 
 def test_lookup_hit_and_miss(setup: dict) -> None:
-    manifest = setup["prep"]["manifest"]
+    manifest = setup["manifest"]
     cache = VectorCache.open(
         setup["cache"],
         embedder_identity=manifest["embedder_identity"],
-        data_sha256=manifest["data_file"]["sha256"],
-        session_text="user",
+        source=manifest["source"],
     )
     try:
         question = orjson.loads(setup["data"].read_bytes())[0]["question"]
@@ -99,43 +149,40 @@ def test_lookup_hit_and_miss(setup: dict) -> None:
         cache.close()
 
 
-def _run(setup: dict, tmp_path: Path, cache: Path, **kw) -> dict:
-    build = tmp_path / "b"
-    if not build.exists():
-        shutil.copytree(setup["build"] / "longmemeval", build / "longmemeval")
-    return stages.run(setup["data"], build_dir=build, cache_dir=cache, quiet=True, **kw)
-
-
 def test_missing_cache(setup: dict, tmp_path: Path) -> None:
     with pytest.raises(RecallbenchError, match="no vector cache here"):
-        _run(setup, tmp_path, tmp_path / "nothing")
+        query(setup["suite"], tmp_path, cache=tmp_path / "nothing")
 
 
-def test_session_text_mismatch(setup: dict, tmp_path: Path) -> None:
-    with pytest.raises(
-        RecallbenchError, match="made for --session-text user, this run uses --session-text all"
-    ):
-        _run(setup, tmp_path, setup["cache"], session_text="all")
-
-
-def _edit_manifest(cache: Path, **changes) -> None:
-    manifest = orjson.loads((cache / MANIFEST).read_bytes())
-    manifest.update(changes)
-    (cache / MANIFEST).write_bytes(dumps(manifest))
+@pytest.mark.parametrize(
+    ("options", "made_with"),
+    [
+        ({"unit": "turn"}, "'unit': 'turn'"),
+        ({"session_text": "all"}, "'session_text': 'all'"),
+    ],
+)
+def test_other_reader_options(setup: dict, tmp_path: Path, options: dict, made_with: str) -> None:
+    suite = run_validate("longmemeval", {"data": setup["data"]}, options)
+    with pytest.raises(RecallbenchError) as err:
+        query(suite, tmp_path, cache=setup["cache"])
+    message = str(err.value)
+    assert "vectors were made with reader options" in message and made_with in message
+    assert "run `recallbench prep --cache" in message and "\n" not in message
 
 
 def test_embedder_mismatch(setup: dict, tmp_path: Path) -> None:
     cache = _copy_cache(setup, tmp_path)
     _edit_manifest(cache, embedder_identity="some-other-model@384")
     with pytest.raises(RecallbenchError, match="made by embedder 'some-other-model@384'"):
-        _run(setup, tmp_path, cache)
+        query(setup["suite"], tmp_path / "w", cache=cache)
 
 
-def test_data_file_mismatch(setup: dict, tmp_path: Path) -> None:
-    cache = _copy_cache(setup, tmp_path)
-    _edit_manifest(cache, data_file={"name": "x.json", "sha256": "0" * 64, "size_bytes": 1})
-    with pytest.raises(RecallbenchError, match="made from another data file"):
-        _run(setup, tmp_path, cache)
+def test_other_data_file(setup: dict, tmp_path: Path) -> None:
+    other = tmp_path / "other.json"
+    generate(other, shape="s", questions=4, seed=2, sessions_per_question=4, session_chars=60)
+    suite = run_validate("longmemeval", {"data": other}, {})
+    with pytest.raises(RecallbenchError, match="made from other data files than suite.json names"):
+        query(suite, tmp_path / "w", cache=setup["cache"])
 
 
 def test_damaged_vectors(setup: dict, tmp_path: Path) -> None:
@@ -143,14 +190,14 @@ def test_damaged_vectors(setup: dict, tmp_path: Path) -> None:
     with open(cache / VECTORS, "r+b") as handle:
         handle.truncate(100)
     with pytest.raises(RecallbenchError, match="not the size its manifest says"):
-        _run(setup, tmp_path, cache)
+        query(setup["suite"], tmp_path / "w", cache=cache)
     cache = tmp_path / "cache2"
     shutil.copytree(setup["cache"], cache)
     raw = bytearray((cache / VECTORS).read_bytes())
     raw[0] ^= 0xFF
     (cache / VECTORS).write_bytes(bytes(raw))
     with pytest.raises(RecallbenchError, match="does not match its manifest's sha256"):
-        _run(setup, tmp_path, cache)
+        query(setup["suite"], tmp_path / "w", cache=cache)
 
 
 def test_missing_vector_stops_the_run(setup: dict, tmp_path: Path) -> None:
@@ -163,13 +210,40 @@ def test_missing_vector_stops_the_run(setup: dict, tmp_path: Path) -> None:
     manifest = orjson.loads((cache / MANIFEST).read_bytes())
     manifest["files"][KEYS]["sha256"] = file_sha256(cache / KEYS)
     (cache / MANIFEST).write_bytes(dumps(manifest))
-    for workers in (1, 2):
-        with pytest.raises(RecallbenchError, match="no cached vector for a text"):
-            _run(setup, tmp_path, cache, workers=workers)
+    for workers in (1, 2):  # the worker's MissingVector comes back as itself
+        with pytest.raises(MissingVector, match="no cached vector for a text"):
+            query(setup["suite"], tmp_path / f"w{workers}", cache=cache, workers=workers)
 
 
 def test_prep_with_two_workers_writes_the_same_cache(setup: dict, tmp_path: Path) -> None:
     cache = tmp_path / "c2"
-    stages.prep(setup["data"], cache_dir=cache, build_dir=setup["build"], workers=2, quiet=True)
-    for name in (KEYS, VECTORS):
-        assert (cache / name).read_bytes() == (setup["cache"] / name).read_bytes()
+    manifest = run_prep(setup["suite"], cache, "hotmem", workers=2)
+    assert manifest["count"] == setup["manifest"]["count"]
+    for name in (KEYS, VECTORS, MANIFEST):
+        assert (cache / name).read_bytes() == (setup["cache"] / name).read_bytes(), name
+
+
+def test_cli_prep_and_cached_query(setup: dict, tmp_path: Path) -> None:
+    build = tmp_path / "b"
+    runner = CliRunner()
+
+    def call(*args: str | Path) -> Any:
+        return runner.invoke(main, ["--build-dir", str(build), *map(str, args)])
+
+    assert call("validate", "--dataset", "longmemeval", "--data", setup["data"]).exit_code == 0
+    prep = call("prep", "--cache", tmp_path / "cache", "--system", "hotmem")
+    assert prep.exit_code == 0, prep.output
+    assert f"{setup['manifest']['count']} vectors (hotmem-hash-v1@64)" in prep.stderr
+    assert call("hydrate", "--cache", tmp_path / "cache").exit_code == 0
+    assert call("query", "--cache", tmp_path / "cache").exit_code == 0
+    runs = orjson.loads((build / "runs.json").read_bytes())
+    assert runs["data"] == setup["inline"]["data"]
+    for args, message in (
+        (("query", "--cache", tmp_path / "nope"), "no vector cache here"),
+        (("prep", "--cache", tmp_path / "c3", "--system", "bm25"), "bm25 has no embedder"),
+    ):
+        result = call(*args)
+        assert result.exit_code == 1, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], result.stderr
+        assert "Traceback" not in result.output

@@ -1,4 +1,5 @@
-"""Official LongMemEval metrics re-implemented: hand calculations, quirks, no-gold cases."""
+"""Official LongMemEval metrics re-implemented: hand calculations, quirks, no-gold cases, and
+the conversational measures (recall, recall_any, recall_all, ndcg_any) built on them."""
 
 from __future__ import annotations
 
@@ -6,9 +7,19 @@ import math
 
 import pytest
 
-from recallbench.longmemeval import official_metrics as om
-from recallbench.longmemeval.stages import question_metrics
+from recallbench.datasets.longmemeval import official as om
+from recallbench.datasets.longmemeval.reader import measures as lme_measures
+from recallbench.measures import (
+    NDCGAny,
+    Recall,
+    RecallAll,
+    RecallAny,
+    aggregate,
+    conversational_measures,
+    per_query_value,
+)
 from recallbench.metrics import recall_at_k
+from recallbench.model import Level
 
 
 def test_dcg_rank_one_and_two_are_both_undiscounted() -> None:
@@ -77,9 +88,56 @@ def test_fractional_recall_sits_between_any_and_all() -> None:
     assert ratio is not None and ratio.value == pytest.approx(2 / 3)
 
 
-def test_question_metrics_row() -> None:
-    row = question_metrics(["x", "a", "y", "b"], ["a", "b"], (1, 5, 10))
-    assert row["recall@1"] == 0.0 and row["recall_any@1"] == 0.0
-    assert row["recall@5"] == 1.0 and row["recall_all@5"] == 1.0
-    assert row["ndcg_any@5"] == pytest.approx(0.75)
-    assert row["gold_found@5"] == 2
+def test_measures_on_one_ranking() -> None:
+    """What the score stage computes per query (the old lane's question_metrics row)."""
+    ranking, grades = ["x", "a", "y", "b"], {"a": 2, "b": 2}
+    recall5 = Recall("session", 5)(ranking, grades)
+    assert recall5.value == 1.0 and recall5.numerator == 2  # both gold sessions found
+    assert Recall("session", 1)(ranking, grades).value == 0.0
+    assert RecallAny("session", 1)(ranking, grades) == 0.0
+    assert RecallAny("session", 5)(ranking, grades) == 1.0
+    assert RecallAll("session", 5)(ranking, grades) == 1.0
+    assert RecallAll("session", 2)(ranking, grades) == 0.0
+    assert NDCGAny("session", 5)(ranking, grades) == pytest.approx(0.75)
+    for k in (1, 2, 3, 4):
+        official = om.evaluate_ids(ranking, ["a", "b"], k)
+        values = [m("session", k)(ranking, grades) for m in (RecallAny, RecallAll, NDCGAny)]
+        assert tuple(values) == official
+        assert Recall("session", k)(ranking, grades).value == om.recall_fraction(
+            ranking, ["a", "b"], k
+        )
+    # no gold: not applicable (None), never the official 0 / 1 / 0
+    assert [m("session", 5)(ranking, {}) for m in (Recall, RecallAny, RecallAll, NDCGAny)] == [
+        None
+    ] * 4
+
+
+def test_conversational_measure_names_and_cutoffs() -> None:
+    levels = [Level("session"), Level("turn", "turn_")]
+    names = [m.name for m in conversational_measures(10, levels)]
+    assert names[:4] == ["recall@1", "recall_any@1", "recall_all@1", "ndcg_any@1"]
+    assert len(names) == 2 * 3 * 4 and names[12:16] == [
+        "turn_recall@1",
+        "turn_recall_any@1",
+        "turn_recall_all@1",
+        "turn_ndcg_any@1",
+    ]
+    assert {m.k for m in conversational_measures(5, levels)} == {1, 5}
+    assert {m.k for m in conversational_measures(3, levels)} == {1}
+    assert [m.name for m in lme_measures(10, {"unit": "session"})] == names[:12]
+    assert [m.name for m in lme_measures(10, {"unit": "turn"})] == names
+
+
+def test_aggregate_cells() -> None:
+    ranking = ["x", "a", "y", "b"]
+    per_query = [
+        per_query_value(Recall("session", 1)(ranking, grades))
+        for grades in ({"a": 2, "b": 2}, {"x": 2}, {"x": 2, "q": 2, "r": 2})
+    ]
+    cell = aggregate(Recall("session", 1), per_query + [None])
+    # mean of (0, 1, 1/3) over 3 applicable queries; pooled: 2 of 6 gold ids found
+    assert cell["value"] == pytest.approx(4 / 9)
+    assert (cell["denominator"], cell["queries"], cell["not_applicable"]) == (3, 3, 1)
+    assert cell["pooled"] == {"numerator": 2, "denominator": 6}
+    any_cell = aggregate(RecallAny("session", 1), [0.0, 1.0, 1.0])
+    assert any_cell["value"] == pytest.approx(2 / 3) and any_cell["pooled"] is None

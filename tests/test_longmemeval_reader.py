@@ -1,4 +1,5 @@
-"""LongMemEval reader: every shape, both has_answer layouts, releases, malformed records."""
+"""LongMemEval reader: every shape, both has_answer layouts, releases, malformed records,
+and the reader's errors as one line through `recallbench validate --dataset longmemeval`."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from recallbench.artifacts import file_sha256
+from recallbench.cli import main
+from recallbench.datasets.longmemeval import reader
+from recallbench.datasets.longmemeval.generator import generate
+from recallbench.datasets.longmemeval.reader import DataFile, identify, open_source
 from recallbench.errors import RecallbenchError
-from recallbench.longmemeval import reader
-from recallbench.longmemeval.cli import longmemeval
-from recallbench.longmemeval.generator import generate
-from recallbench.longmemeval.reader import DataFile, identify
 
 SMALL = {"session_chars": 120}
 
@@ -40,6 +41,15 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def _instances(path: Path) -> list[reader.Instance]:
     return list(DataFile(path).instances())
+
+
+def validate(build: Path, data: Path, *extra: str):
+    """`recallbench --build-dir BUILD validate --dataset longmemeval --data FILE ...`."""
+    return CliRunner().invoke(
+        main,
+        ["--build-dir", str(build), "validate", "--dataset", "longmemeval", "--data", str(data)]
+        + list(extra),
+    )
 
 
 @pytest.mark.parametrize("shape", ["s", "m", "oracle"])
@@ -106,6 +116,33 @@ def test_streams_one_instance_at_a_time(
     assert len(rest) == 19 and sum(seen) == source.size
 
 
+def test_source_streams_scopes_with_byte_progress(files: dict[str, Path]) -> None:
+    """The dataset source: byte progress over the whole file, identity after the stream."""
+    source = open_source({"data": files["s"]}, {})
+    assert source.options == {"session_text": "user", "unit": "session"}
+    assert [lv.name for lv in source.levels] == ["session"]
+    seen: list[int] = []
+    items = list(source.stream(progress=seen.append))
+    assert sum(seen) == source.size_bytes == files["s"].stat().st_size
+    assert len(items) == 20
+    identity = source.identity()
+    assert identity["dataset"] == "longmemeval" and identity["known"]
+    assert identity["files"] == [
+        {
+            "role": "data",
+            "name": "s.json",
+            "size_bytes": files["s"].stat().st_size,
+            "sha256": file_sha256(files["s"]),
+        }
+    ]
+    assert "synthetic" in identity["label"] and "not LongMemEval" in identity["label"]
+    # the six types in the dataset's own order
+    assert source.categories == reader.QUESTION_TYPES
+    assert source.summary()["records"] == 20
+    turn = open_source({"data": files["s"]}, {"unit": "turn"})
+    assert [(lv.name, lv.prefix) for lv in turn.levels] == [("session", ""), ("turn", "turn_")]
+
+
 def test_release_identification(
     files: dict[str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -132,9 +169,9 @@ def test_known_digests_are_the_published_ones() -> None:
     assert all(len(k) == 64 for k in reader.KNOWN_RELEASES)
 
 
-def _good_record() -> dict:
+def _good_record(qid: str = "q1") -> dict:
     return {
-        "question_id": "q1",
+        "question_id": qid,
         "question_type": "single-session-user",
         "question": "Where?",
         "answer": "Here",
@@ -149,7 +186,7 @@ def _good_record() -> dict:
 def _broken(change) -> list:
     rec = _good_record()
     change(rec)
-    return [_good_record() | {"question_id": "q0"}, rec]
+    return [_good_record("q0"), rec]
 
 
 BROKEN = [
@@ -209,38 +246,61 @@ def test_malformed_record_names_index_and_field(tmp_path: Path, change, message:
 def test_malformed_file(tmp_path: Path, payload: bytes, message: str) -> None:
     path = tmp_path / "bad.json"
     path.write_bytes(payload)
-    with pytest.raises(RecallbenchError, match=None) as err:
+    with pytest.raises(RecallbenchError) as err:
         _instances(path)
     assert message in str(err.value)
+
+
+def _one_line_error(result) -> str:
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("recallbench validate: error: ")
+    return lines[0]
 
 
 def test_cli_reports_malformed_record_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_bytes(orjson.dumps(_broken(lambda r: r.update(haystack_sessions={}))))
-    result = CliRunner().invoke(
-        longmemeval, ["--build-dir", str(tmp_path / "b"), "validate", str(path)]
-    )
-    assert result.exit_code == 1
-    assert "record[1] (question_id 'q1'): field 'haystack_sessions' must be a list" in result.output
-    assert "Traceback" not in result.output
-    assert len(result.output.strip().splitlines()) == 1
+    line = _one_line_error(validate(tmp_path / "b", path))
+    assert "record[1] (question_id 'q1'): field 'haystack_sessions' must be a list" in line
+    assert not (tmp_path / "b" / "suite.json").exists()
 
 
 def test_duplicate_question_ids_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "dup.json"
     path.write_bytes(orjson.dumps([_good_record(), _good_record()]))
-    result = CliRunner().invoke(
-        longmemeval, ["--build-dir", str(tmp_path / "b"), "validate", str(path)]
-    )
-    assert result.exit_code == 1
-    assert "duplicate question_id 'q1' (first at record[0])" in result.output
+    line = _one_line_error(validate(tmp_path / "b", path))
+    assert "duplicate question_id 'q1' (first at record[0])" in line
+
+
+def test_missing_file_is_one_line(tmp_path: Path) -> None:
+    line = _one_line_error(validate(tmp_path / "b", tmp_path / "nope.json"))
+    assert str(tmp_path / "nope.json") in line
+
+
+def test_bad_reader_options_are_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "plain.json"
+    path.write_bytes(orjson.dumps([_good_record()]))
+    with pytest.raises(RecallbenchError, match="--session-text must be one of user, all"):
+        open_source({"data": path}, {"session_text": "both"})
+    with pytest.raises(RecallbenchError, match="--unit must be one of session, turn"):
+        open_source({"data": path}, {"unit": "word"})
+    with pytest.raises(RecallbenchError, match="LongMemEval has no option 'speed'"):
+        open_source({"data": path}, {"speed": 1})
+    with pytest.raises(RecallbenchError, match="needs --data FILE"):
+        open_source({}, {})
+    usage = CliRunner().invoke(main, ["--build-dir", str(tmp_path / "b"), "validate", "--dataset", "longmemeval"])
+    assert usage.exit_code == 2 and "--dataset longmemeval needs --data FILE" in usage.output
 
 
 def test_unknown_file_warns(tmp_path: Path) -> None:
     path = tmp_path / "plain.json"
     path.write_bytes(orjson.dumps([_good_record()]))
-    result = CliRunner().invoke(
-        longmemeval, ["--build-dir", str(tmp_path / "b"), "validate", str(path)]
-    )
+    result = validate(tmp_path / "b", path)
     assert result.exit_code == 0, result.output
-    assert "warning:" in result.output and "unknown file" in result.output
+    assert "warning: unknown file (sha256 matches no known LongMemEval release)" in result.stderr
+    suite = orjson.loads((tmp_path / "b" / "suite.json").read_bytes())["data"]
+    assert suite["identity"]["known"] is False
+    assert suite["counts"]["scopes"] == suite["counts"]["queries"] == 1

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import copy
+import gzip
+import hashlib
+import json
 import re
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +16,18 @@ import pytest
 from conftest import CORPUS, QUERIES
 
 from recallbench.artifacts import envelope
+from recallbench.datasets.fixture_rules import decide
 from recallbench.errors import ArtifactError
-from recallbench.stages.decide import decide
+from recallbench.stages.decide import run_decide
 from recallbench.stages.hydrate import run_hydrate
 from recallbench.stages.query import run_query
-from recallbench.stages.roundtrip import compare_rankings, run_roundtrip
+from recallbench.stages.roundtrip import run_roundtrip, sample_scopes
 from recallbench.stages.score import run_score
-from recallbench.stages.validate import run_validate
+from recallbench.stages.tasks import StoreDamaged, compare_rankings
+from recallbench.stages.validate import SPOOL, publish_suite, run_validate
+
+PATHS = {"corpus": CORPUS, "queries": QUERIES}
+SCOPE = "00000"  # the one scope of the fixture suite, as stores/ and roundtrip/ name it
 
 
 def hits(*pairs: tuple[str, float]) -> list[dict[str, Any]]:
@@ -91,22 +100,50 @@ def test_empty_after() -> None:
     assert d["max_score_drift"] == 0.0
 
 
+# --- the sample of scopes ------------------------------------------------------------------
+
+
+def test_sample_is_every_scope_when_there_are_no_more() -> None:
+    assert sample_scopes(["b", "a", "c"], 3) == {"a", "b", "c"}
+    assert sample_scopes(["b", "a", "c"], 20) == {"a", "b", "c"}
+
+
+def test_sample_is_the_smallest_sha256_of_the_scope_ids() -> None:
+    ids = [f"scope-{i}" for i in range(50)]
+    by_hash = sorted(ids, key=lambda s: hashlib.sha256(s.encode()).hexdigest())
+    chosen = sample_scopes(ids, 7)
+    assert chosen == set(by_hash[:7])
+    assert sample_scopes(list(reversed(ids)), 7) == chosen  # independent of dataset order
+
+
 # --- the real round trip -----------------------------------------------------------------
+
+
+def stage_chain(build: Path, system: str = "hotmem", keep: bool | None = None) -> dict[str, Any]:
+    """suite, hydrate and runs envelopes (and timings) of a fresh store under `build`."""
+    suite = run_validate("fixtures", PATHS, spool=build / SPOOL)
+    publish_suite(suite, build / "suite.json")  # later stages read validate's scope spool
+    hydrate, hydrate_timing = run_hydrate(suite, build, system, keep=keep)
+    runs, runs_timing = run_query(suite, hydrate, build, top_k=5)
+    return {
+        "suite": suite,
+        "hydrate": hydrate,
+        "runs": runs,
+        "dir": build,
+        "timings": {"hydrate": hydrate_timing, "runs": runs_timing},
+    }
 
 
 @pytest.fixture
 def queried(tmp_path: Path) -> dict[str, Any]:
-    """suite, hydrate and runs envelopes of a fresh HotMem store under tmp_path/store."""
-    suite = run_validate(CORPUS, QUERIES)
-    hydrate = run_hydrate(suite, tmp_path / "store", "hotmem")
-    runs = run_query(suite, hydrate, tmp_path / "store", top_k=5)
-    return {"suite": suite, "hydrate": hydrate, "runs": runs, "dir": tmp_path}
+    """suite, hydrate and runs envelopes of a fresh HotMem store under tmp_path/build."""
+    return stage_chain(tmp_path / "build")
 
 
-def roundtrip(q: dict[str, Any], runs: dict[str, Any] | None = None) -> dict[str, Any]:
-    return run_roundtrip(
-        q["suite"], q["hydrate"], runs or q["runs"], q["dir"] / "store", q["dir"] / "rt"
-    )
+def roundtrip(
+    q: dict[str, Any], runs: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    return run_roundtrip(q["suite"], q["hydrate"], runs or q["runs"], q["dir"])
 
 
 def tampered(runs: dict[str, Any], edit) -> dict[str, Any]:
@@ -116,33 +153,88 @@ def tampered(runs: dict[str, Any], edit) -> dict[str, Any]:
     return envelope("runs", data, runs["inputs"])
 
 
+def check(data: dict[str, Any], name: str) -> dict[str, Any]:
+    (found,) = [c for c in data["corruption_checks"] if c["name"] == name]
+    return found
+
+
 def test_real_roundtrip_is_equivalent(queried: dict[str, Any]) -> None:
-    rt = roundtrip(queried)
+    rt, timing = roundtrip(queried)
     data = rt["data"]
     assert rt["artifact"] == "roundtrip"
+    assert rt["inputs"] == {
+        "suite": queried["suite"]["fingerprint"],
+        "hydrate": queried["hydrate"]["fingerprint"],
+        "runs": queried["runs"]["fingerprint"],
+    }
+    assert data["available"] is True
     assert data["equivalence"] == {"numerator": 57, "denominator": 57, "value": 1.0}
     assert data["records"] == {"source": 80, "packaged": 80, "verified": 80, "clone": 80}
-    assert data["timing"]["package_bytes"] > 0
-    assert (queried["dir"] / "rt" / "package" / "manifest.json").is_file()
+    assert data["clone_digest_matches"] is True
+    assert data["sample"]["scopes_total"] == data["sample"]["scopes_sampled"] == 1
+    assert data["sample"]["scope_ids"] == ["suite"]
+    assert timing["package_bytes"] > 0
+    assert timing["records"] == 80
+    assert "package_bytes" not in json.dumps(data)  # machine-specific figures stay out of data
+    work = queried["dir"] / "roundtrip" / SCOPE
+    assert (work / "package" / "manifest.json").is_file()
+    assert (work / "clone" / "hotmem.sqlite").is_file()
 
 
-def test_corrupted_package_is_rejected_with_a_hotmem_reason(queried: dict[str, Any]) -> None:
-    cc = roundtrip(queried)["data"]["corruption_check"]
-    assert cc["rejected"] is True
-    assert cc["reason"] in hotmem_reason_codes()
-    assert cc["reason"] == "corrupt_compression"
-    assert cc["file"] == "memories.jsonl.gz"
-    assert cc["flipped_bytes"] == 1
-    # the corrupted copy really differs from the package in exactly one byte
-    good = (queried["dir"] / "rt" / "package" / cc["file"]).read_bytes()
-    bad = (queried["dir"] / "rt" / "package-corrupted" / cc["file"]).read_bytes()
+def test_roundtrip_data_is_the_same_run_after_run(queried: dict[str, Any]) -> None:
+    first, _ = roundtrip(queried)
+    second, _ = roundtrip(queried)
+    assert first == second  # same fingerprint: nothing time-specific in the artifact
+
+
+def test_raw_byte_corruption_is_rejected_with_a_hotmem_reason(queried: dict[str, Any]) -> None:
+    cc = check(roundtrip(queried)[0]["data"], "raw_byte")
+    assert cc["all_rejected"] is True
+    assert (cc["scopes"], cc["rejected"]) == (1, 1)
+    assert set(cc["reasons"]) <= hotmem_reason_codes()
+    assert cc["reasons"] == ["corrupt_compression"]
+    match = re.fullmatch(r"byte (\d+) of (\S+) flipped", cc["description"])
+    assert match, cc["description"]
+    offset, name = int(match.group(1)), match.group(2)
+    assert name == "memories.jsonl.gz"
+    # the corrupted copy really differs from the package in exactly that one byte
+    work = queried["dir"] / "roundtrip" / SCOPE
+    good = (work / "package" / name).read_bytes()
+    bad = (work / "corrupted" / "raw_byte" / name).read_bytes()
     assert len(good) == len(bad)
-    assert sum(1 for a, b in zip(good, bad, strict=True) if a != b) == 1
+    assert [i for i, (a, b) in enumerate(zip(good, bad, strict=True)) if a != b] == [offset]
+
+
+def test_stale_manifest_corruption_is_rejected_by_the_digest(queried: dict[str, Any]) -> None:
+    """A consistent content change under an unchanged manifest: the compressor is happy,
+    only HotMem's own digest check can catch it."""
+    cc = check(roundtrip(queried)[0]["data"], "stale_manifest")
+    assert cc["all_rejected"] is True
+    assert set(cc["reasons"]) <= hotmem_reason_codes()
+    assert cc["reasons"] == ["decompressed_digest_mismatch"]
+    work = queried["dir"] / "roundtrip" / SCOPE
+    good, bad = work / "package", work / "corrupted" / "stale_manifest"
+    assert (good / "manifest.json").read_bytes() == (bad / "manifest.json").read_bytes()
+    assert (good / "memories.jsonl.gz").stat().st_size == (bad / "memories.jsonl.gz").stat().st_size
+    before = gzip.decompress((good / "memories.jsonl.gz").read_bytes()).splitlines()
+    after = gzip.decompress((bad / "memories.jsonl.gz").read_bytes()).splitlines()  # valid gzip
+    changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+    assert changed == [0]
+    a, b = json.loads(before[0]), json.loads(after[0])
+    assert a["fact_text"] != b["fact_text"]
+    assert {k: v for k, v in a.items() if k != "fact_text"} == {
+        k: v for k, v in b.items() if k != "fact_text"
+    }
 
 
 def test_hotmem_reason_codes_are_found() -> None:
     """Guard for the helper: the scan finds HotMem's known codes."""
-    assert {"corrupt_compression", "missing_manifest", "path_escape"} <= hotmem_reason_codes()
+    assert {
+        "corrupt_compression",
+        "decompressed_digest_mismatch",
+        "missing_manifest",
+        "path_escape",
+    } <= hotmem_reason_codes()
 
 
 def test_tampered_runs_break_equivalence_and_decide_picks_rule_1(
@@ -154,7 +246,7 @@ def test_tampered_runs_break_equivalence_and_decide_picks_rule_1(
 
     runs = tampered(queried["runs"], swap_first_two)
     qid = runs["data"]["queries"][3]["query_id"]
-    rt = roundtrip(queried, runs)
+    rt, _ = roundtrip(queried, runs)
     data = rt["data"]
     assert data["equivalence"]["numerator"] == 56
     assert data["equivalence"]["denominator"] == 57
@@ -171,6 +263,9 @@ def test_tampered_runs_break_equivalence_and_decide_picks_rule_1(
     assert decision["action"] == "fix_clone_compatibility"
     assert decision["evidence"] == {"equivalence": 56 / 57}
     assert [r["met"] for r in decision["rules"]] == [True, True, True, False]
+    assert [r["fired"] for r in decision["rules"]] == [True, False, False, False]
+    # the stage applies the same rules the dataset defines
+    assert run_decide(queried["suite"], scores)["data"] == decision
 
 
 def test_score_only_tampering_keeps_logical_equivalence(queried: dict[str, Any]) -> None:
@@ -178,7 +273,7 @@ def test_score_only_tampering_keeps_logical_equivalence(queried: dict[str, Any])
         data["queries"][0]["hits"][4]["score"] -= 0.01
 
     runs = tampered(queried["runs"], nudge)
-    data = roundtrip(queried, runs)["data"]
+    data = roundtrip(queried, runs)[0]["data"]
     assert data["equivalence"]["numerator"] == 57
     d = data["per_query"][runs["data"]["queries"][0]["query_id"]]
     assert d["identical"] is True
@@ -189,3 +284,65 @@ def test_roundtrip_refuses_runs_from_another_hydrate(queried: dict[str, Any]) ->
     other = envelope("runs", queried["runs"]["data"], {**queried["runs"]["inputs"], "hydrate": "0"})
     with pytest.raises(ArtifactError, match=r"runs\.json is stale.*recallbench query"):
         roundtrip(queried, other)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "DELETE FROM memories WHERE id = 'mem-fin-001'",
+        "UPDATE memories SET fact_text = fact_text || ' (edited)' WHERE id = 'mem-fin-001'",
+    ],
+)
+def test_a_damaged_source_store_is_refused_not_reported_as_a_clone_failure(
+    queried: dict[str, Any], damage: str
+) -> None:
+    db = sqlite3.connect(queried["dir"] / "stores" / SCOPE / "hotmem.sqlite")
+    with db:
+        assert db.execute(damage).rowcount == 1
+    db.close()
+    with pytest.raises(StoreDamaged, match=r"run `recallbench hydrate` again"):
+        roundtrip(queried)
+    assert not (queried["dir"] / "roundtrip" / SCOPE / "package").exists()
+
+
+def test_transient_stores_are_rebuilt_for_the_round_trip(tmp_path: Path) -> None:
+    q = stage_chain(tmp_path / "build", keep=False)
+    assert q["hydrate"]["data"]["mode"] == "transient"
+    assert q["hydrate"]["data"]["stores"] is None
+    assert q["runs"]["data"]["scopes"][0]["records"] == 80
+    assert not (tmp_path / "build" / "stores").exists()  # query built, searched, removed
+    assert not (tmp_path / "build" / "work").exists()
+    data = roundtrip(q)[0]["data"]
+    assert data["equivalence"] == {"numerator": 57, "denominator": 57, "value": 1.0}
+    assert data["records"] == {"source": 80, "packaged": 80, "verified": 80, "clone": 80}
+    assert all(c["all_rejected"] for c in data["corruption_checks"])
+    assert not (tmp_path / "build" / "roundtrip" / SCOPE / "source").exists()
+
+
+def test_transient_and_kept_stores_give_the_same_runs(
+    queried: dict[str, Any], tmp_path: Path
+) -> None:
+    transient = stage_chain(tmp_path / "transient", keep=False)
+    assert transient["runs"]["data"]["queries"] == queried["runs"]["data"]["queries"]
+    assert transient["runs"]["data"]["scopes"] == queried["runs"]["data"]["scopes"]
+
+
+def test_a_system_without_a_clone_path_gets_n_a(tmp_path: Path) -> None:
+    pytest.importorskip("lancedb")
+    q = stage_chain(tmp_path / "build", system="lancedb-fts")
+    rt, timing = roundtrip(q)
+    data = rt["data"]
+    assert data["available"] is False
+    assert data["reason"] == "n/a: lancedb-fts has no clone path"
+    assert data["sample"]["scopes_sampled"] == 0 and data["sample"]["scope_ids"] == []
+    assert "equivalence" not in data
+    assert timing == {}
+    assert not (tmp_path / "build" / "roundtrip").exists()
+    scores = run_score(q["suite"], q["runs"], rt)
+    assert scores["data"]["roundtrip"] == {
+        "available": False,
+        "reason": "n/a: lancedb-fts has no clone path",
+        "equivalence": None,
+    }
+    # no equivalence figure: rule 1 cannot fire
+    assert decide(scores["data"])["rules"][0]["met"] is False

@@ -9,9 +9,16 @@ from typing import Any
 import orjson
 import pytest
 
-from recallbench.datasets.fixtures import load_fixture_suite
+from recallbench.artifacts import file_sha256
+from recallbench.datasets.fixtures import (
+    CATEGORIES,
+    LEVEL,
+    MIN_QUERIES_PER_CATEGORY,
+    NEGATIVE_CATEGORY,
+    load_fixture_scope,
+)
 from recallbench.errors import ValidationFailed
-from recallbench.suite import CATEGORIES, MIN_QUERIES_PER_CATEGORY, NEGATIVE_CATEGORY, Suite
+from recallbench.model import Scope
 
 Record = dict[str, Any]
 
@@ -87,9 +94,14 @@ def write_suite(
     return corpus_path, queries_path
 
 
+def load(paths: tuple[Path, Path]) -> Scope:
+    scope, _ = load_fixture_scope(*paths)
+    return scope
+
+
 def problems_of(paths: tuple[Path, Path]) -> list[str]:
     with pytest.raises(ValidationFailed) as info:
-        load_fixture_suite(*paths)
+        load_fixture_scope(*paths)
     assert info.value.problems, "ValidationFailed without problems"
     assert str(info.value).startswith(info.value.problems[0])
     return info.value.problems
@@ -104,22 +116,38 @@ def assert_problem(problems: list[str], path: Path, line: int | None, *fragments
 
 
 def test_valid_suite_loads(tmp_path: Path) -> None:
-    suite = load_fixture_suite(*write_suite(tmp_path))
-    assert isinstance(suite, Suite)
+    paths = write_suite(tmp_path)
+    suite, files = load_fixture_scope(*paths)
+    assert isinstance(suite, Scope)
     assert len(suite.memories) == 12
     assert len(suite.queries) == len(CATEGORIES) * MIN_QUERIES_PER_CATEGORY
     assert [q.query_id for q in suite.queries] == [q["query_id"] for q in valid_queries()]
-    assert suite.duplicate_groups == {"m11": "dup-build", "m12": "dup-build"}
+    groups = {m.memory_id: m.duplicate_group for m in suite.memories if m.duplicate_group}
+    assert groups == {"m11": "dup-build", "m12": "dup-build"}
     assert suite.memories[0].duplicate_group is None
     for category in CATEGORIES:
-        assert len(suite.queries_in(category)) == MIN_QUERIES_PER_CATEGORY
-    assert suite.queries[0].relevant_ids == {"m01"}
+        assert sum(q.category == category for q in suite.queries) == MIN_QUERIES_PER_CATEGORY
+    assert suite.queries[0].relevant(LEVEL) == {"m01"}
+    assert suite.queries[0].relevance == {LEVEL: {"m01": 3, "m11": 1}}
+    first = suite.memories[0]
+    assert (first.memory_id, first.identifier, first.text) == (
+        "m01",
+        "proj-alpha",
+        "Fact number 1: the build uses tool 1.",
+    )
+    assert first.units == {LEVEL: ("m01",)}
+    assert (first.importance, first.tags) == (0.5, ("fixture",))
+    # the identity describes exactly the bytes that were parsed
+    assert [(f["role"], f["name"], f["size_bytes"], f["sha256"]) for f in files] == [
+        (role, p.name, p.stat().st_size, file_sha256(p))
+        for role, p in zip(("corpus", "queries"), paths, strict=True)
+    ]
 
 
 def test_valid_suite_without_trailing_newline_loads(tmp_path: Path) -> None:
     corpus_path, queries_path = write_suite(tmp_path)
     corpus_path.write_bytes(corpus_path.read_bytes().rstrip(b"\n"))
-    assert len(load_fixture_suite(corpus_path, queries_path).memories) == 12
+    assert len(load((corpus_path, queries_path)).memories) == 12
 
 
 # --- line-level syntax ---------------------------------------------------------------
@@ -130,6 +158,53 @@ def test_invalid_json(tmp_path: Path) -> None:
     corpus[2] = b'{"memory_id": "m03", '
     paths = write_suite(tmp_path, corpus=corpus)
     assert_problem(problems_of(paths), paths[0], 3, "invalid JSON")
+
+
+@pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity"])
+def test_non_finite_number_is_invalid_json(tmp_path: Path, constant: bytes) -> None:
+    corpus = encode(valid_corpus())
+    corpus[2] = corpus[2].replace(b'"importance":0.5', b'"importance":' + constant)
+    assert constant in corpus[2]
+    paths = write_suite(tmp_path, corpus=corpus)
+    assert_problem(problems_of(paths), paths[0], 3, constant.decode().lstrip("-"), "not valid JSON")
+
+
+@pytest.mark.parametrize(
+    ("line", "key", "where"),
+    [
+        # a repeated top-level field: "last one wins" would silently change the fact
+        (
+            b'{"memory_id":"m03","identifier":"proj-alpha","fact":"one","fact":"two",'
+            b'"importance":0.5,"tags":["fixture"]}',
+            "fact",
+            "fact",
+        ),
+        (
+            b'{"memory_id":"m03","memory_id":"m04","identifier":"proj-alpha","fact":"x",'
+            b'"importance":0.5,"tags":["fixture"]}',
+            "memory_id",
+            "memory_id",
+        ),
+    ],
+)
+def test_duplicate_key_in_a_corpus_line(tmp_path: Path, line: bytes, key: str, where: str) -> None:
+    corpus = encode(valid_corpus())
+    corpus[2] = line
+    paths = write_suite(tmp_path, corpus=corpus)
+    problems = problems_of(paths)
+    assert_problem(problems, paths[0], 3, f'duplicate key "{key}" at {where}')
+    assert len(problems) == 1  # the line is refused whole, not also checked field by field
+
+
+def test_duplicate_key_nested_in_relevance(tmp_path: Path) -> None:
+    queries = encode(valid_queries())
+    # m01 graded 3 then 0: which grade would count is exactly what must not be guessed
+    queries[5] = queries[5].replace(b'"m01":3', b'"m01":3,"m01":0')
+    assert b'"m01":3,"m01":0' in queries[5]
+    paths = write_suite(tmp_path, queries=queries)
+    problems = problems_of(paths)
+    assert_problem(problems, paths[1], 6, 'duplicate key "m01" at relevance.m01')
+    assert len(problems) == 1
 
 
 def test_invalid_utf8(tmp_path: Path) -> None:
@@ -153,7 +228,7 @@ def test_blank_line_at_end_of_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("line", "kind"), [(b"[1, 2]", "list"), (b'"text"', "str"), (b"42", "int")]
+    ("line", "kind"), [(b"[1, 2]", "an array"), (b'"text"', "a string"), (b"42", "a number")]
 )
 def test_non_object_line(tmp_path: Path, line: bytes, kind: str) -> None:
     corpus = encode(valid_corpus())
@@ -173,7 +248,14 @@ def test_empty_file(tmp_path: Path, which: str) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     corpus_path, queries_path = write_suite(tmp_path)
     queries_path.unlink()
-    assert_problem(problems_of((corpus_path, queries_path)), queries_path, None, "cannot read")
+    problems = problems_of((corpus_path, queries_path))
+    assert problems == [f"fixture file {queries_path} does not exist"]
+
+
+def test_a_directory_is_not_a_fixture_file(tmp_path: Path) -> None:
+    corpus_path, _ = write_suite(tmp_path)
+    problems = problems_of((corpus_path, tmp_path))
+    assert problems == [f"fixture file {tmp_path} is a directory; give a regular file"]
 
 
 # --- fields --------------------------------------------------------------------------
@@ -289,7 +371,7 @@ def test_importance_outside_unit_interval(tmp_path: Path, value: float) -> None:
 def test_importance_bounds_are_inclusive(tmp_path: Path, value: float) -> None:
     corpus = valid_corpus()
     corpus[7]["importance"] = value
-    suite = load_fixture_suite(*write_suite(tmp_path, corpus=corpus))
+    suite = load(write_suite(tmp_path, corpus=corpus))
     assert suite.memories[7].importance == float(value)
 
 
@@ -321,7 +403,7 @@ def test_duplicate_identifier_and_fact(tmp_path: Path) -> None:
 def test_same_fact_in_another_project_is_fine(tmp_path: Path) -> None:
     corpus = valid_corpus()
     corpus[1]["fact"] = corpus[0]["fact"]  # proj-beta vs proj-alpha
-    assert len(load_fixture_suite(*write_suite(tmp_path, corpus=corpus)).memories) == 12
+    assert len(load(write_suite(tmp_path, corpus=corpus)).memories) == 12
 
 
 def test_identifier_fact_colon_collision(tmp_path: Path) -> None:
@@ -332,6 +414,55 @@ def test_identifier_fact_colon_collision(tmp_path: Path) -> None:
     corpus[2].update(identifier="proj", fact="alpha:note")
     paths = write_suite(tmp_path, corpus=corpus)
     assert_problem(problems_of(paths), paths[0], 3, "same identifier and fact")
+
+
+BAD_IDS = [
+    # (id, fragment of the reason): each would break a TREC file, a Markdown table, or make
+    # two different ids look the same on screen
+    ("m\x0003", "U+0000"),
+    ("m\u202e30", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+    ("m\u200b03", "U+200B"),
+    ("m|03", "breaks Markdown tables"),
+    ("m`03", "breaks Markdown code"),
+    ("m 03", "contains whitespace U+0020 SPACE"),
+    ("m\t03", "contains whitespace"),
+    ("#m03", "starts with '#'"),
+    ("m" * 201, "at most 200"),
+]
+
+
+@pytest.mark.parametrize(("value", "reason"), BAD_IDS)
+def test_memory_id_outside_the_id_grammar(tmp_path: Path, value: str, reason: str) -> None:
+    corpus = valid_corpus()
+    corpus[2]["memory_id"] = value
+    paths = write_suite(tmp_path, corpus=corpus)
+    problems = problems_of(paths)
+    line = assert_problem(problems, paths[0], 3, "field 'memory_id'", reason)
+    assert repr(value) in line  # the id is shown escaped, so the line itself stays readable
+    assert len(problems) == 1
+
+
+@pytest.mark.parametrize(("value", "reason"), BAD_IDS)
+def test_query_id_outside_the_id_grammar(tmp_path: Path, value: str, reason: str) -> None:
+    queries = valid_queries()
+    queries[8]["query_id"] = value
+    paths = write_suite(tmp_path, queries=queries)
+    problems = problems_of(paths)
+    line = assert_problem(problems, paths[1], 9, "field 'query_id'", reason)
+    assert repr(value) in line
+    assert len(problems) == 1
+
+
+def test_ids_within_the_grammar_are_accepted(tmp_path: Path) -> None:
+    corpus = valid_corpus()
+    corpus[6]["memory_id"] = "mém:07/ü.v2"  # m07: no query grades it
+    queries = valid_queries()
+    queries[0]["relevance"] = {"mém:07/ü.v2": 3}
+    queries[8]["query_id"] = "q#8-日本"
+    suite = load(write_suite(tmp_path, corpus=corpus, queries=queries))
+    assert suite.memories[6].memory_id == "mém:07/ü.v2"
+    assert suite.queries[0].relevant(LEVEL) == {"mém:07/ü.v2"}
+    assert suite.queries[8].query_id == "q#8-日本"
 
 
 def test_duplicate_group_with_one_member(tmp_path: Path) -> None:

@@ -231,13 +231,17 @@ def validate_cmd(
     Fixture problems are printed as FILE:LINE: reason; nothing is written when any is found.
     """
     from recallbench import progress
-    from recallbench.stages.validate import run_validate
+    from recallbench.artifacts import artifact_path
+    from recallbench.stages.validate import SPOOL, publish_suite, run_validate
 
     paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text)
     size = sum(p.stat().st_size for p in paths.values() if p.is_file())
     with progress.bar(size, "validate", "B", unit_scale=True, unit_divisor=1024) as bar:
-        env = run_validate(dataset, paths, options, progress=bar.update)
-    path = ctx.write(env)
+        env = run_validate(
+            dataset, paths, options, progress=bar.update, spool=ctx.build_dir / SPOOL
+        )
+    path = artifact_path(ctx.build_dir, "suite")
+    publish_suite(env, path)
     c = env["data"]["counts"]
     ctx.say(
         f"wrote {path}: {env['data']['identity']['label']}; {c['scopes']} scope(s), "

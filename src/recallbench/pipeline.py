@@ -3,6 +3,7 @@ order `artifacts.STAGES` defines, for any dataset."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,8 @@ class Run:
         return self.envelopes["results"]["data"]
 
     def files(self, build_dir: Path) -> dict[Path, bytes]:
-        """Every artifact, timing sidecar and report.md, as `publish` takes them."""
+        """Every artifact, timing sidecar and report.md, as `publish` takes them (the scope
+        spool already lies in the work directory the run used)."""
         out: dict[Path, bytes] = {}
         for kind, env in self.envelopes.items():
             out.update(stage_files(build_dir, env, self.timings.get(kind)))
@@ -60,12 +62,13 @@ def run_pipeline(
     from recallbench.stages.report import run_report
     from recallbench.stages.roundtrip import DEFAULT_SAMPLE, run_roundtrip
     from recallbench.stages.score import run_score
-    from recallbench.stages.validate import run_validate
+    from recallbench.stages.validate import SPOOL, run_validate
 
     execution = execution or Execution()
     work_dir = Path(work_dir)
     timings: dict[str, dict[str, Any]] = {}
-    suite = run_validate(dataset, paths, options)
+    suite = run_validate(dataset, paths, options, spool=work_dir / SPOOL)
+    os.replace(suite.pop("spool_tmp"), suite["spool_path"])
     hydrate, timings["hydrate"] = run_hydrate(
         suite, work_dir, system, keep=keep_stores, execution=execution
     )

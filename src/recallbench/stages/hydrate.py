@@ -19,7 +19,7 @@ from typing import Any
 from recallbench.artifacts import envelope, inputs_of
 from recallbench.stages import tasks
 from recallbench.stages.execution import Execution, Stopwatch, cache_spec, run_tasks
-from recallbench.stages.validate import scopes_of
+from recallbench.stages.validate import scope_items
 
 STORES_DIR = "stores"
 
@@ -35,7 +35,7 @@ def truncation(system: Any, suite_env: Mapping[str, Any]) -> dict[str, Any] | No
         return None
     from recallbench.systems.base import truncation_report
 
-    texts = [m.text for _, scope in scopes_of(suite_env) for m in scope.memories]
+    texts = [m["text"] for _, scope in scope_items(suite_env) for m in scope["memories"]]
     return truncation_report(embedder, texts)
 
 
@@ -65,10 +65,10 @@ def run_hydrate(
         items = (
             {
                 "index": i,
-                "scope": tasks.scope_to_item(scope),
+                "scope": scope,
                 "directory": str(tasks.worker_dir(root, i).resolve()),
             }
-            for i, scope in scopes_of(suite_env)
+            for i, scope in scope_items(suite_env)
         )
         stores, ingest, inside = [], 0.0, 0.0
         for result in run_tasks(

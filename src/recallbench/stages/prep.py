@@ -13,7 +13,7 @@ from typing import Any
 from recallbench import __version__
 from recallbench.errors import RecallbenchError
 from recallbench.stages.execution import Execution, cache_source, run_tasks
-from recallbench.stages.validate import scopes_of
+from recallbench.stages.validate import scope_items
 
 PREP_BATCH = 64
 
@@ -40,8 +40,10 @@ def run_prep(
         nonlocal texts_seen
         batch: list[str] = []
         keys: list[bytes] = []
-        for _, scope in scopes_of(suite_env):
-            for text in [q.text for q in scope.queries] + [m.text for m in scope.memories]:
+        for _, scope in scope_items(suite_env):
+            for text in [q["text"] for q in scope["queries"]] + [
+                m["text"] for m in scope["memories"]
+            ]:
                 texts_seen += 1
                 key = text_key(text)
                 if key in seen:

@@ -18,7 +18,7 @@ from recallbench.metrics import percentile
 from recallbench.stages import tasks
 from recallbench.stages.execution import Execution, Stopwatch, cache_spec, run_tasks
 from recallbench.stages.hydrate import stores_root
-from recallbench.stages.validate import scopes_of
+from recallbench.stages.validate import scope_items
 
 #: Per-call search limit (the scope document's MAX_SEARCH_LIMIT).
 MAX_SEARCH_LIMIT = 10_000
@@ -33,6 +33,24 @@ def latency_summary(latency_ms: Mapping[str, list[float]]) -> dict[str, Any]:
         "p95_ms": percentile(samples, 95),
         "note": "local diagnostic data from this machine, not a cross-machine performance guarantee",
     }
+
+
+def slice_count(execution: Execution, kept: bool, scopes: int) -> int:
+    """How many slices each scope's queries are cut into: with several workers and fewer
+    scopes than workers, a kept (read-only) store is searched by every worker, each taking
+    a contiguous slice of the queries; otherwise one task per scope."""
+    if kept and execution.workers > 1 and scopes < execution.workers:
+        return execution.workers * 2
+    return 1
+
+
+def query_slices(scope: dict[str, Any], slices: int) -> list[dict[str, Any]]:
+    """The (plain) scope with its queries cut into `slices` contiguous parts, in order."""
+    queries = scope["queries"]
+    if slices <= 1 or len(queries) <= 1:
+        return [scope]
+    size = -(-len(queries) // slices)
+    return [{**scope, "queries": queries[i : i + size]} for i in range(0, len(queries), size)]
 
 
 def run_query(
@@ -60,10 +78,11 @@ def run_query(
     levels = [lv["name"] for lv in suite_env["data"]["levels"]]
     root = stores_root(build_dir) if kept else Path(build_dir) / WORK_DIR
     counts = suite_env["data"]["counts"]
+    slices = slice_count(execution, kept, counts["scopes"])
     items = (
         {
             "index": i,
-            "scope": tasks.scope_to_item(scope),
+            "scope": part,
             "directory": str(tasks.worker_dir(root, i).resolve()),
             "kept": kept,
             "expect": hyd["stores"][i] if kept else None,
@@ -71,7 +90,8 @@ def run_query(
             "top_k": top_k,
             "repeat": repeat,
         }
-        for i, scope in scopes_of(suite_env)
+        for i, scope in scope_items(suite_env)
+        for part in query_slices(scope, slices)
     )
     rows, scopes, latency = [], [], {}
     inside = task_seconds = ingest = 0.0
@@ -82,12 +102,13 @@ def run_query(
             system=hyd["system"],
             execution=execution,
             cache=cache_spec(execution, system, suite_env),
-            total=counts["scopes"],
+            total=counts["scopes"] * slices,
             desc="query",
             query_total=counts["queries"],
         ):
             rows.extend(result["rows"])
-            scopes.append({"scope_id": result["scope_id"], **result["store"]})
+            if not scopes or scopes[-1]["scope_id"] != result["scope_id"]:
+                scopes.append({"scope_id": result["scope_id"], **result["store"]})
             latency.update(result["latency_ms"])
             inside += result["timing"]["seconds_inside"]
             task_seconds += result["timing"]["seconds_task"]

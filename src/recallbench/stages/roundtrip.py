@@ -21,7 +21,7 @@ from recallbench.artifacts import envelope, inputs_of, require_made_from
 from recallbench.stages import tasks
 from recallbench.stages.execution import Execution, Stopwatch, cache_spec, run_tasks
 from recallbench.stages.hydrate import stores_root
-from recallbench.stages.validate import scopes_of
+from recallbench.stages.validate import scope_items
 
 DEFAULT_SAMPLE = 20
 ROUNDTRIP_DIR = "roundtrip"
@@ -83,21 +83,21 @@ def run_roundtrip(
     items = (
         {
             "index": i,
-            "scope": tasks.scope_to_item(scope),
+            "scope": scope,
             "directory": str(tasks.worker_dir(stores_root(build_dir), i).resolve()),
             "kept": kept,
             "expect": {k: runs["scopes"][i][k] for k in ("records", "digest")},
             "work": str(tasks.worker_dir(work, i).resolve()),
-            "limits": {r["query_id"]: r["limit"] for r in rows_of.get(scope.scope_id, [])},
+            "limits": {r["query_id"]: r["limit"] for r in rows_of.get(scope["scope_id"], [])},
             "before": {
                 r["query_id"]: [
                     {"memory_id": h["memory_id"], "score": h["score"]} for h in r["hits"]
                 ]
-                for r in rows_of.get(scope.scope_id, [])
+                for r in rows_of.get(scope["scope_id"], [])
             },
         }
-        for i, scope in scopes_of(suite_env)
-        if scope.scope_id in chosen
+        for i, scope in scope_items(suite_env)
+        if scope["scope_id"] in chosen
     )
     per_query: dict[str, Any] = {}
     records = {"source": 0, "packaged": 0, "verified": 0, "clone": 0}

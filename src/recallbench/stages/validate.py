@@ -2,17 +2,24 @@
 
 The suite artifact (suite.json) records the dataset's identity (files and sha256), the
 reader options, levels, categories, drop rules with every drop and its reason, the scope
-index (scope id, memories, queries) and counts. It does not copy the data: later stages
-stream the scopes again from the same files (`scopes_of`), which must still have the
-digests recorded here.
+index (scope id, memories, queries) and counts. Beside it, validate writes the scope spool
+(``scopes.jsonl.gz``): every scope as one line of plain JSON, exactly what a worker needs.
+The data file is read once, here; later stages stream the spool (`scopes_of`), whose
+sha256 suite.json records, and never parse the data file again.
 """
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import os
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from recallbench.artifacts import envelope
 from recallbench.datasets.base import dataset_policy, open_source
@@ -63,13 +70,87 @@ def check_scope(scope: Scope, levels: list[str], seen_queries: dict[str, str]) -
                 )
 
 
+SPOOL = "scopes.jsonl.gz"
+
+
+class _SpoolWriter:
+    """Scopes as gzip'd JSON lines in a temp file beside the spool's final path."""
+
+    def __init__(self, final: Path) -> None:
+        self.final = Path(final)
+        self.final.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{self.final.name}.", suffix=".tmp", dir=self.final.parent
+        )
+        self.tmp = Path(tmp)
+        self._raw = os.fdopen(fd, "wb")
+        self._gz = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=1, mtime=0)
+
+    def add(self, scope: Scope) -> None:
+        from recallbench.stages.tasks import scope_to_item
+
+        self._gz.write(orjson.dumps(scope_to_item(scope)) + b"\n")
+
+    def close(self) -> dict[str, Any]:
+        from recallbench.artifacts import _file_mode
+
+        self._gz.close()
+        self._raw.close()
+        os.chmod(self.tmp, _file_mode())
+        return {"file": SPOOL, "sha256": _sha256(self.tmp), "bytes": self.tmp.stat().st_size}
+
+    def abort(self) -> None:
+        self._gz.close()
+        self._raw.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def run_validate(
     dataset: str,
     paths: Mapping[str, Path],
     options: Mapping[str, Any] | None = None,
     progress: Callable[[int], Any] | None = None,
+    *,
+    spool: Path,
 ) -> dict[str, Any]:
-    """Stream the dataset once; return the `suite` envelope (or raise on bad input)."""
+    """Stream the dataset once; return the `suite` envelope (or raise on bad input).
+
+    The scope spool is written to a temp file beside `spool`; the envelope's
+    ``spool_tmp`` names it and `publish_suite` moves it into place with suite.json.
+    """
+    writer = _SpoolWriter(spool)
+    try:
+        return _validate(dataset, paths, options, progress, writer)
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def publish_suite(env: dict[str, Any], suite_path: Path) -> None:
+    """Move the spool into place, then write suite.json (a crash between the two leaves an
+    old suite.json whose spool digest no longer matches: refused, never mixed)."""
+    from recallbench.artifacts import dumps, publish
+
+    tmp = Path(env.pop("spool_tmp"))
+    os.replace(tmp, env["spool_path"])
+    publish({Path(suite_path): dumps(env)})
+
+
+def _validate(
+    dataset: str,
+    paths: Mapping[str, Path],
+    options: Mapping[str, Any] | None,
+    progress: Callable[[int], Any] | None,
+    writer: _SpoolWriter,
+) -> dict[str, Any]:
     source = open_source(dataset, paths, options)
     source.strict_keys = True  # a repeated key in one object is an error, not last-wins
     levels = [level.name for level in source.levels]
@@ -87,6 +168,7 @@ def run_validate(
             drops.append(item.to_dict())
             continue
         check_scope(item, levels, seen_queries)
+        writer.add(item)
         for query in item.queries:
             raw[query.category] += 1
             scored[query.category] += 1
@@ -139,45 +221,58 @@ def run_validate(
         "drops": drops,
         "scopes": scopes,
         "summary": source.summary(),
+        "spool": writer.close(),
     }
     inputs = {f["role"]: f["sha256"] for f in identity["files"]}
     env = envelope("suite", data, inputs)
-    env["source_paths"] = {role: str(Path(p).resolve()) for role, p in paths.items()}
+    env["spool_path"] = str(writer.final.resolve())
+    env["spool_tmp"] = str(writer.tmp)
     return env
-
-
-def source_of(suite_env: Mapping[str, Any]) -> Any:
-    """The dataset source a suite artifact was made from, opened again on the same files."""
-    data = suite_env["data"]
-    paths = {role: Path(p) for role, p in suite_env.get("source_paths", {}).items()}
-    for role, path in paths.items():
-        if not path.is_file():
-            raise ArtifactError(
-                f"{path}: the {role} file validate read is gone; run `recallbench validate` again"
-            )
-    return open_source(data["dataset"], paths, data["options"])
 
 
 def scopes_of(
     suite_env: Mapping[str, Any], progress: Callable[[int], Any] | None = None
 ) -> Iterator[tuple[int, Scope]]:
-    """(index, scope) for every scope of the suite, streamed again from the source files.
+    """(index, scope) for every scope of the suite, streamed from validate's spool.
 
-    After the last scope, the files' digests must still be those validate recorded
-    (an ArtifactError otherwise: their content changed since).
+    The spool's sha256 must be the one suite.json records (checked as it is read; an
+    ArtifactError at the end otherwise), so every stage sees exactly the validated scopes.
     """
-    source = source_of(suite_env)
+    for index, raw in scope_items(suite_env):
+        from recallbench.stages.tasks import scope_from_item
+
+        yield index, scope_from_item(raw)
+
+
+def scope_items(suite_env: Mapping[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(index, plain scope dict) from the spool, as workers take them."""
+    spool = suite_env["data"]["spool"]
+    path = Path(suite_env.get("spool_path") or "")
+    rerun = "run `recallbench validate` again"
+    if not path.is_file():
+        raise ArtifactError(f"{path}: the scope spool validate wrote is missing; {rerun}")
+    digest = hashlib.sha256()
+
+    class _Hashing:
+        def __init__(self, handle: Any) -> None:
+            self.handle = handle
+
+        def read(self, size: int = -1) -> bytes:
+            chunk = self.handle.read(size)
+            digest.update(chunk)
+            return chunk
+
     index = 0
-    for item in source.stream(progress):
-        if isinstance(item, Drop):
-            continue
-        yield index, item
-        index += 1
-    expected = {f["role"]: f["sha256"] for f in suite_env["data"]["identity"]["files"]}
-    actual = {f["role"]: f["sha256"] for f in source.identity()["files"]}
-    if actual != expected or index != suite_env["data"]["counts"]["scopes"]:
-        changed = sorted(r for r in expected if actual.get(r) != expected[r]) or ["data"]
-        raise ArtifactError(
-            f"{suite_env['source_paths'].get(changed[0], changed[0])} changed after validation; "
-            "run `recallbench validate` again"
-        )
+    with open(path, "rb") as handle:
+        hashing = _Hashing(handle)
+        try:
+            with gzip.GzipFile(fileobj=hashing, mode="rb") as lines:  # type: ignore[arg-type]
+                for line in lines:
+                    yield index, orjson.loads(line)
+                    index += 1
+        except (OSError, EOFError, orjson.JSONDecodeError) as exc:
+            raise ArtifactError(f"{path}: damaged scope spool ({exc}); {rerun}") from None
+        while hashing.read(1 << 20):
+            pass
+    if digest.hexdigest() != spool["sha256"] or index != suite_env["data"]["counts"]["scopes"]:
+        raise ArtifactError(f"{path}: not the scope spool suite.json describes; {rerun}")

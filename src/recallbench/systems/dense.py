@@ -2,7 +2,7 @@
 
 Vectors: all-MiniLM-L6-v2 from the packaged model (`semantic.shared_embedder`, the same
 instance and vector space as `hotmem-minilm`), L2-normalised. Search: exact cosine top-k
-with numpy over every stored vector (a dot product of unit vectors, in float64), score
+with numpy over every stored vector (a dot product of unit vectors, in float64, row by row), score
 descending, ties by memory id ascending; every record is a candidate (no abstention).
 Texts longer than the model's 256-token window are truncated by the model: see
 `base.truncation_report`.
@@ -86,10 +86,13 @@ class DenseEmbedder:
         return f"{d.key}@{d.dimension}"
 
     def embed_texts(self, texts: Sequence[str]) -> list[list[float]]:
+        """Each distinct text embedded once, so equal texts get equal vectors."""
         if not texts:
             return []
+        unique = list(dict.fromkeys(texts))
         with self._system._inside():
-            return self.inner.embed_batch(texts)
+            vectors = dict(zip(unique, self.inner.embed_batch(unique), strict=True))
+        return [vectors[t] for t in texts]
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
         return self.inner.token_counts(texts)
@@ -146,7 +149,9 @@ class DenseStore:
             return []
         q = self._embed([query])[0].astype(np.float64)
         with self._system._inside():
-            scores = self._vectors.astype(np.float64) @ q
+            # row by row, the same arithmetic for every row (a BLAS matrix-vector product
+            # may not), so equal vectors score exactly equal and fall to the id order
+            scores = np.sum(self._vectors.astype(np.float64) * q, axis=1)
             order = np.lexsort((self._ids, -scores))[:top_k]  # score desc, then id asc
         return [
             Hit(self._records[i].memory_id, round(float(scores[i]), 6), self._records[i].identifier)

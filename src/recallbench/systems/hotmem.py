@@ -2,9 +2,14 @@
 
 Ingest: `MemoryDB.insert_many_ignore` (the path every HotMem hydration uses) with the
 fixture ids, a fixed `created_at`, no TTL and vectors from HotMem's own embedder.
-Search: `hotmem.search.search_memories`. Clone: the `hotmem-interchange-v1` package
-(`write_package` -> `verify_package` -> `hydrate_package` into a fresh database).
+Search: `hotmem.search.search_memories`. Digest: (id, fact_text) of every row, read back
+with `MemoryDB.iter_rows`. Capabilities: a clone path, the `hotmem-interchange-v1` package
+(`write_package` -> `verify_package` -> `hydrate_package` into a fresh database) with its
+own corruptions (a flipped gzip byte; a record edited and re-compressed under the old
+manifest, which HotMem rejects as `decompressed_digest_mismatch`); the embedder (the hash
+embedder, or MiniLM for `hotmem-minilm`); lexical diagnostics (its FTS5 leg).
 HotMem's JSON tracing on stderr is silenced and its temp spool kept in our work dir.
+Registers `hotmem`, `hotmem-mmr` and `hotmem-minilm`.
 """
 
 from __future__ import annotations

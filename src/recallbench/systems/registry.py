@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.metadata
-import importlib.util
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from recallbench.errors import RecallbenchError
 
 if TYPE_CHECKING:
+    import importlib.metadata
+
     from recallbench.systems.base import System
 
 GROUP = "recallbench.systems"
@@ -56,8 +55,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
 CAPABILITIES: tuple[str, ...] = ("clone", "embedder", "lexical")
 
 
-@dataclass(frozen=True)
-class Registration:
+class Registration(NamedTuple):
     """A built-in system: its factory, one-line description, extra and capabilities."""
 
     name: str
@@ -115,6 +113,8 @@ def _missing_for(extra: str | None) -> list[str]:
     """Modules of `extra` that are not installed here."""
     if extra is None:
         return []
+    import importlib.util
+
     return [m for m in EXTRAS[extra][0] if importlib.util.find_spec(m) is None]
 
 
@@ -124,6 +124,8 @@ def _missing_for(extra: str | None) -> list[str]:
 @functools.cache
 def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
     """Installed entry points of the group, by name (a built-in name cannot be taken)."""
+    import importlib.metadata  # (not at import time: only when names are asked for)
+
     found: dict[str, importlib.metadata.EntryPoint] = {}
     for ep in importlib.metadata.entry_points(group=GROUP):
         found.setdefault(ep.name, ep)

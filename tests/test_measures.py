@@ -1,0 +1,554 @@
+"""Measures as named objects: each class by hand, the one aggregate cell shape, the measure
+sets datasets declare, rankings at a level, and parity with trec_eval (pytrec_eval)."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+import pytrec_eval
+
+from recallbench.datasets import fixtures
+from recallbench.measures import (
+    MEASURE_CLASSES,
+    NDCG,
+    DuplicateSlotRate,
+    FalsePositiveRate,
+    Measure,
+    NDCGAny,
+    Recall,
+    RecallAll,
+    RecallAny,
+    ReciprocalRank,
+    aggregate,
+    conversational_measures,
+    per_query_value,
+    value_of,
+)
+from recallbench.metrics import Ratio
+from recallbench.model import Level, Memory, level_ranking
+from recallbench.stages.score import aggregate_rows, score_rows
+from recallbench.trec import trec_files
+
+# Relevant (grade >= 2): a, b, e -> |R| = 3; c (grade 1) is partially relevant only.
+GRADES = {"a": 3, "b": 2, "c": 1, "d": 0, "e": 2}
+# rank:    1    2    3    4    5    6
+RANKED = ["d", "c", "b", "x", "a", "e"]
+LOG2_3 = math.log2(3)
+L = "memory"
+
+
+# --- names, stems, flags ------------------------------------------------------------------
+
+
+def test_every_measure_class_is_listed_with_its_stem_and_definition() -> None:
+    assert MEASURE_CLASSES == (
+        Recall,
+        RecallAny,
+        RecallAll,
+        ReciprocalRank,
+        NDCG,
+        NDCGAny,
+        FalsePositiveRate,
+        DuplicateSlotRate,
+    )
+    stems = [cls.stem for cls in MEASURE_CLASSES]
+    assert stems == [
+        "recall",
+        "recall_any",
+        "recall_all",
+        "mrr",
+        "ndcg",
+        "ndcg_any",
+        "fp_rate",
+        "duplicate_slot_rate",
+    ]
+    assert [cls.pooled for cls in MEASURE_CLASSES] == [False] * 6 + [True] * 2
+    for cls in MEASURE_CLASSES:
+        assert cls.definition and "\n" not in cls.definition, cls
+        assert cls.__doc__ and "@k" in cls.__doc__, cls  # the formula is in the docstring
+
+
+def test_names_carry_the_level_prefix_and_the_cutoff() -> None:
+    assert Recall("session", 5).name == "recall@5"
+    assert Recall("turn", 10, "turn_").name == "turn_recall@10"
+    assert NDCGAny("turn", 1, "turn_").name == "turn_ndcg_any@1"
+    assert DuplicateSlotRate(L, 5).name == "duplicate_slot_rate@5"
+    assert ReciprocalRank(L, 3).name == "mrr@3"
+
+
+def test_the_base_class_is_abstract() -> None:
+    with pytest.raises(NotImplementedError):
+        Measure(L, 5)(["a"], {"a": 2})
+
+
+# --- each measure by hand ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("k", "expected"),
+    [
+        (1, Ratio(0, 3)),  # [d]
+        (3, Ratio(1, 3)),  # [d, c, b]: b; c is grade 1, not relevant
+        (5, Ratio(2, 3)),  # + a
+        (6, Ratio(3, 3)),  # + e
+        (50, Ratio(3, 3)),  # k beyond the list: what was returned
+    ],
+)
+def test_recall(k: int, expected: Ratio) -> None:
+    assert Recall(L, k)(RANKED, GRADES) == expected
+
+
+@pytest.mark.parametrize(("k", "expected"), [(1, 0), (2, 0), (3, 1), (50, 1)])
+def test_recall_any(k: int, expected: int) -> None:
+    # the first relevant id (b) is at rank 3
+    assert RecallAny(L, k)(RANKED, GRADES) == expected
+
+
+@pytest.mark.parametrize(("k", "expected"), [(1, 0.0), (5, 0.0), (6, 1.0), (50, 1.0)])
+def test_recall_all(k: int, expected: float) -> None:
+    # a, b and e are all in the top k only from k = 6 on (e is at rank 6)
+    assert RecallAll(L, k)(RANKED, GRADES) == expected
+
+
+def test_recall_all_is_one_when_every_relevant_id_is_in_and_grade_one_is_not_needed() -> None:
+    # R = {a, b}; c (grade 1) is not in the top 2 and not required
+    assert RecallAll(L, 2)(["b", "a", "c"], {"a": 3, "b": 2, "c": 1}) == 1.0
+    assert RecallAll(L, 1)(["b", "a", "c"], {"a": 3, "b": 2, "c": 1}) == 0.0
+
+
+@pytest.mark.parametrize(("k", "expected"), [(1, 0.0), (2, 0.0), (3, 1 / 3), (50, 1 / 3)])
+def test_reciprocal_rank(k: int, expected: float) -> None:
+    assert ReciprocalRank(L, k)(RANKED, GRADES) == expected
+
+
+def test_ndcg_hand_calculated() -> None:
+    # top-3 grades [0, 1, 2]: DCG@3 = 0 + 1/log2(3) + 2/log2(4) = 1/log2(3) + 1
+    # ideal over every graded id [3, 2, 2, 1] cut at 3: IDCG@3 = 3 + 2/log2(3) + 2/2
+    expected = (1 / LOG2_3 + 1) / (4 + 2 / LOG2_3)
+    assert NDCG(L, 3)(RANKED, GRADES) == pytest.approx(expected, abs=1e-12)
+    assert expected == pytest.approx(0.3099531, abs=1e-7)
+    # the ideal counts an id that was never retrieved: b (2) alone at rank 1, a (3) exists
+    assert NDCG(L, 1)(["b"], {"a": 3, "b": 2}) == pytest.approx(2 / 3, abs=1e-12)
+
+
+def test_ndcg_any_ranks_one_and_two_are_both_undiscounted() -> None:
+    """LongMemEval's eval_utils.py: DCG = rel[0] + sum_{i>=1} rel[i] / log2(i + 1)."""
+    gold = {"a": 2}
+    # gold at rank 2: official DCG = 0 + 1/log2(2) = 1 = IDCG -> a perfect 1.0 ...
+    assert NDCGAny(L, 2)(["x", "a"], gold) == 1.0
+    assert NDCGAny(L, 2)(["a", "x"], gold) == 1.0  # ... the same as at rank 1
+    # ... where the textbook nDCG discounts rank 2 by 1/log2(3)
+    assert NDCG(L, 2)(["x", "a"], gold) == pytest.approx(1 / LOG2_3, abs=1e-12)
+    # rank 3 is discounted by 1/log2(3), rank 4 by 1/log2(4) = 1/2
+    assert NDCGAny(L, 3)(["x", "y", "a"], gold) == pytest.approx(1 / LOG2_3, abs=1e-12)
+    # two gold ids at ranks 3 and 4: DCG = 1/log2(3) + 1/2; IDCG = 1 + 1 = 2
+    two = {"a": 3, "b": 2}
+    assert NDCGAny(L, 4)(["x", "y", "a", "b"], two) == pytest.approx(
+        (1 / LOG2_3 + 0.5) / 2, abs=1e-12
+    )
+    # cut at 2 with one of two gold ids inside: DCG = 0 + 1 = 1, IDCG = 2
+    assert NDCGAny(L, 2)(["x", "a", "b"], two) == 0.5
+
+
+def test_ndcg_any_is_binary_over_grade_two_and_up() -> None:
+    # c (grade 1) is not gold for ndcg_any; a (3) counts as 1, not 3
+    grades = {"a": 3, "c": 1}
+    assert NDCGAny(L, 2)(["c", "a"], grades) == 1.0
+    assert NDCGAny(L, 1)(["c", "a"], grades) == 0.0
+    # the graded nDCG does count c: DCG@1 = 1, IDCG@1 = 3
+    assert NDCG(L, 1)(["c", "a"], grades) == pytest.approx(1 / 3, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("k", "expected"),
+    [
+        (1, Ratio(1, 1)),  # [d]: grade 0
+        (2, Ratio(1, 2)),  # [d, c]: c is grade 1, not a false positive
+        (4, Ratio(2, 4)),  # [d, c, b, x]: d and x (unjudged = 0)
+        (50, Ratio(2, 6)),  # denominator: the returned slots, not k
+    ],
+)
+def test_false_positive_rate(k: int, expected: Ratio) -> None:
+    assert FalsePositiveRate(L, k)(RANKED, GRADES) == expected
+
+
+def test_duplicate_slot_rate() -> None:
+    groups = {"a": "g1", "b": "g1", "e": "g1", "c": "g2", "d": "g2"}
+    ranked = ["a", "b", "x", "c", "e", "d", "y"]
+    # b and e repeat g1; x is its own group; c is the first of g2
+    assert DuplicateSlotRate(L, 5)(ranked, {}, groups) == Ratio(2, 5)
+    assert DuplicateSlotRate(L, 7)(ranked, {}, groups) == Ratio(3, 7)  # + d repeats g2
+    # without groups every id is its own group
+    assert DuplicateSlotRate(L, 7)(ranked, {}) == Ratio(0, 7)
+    assert DuplicateSlotRate(L, 7)(ranked, {}, None) == Ratio(0, 7)
+
+
+@pytest.mark.parametrize("grades", [{}, {"d": 0}, {"c": 1}])
+def test_nothing_relevant_is_not_applicable(grades: dict[str, int]) -> None:
+    ranked = ["c", "d"]
+    for cls in (Recall, RecallAny, RecallAll, ReciprocalRank, NDCGAny):
+        assert cls(L, 5)(ranked, grades) is None, cls
+    # the graded nDCG is applicable once anything is graded above 0
+    assert (NDCG(L, 5)(ranked, grades) is None) == (not any(grades.values()))
+    # slot rates are defined for every query
+    assert FalsePositiveRate(L, 5)(ranked, grades).denominator == 2
+    assert DuplicateSlotRate(L, 5)(ranked, grades) == Ratio(0, 2)
+
+
+def test_nothing_returned() -> None:
+    assert Recall(L, 5)([], GRADES) == Ratio(0, 3)
+    assert RecallAny(L, 5)([], GRADES) == 0
+    assert RecallAll(L, 5)([], GRADES) == 0.0
+    assert ReciprocalRank(L, 5)([], GRADES) == 0.0
+    assert NDCG(L, 5)([], GRADES) == 0.0
+    assert NDCGAny(L, 5)([], GRADES) == 0.0
+    assert FalsePositiveRate(L, 5)([], GRADES) == Ratio(0, 0)
+
+
+# --- category restriction -------------------------------------------------------------------
+
+
+def test_applies_to_restricts_by_category() -> None:
+    fp = FalsePositiveRate(L, 5, categories=frozenset({"negative"}))
+    assert fp.applies_to("negative")
+    assert not fp.applies_to("exact")
+    assert Recall(L, 5).applies_to("anything")
+
+
+def _row(qid: str, category: str, ranking: list[str], gold: dict[str, int], groups=None) -> dict:
+    groups = groups or {}
+    return {
+        "query_id": qid,
+        "scope_id": "s",
+        "category": category,
+        "hits": [{"memory_id": m, "group": groups.get(m)} for m in ranking],
+        "levels": {L: {"ranking": ranking, "scores": [1.0] * len(ranking), "gold": gold}},
+        "missed": {L: [{"id": m} for m in sorted(set(gold) - set(ranking)) if gold[m] >= 2]},
+    }
+
+
+def test_score_rows_gives_none_outside_a_measures_categories_and_levels() -> None:
+    measures = [
+        Recall(L, 2),
+        FalsePositiveRate(L, 2, categories=frozenset({"negative"})),
+        DuplicateSlotRate(L, 2, categories=frozenset({"dup"})),
+        Recall("turn", 2, "turn_"),  # no row has the turn level
+    ]
+    rows = [
+        _row("q1", "exact", ["a", "x"], {"a": 3, "b": 2}),
+        _row("q2", "negative", ["x", "y"], {}),
+        _row("q3", "dup", ["a", "b"], {"a": 2, "b": 2}, groups={"a": "g", "b": "g"}),
+    ]
+    scored = score_rows(rows, measures)
+    assert [r["metrics"] for r in scored] == [
+        {
+            "recall@2": {"numerator": 1, "denominator": 2, "value": 0.5},
+            "fp_rate@2": None,  # would be 1/2 if it applied to exact queries
+            "duplicate_slot_rate@2": None,
+            "turn_recall@2": None,
+        },
+        {
+            "recall@2": None,  # nothing relevant
+            "fp_rate@2": {"numerator": 2, "denominator": 2, "value": 1.0},
+            "duplicate_slot_rate@2": None,
+            "turn_recall@2": None,
+        },
+        {
+            "recall@2": {"numerator": 2, "denominator": 2, "value": 1.0},
+            "fp_rate@2": None,
+            "duplicate_slot_rate@2": {"numerator": 1, "denominator": 2, "value": 0.5},
+            "turn_recall@2": None,
+        },
+    ]
+    assert [r["missed"] for r in scored] == [["b"], [], []]
+    cells = aggregate_rows(scored, measures)
+    # recall: mean of 0.5 and 1.0 over the 2 queries it applies to; q2 not applicable
+    assert cells["recall@2"] == {
+        "value": 0.75,
+        "numerator": 1.5,
+        "denominator": 2,
+        "queries": 2,
+        "not_applicable": 1,
+        "pooled": {"numerator": 3, "denominator": 4},
+    }
+    assert cells["fp_rate@2"]["queries"] == 1 and cells["fp_rate@2"]["not_applicable"] == 2
+    assert cells["turn_recall@2"]["value"] is None and cells["turn_recall@2"]["queries"] == 0
+
+
+# --- aggregate --------------------------------------------------------------------------
+
+
+def test_per_query_values_keep_ratio_counts() -> None:
+    assert per_query_value(Ratio(1, 4)) == {"numerator": 1, "denominator": 4, "value": 0.25}
+    assert per_query_value(0.5) == 0.5
+    assert per_query_value(None) is None
+    assert value_of({"numerator": 1, "denominator": 4, "value": 0.25}) == 0.25
+    assert value_of(0.5) == 0.5
+    assert value_of(None) is None
+
+
+def test_aggregate_a_mean_measure() -> None:
+    # RR values 1, 1/2, 0, 1/3 and one not applicable: sum 11/6 over 4 queries = 11/24
+    cell = aggregate(ReciprocalRank(L, 5), [1.0, None, 0.5, 0.0, 1 / 3])
+    assert cell == {
+        "value": pytest.approx(11 / 24),
+        "numerator": pytest.approx(11 / 6),
+        "denominator": 4,
+        "queries": 4,
+        "not_applicable": 1,
+        "pooled": None,
+    }
+    assert cell["value"] == cell["numerator"] / cell["denominator"]
+    # recall_any holds 0/1 integers: the mean is the hit rate, with no pooled counts
+    assert aggregate(RecallAny(L, 5), [1, 0, 1, None]) == {
+        "value": pytest.approx(2 / 3),
+        "numerator": 2.0,
+        "denominator": 3,
+        "queries": 3,
+        "not_applicable": 1,
+        "pooled": None,
+    }
+
+
+def test_aggregate_recall_is_a_mean_with_the_pooled_counts_beside_it() -> None:
+    values = [per_query_value(r) for r in (Ratio(1, 2), Ratio(2, 3), Ratio(0, 1), None)]
+    cell = aggregate(Recall(L, 5), values)
+    # mean of 1/2, 2/3, 0 = (7/6) / 3 = 7/18 ~ 0.389; pooled 3/6 = 0.5 is not the mean
+    assert cell == {
+        "value": pytest.approx(7 / 18),
+        "numerator": pytest.approx(7 / 6),
+        "denominator": 3,
+        "queries": 3,
+        "not_applicable": 1,
+        "pooled": {"numerator": 3, "denominator": 6},
+    }
+
+
+def test_aggregate_a_pooled_measure_sums_slot_counts() -> None:
+    values = [per_query_value(r) for r in (Ratio(2, 5), Ratio(0, 3), None, Ratio(1, 1))]
+    cell = aggregate(FalsePositiveRate(L, 5), values)
+    # (2 + 0 + 1) / (5 + 3 + 1) = 3/9, not the mean of ratios (0.4 + 0 + 1) / 3
+    assert cell == {
+        "value": 1 / 3,
+        "numerator": 3,
+        "denominator": 9,
+        "queries": 3,
+        "not_applicable": 1,
+        "pooled": None,
+    }
+
+
+def test_aggregate_with_nothing_to_average() -> None:
+    assert aggregate(NDCG(L, 5), [None, None]) == {
+        "value": None,
+        "numerator": 0.0,
+        "denominator": 0,
+        "queries": 0,
+        "not_applicable": 2,
+        "pooled": None,
+    }
+    assert aggregate(Recall(L, 5), []) == {
+        "value": None,
+        "numerator": 0.0,
+        "denominator": 0,
+        "queries": 0,
+        "not_applicable": 0,
+        "pooled": {"numerator": 0, "denominator": 0},
+    }
+    # a pooled measure whose queries returned nothing: 0 slots, value n/a, still 1 query
+    empty = aggregate(DuplicateSlotRate(L, 5), [per_query_value(Ratio(0, 0))])
+    assert (empty["value"], empty["numerator"], empty["denominator"], empty["queries"]) == (
+        None,
+        0,
+        0,
+        1,
+    )
+
+
+# --- the measure sets datasets declare ------------------------------------------------------
+
+
+CONVERSATIONAL_STEMS = ("recall", "recall_any", "recall_all", "ndcg_any")
+
+
+def _names(prefix: str, ks: tuple[int, ...]) -> list[str]:
+    return [f"{prefix}{stem}@{k}" for k in ks for stem in CONVERSATIONAL_STEMS]
+
+
+def test_conversational_measures_session_only() -> None:
+    session = [Level("session")]
+    at5 = conversational_measures(5, session)
+    assert [m.name for m in at5] == [
+        "recall@1",
+        "recall_any@1",
+        "recall_all@1",
+        "ndcg_any@1",
+        "recall@5",
+        "recall_any@5",
+        "recall_all@5",
+        "ndcg_any@5",
+    ]
+    assert {m.level for m in at5} == {"session"}
+    at10 = conversational_measures(10, session)
+    assert [m.name for m in at10] == _names("", (1, 5, 10))
+    assert [m.k for m in at10] == [1] * 4 + [5] * 4 + [10] * 4
+    # cutoffs above the run's top-k are left out
+    assert [m.name for m in conversational_measures(3, session)] == _names("", (1,))
+    assert [m.name for m in conversational_measures(50, session)] == _names("", (1, 5, 10))
+
+
+def test_conversational_measures_session_and_turn() -> None:
+    levels = [Level("session"), Level("turn", "turn_")]
+    at5 = conversational_measures(5, levels)
+    assert [m.name for m in at5] == _names("", (1, 5)) + _names("turn_", (1, 5))
+    at10 = conversational_measures(10, levels)
+    assert [m.name for m in at10] == _names("", (1, 5, 10)) + _names("turn_", (1, 5, 10))
+    assert [m.level for m in at10] == ["session"] * 12 + ["turn"] * 12
+    assert not any(m.pooled or m.categories for m in at10)
+
+
+def test_fixture_measures() -> None:
+    names = [m.name for m in fixtures.measures(5, {})]
+    assert names == ["recall@1", "recall@5", "mrr@5", "ndcg@5", "fp_rate@5", "duplicate_slot_rate@5"]
+    # recall@1 once when k is 1
+    assert [m.name for m in fixtures.measures(1, {})] == [
+        "recall@1",
+        "mrr@1",
+        "ndcg@1",
+        "fp_rate@1",
+        "duplicate_slot_rate@1",
+    ]
+    by_name = {m.name: m for m in fixtures.measures(5, {})}
+    assert by_name["fp_rate@5"].categories == {"negative_or_no_answer"}
+    assert by_name["duplicate_slot_rate@5"].categories == {"near_duplicate_diversity"}
+    assert by_name["recall@5"].categories is None
+
+
+# --- a ranking at a level -------------------------------------------------------------------
+
+
+def test_a_turn_ranking_yields_sessions_in_order_of_first_appearance() -> None:
+    def turn(mid: str, turn_id: str) -> Memory:
+        return Memory(mid, "text", {"turn": (turn_id,), "session": (turn_id.split(":")[0],)})
+
+    memories = {
+        m.memory_id: m
+        for m in (
+            turn("t1", "D1:1"),
+            turn("t2", "D2:3"),
+            turn("t3", "D1:5"),
+            turn("t4", "D3:1"),
+            turn("t5", "D2:4"),
+        )
+    }
+    ranked = ["t2", "t1", "t3", "t5", "t4"]
+    assert level_ranking(ranked, memories, "turn") == ["D2:3", "D1:1", "D1:5", "D2:4", "D3:1"]
+    # D2 first (t2), D1 next (t1; t3 adds nothing new), D2 again is skipped (t5), then D3
+    assert level_ranking(ranked, memories, "session") == ["D2", "D1", "D3"]
+    # so D3, the fifth turn, is the third session: in the session top 3, not the turn top 3
+    assert Recall("session", 3)(level_ranking(ranked, memories, "session"), {"D3": 2}) == Ratio(
+        1, 1
+    )
+    assert Recall("turn", 3, "turn_")(
+        level_ranking(ranked, memories, "turn"), {"D3:1": 2}
+    ) == Ratio(0, 1)
+
+
+def test_a_memory_standing_for_several_units_expands_to_all_of_them() -> None:
+    # LongMemEval stores two identical sessions once: the memory stands for both ids
+    memories = {
+        "m1": Memory("m1", "same text", {"session": ("s1", "s7")}),
+        "m2": Memory("m2", "other", {"session": ("s2",)}),
+        "m3": Memory("m3", "no units at this level", {"memory": ("m3",)}),
+    }
+    assert level_ranking(["m2", "m3", "m1"], memories, "session") == ["s2", "s1", "s7"]
+    assert level_ranking([], memories, "session") == []
+
+
+# --- parity with trec_eval ------------------------------------------------------------------
+
+
+def _random_runs(seed: int) -> dict:
+    """A `runs` artifact's data at one level: random graded qrels, and rankings whose scores
+    tie and even increase (only the order is meaningful)."""
+    rng = random.Random(seed)
+    docs = [f"m{i:03d}" for i in range(40)]
+    queries = []
+    for q in range(60):
+        judged = rng.sample(docs, rng.randint(0, 12))
+        gold = {d: rng.choice([0, 0, 1, 1, 2, 3]) for d in judged}
+        pool = judged + rng.sample(docs, 6)
+        ranking = list(dict.fromkeys(rng.sample(pool, min(len(pool), rng.randint(0, 12)))))
+        scores = [rng.choice([0.9, 0.5, 0.5, 0.1, -0.2]) for _ in ranking]
+        queries.append(
+            {
+                "query_id": f"s{seed}-q{q:02d}",
+                "levels": {L: {"ranking": ranking, "scores": scores, "gold": gold}},
+            }
+        )
+    return {"queries": queries}
+
+
+def _trec_eval(tmp_path: Path, runs: dict, measures: set[str], name: str) -> dict:
+    """Export with `trec_files`, read the files back as trec_eval would, evaluate."""
+    run_path, qrels_path = tmp_path / f"{name}.run", tmp_path / f"{name}.qrels"
+    files = trec_files(runs, L, "recallbench", run_path, qrels_path)
+    qrels: dict[str, dict[str, int]] = {}
+    for line in files[qrels_path].decode().splitlines():
+        qid, _, doc, grade = line.split()
+        qrels.setdefault(qid, {})[doc] = int(grade)
+    run: dict[str, dict[str, float]] = {}
+    for line in files[run_path].decode().splitlines():
+        qid, _, doc, _, score, _ = line.split()
+        run.setdefault(qid, {})[doc] = float(score)
+    return pytrec_eval.RelevanceEvaluator(qrels, measures, relevance_level=2).evaluate(run)
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+@pytest.mark.parametrize("k", [1, 5, 10])
+def test_recall_ndcg_rr_and_recall_any_equal_trec_eval(tmp_path: Path, seed: int, k: int) -> None:
+    runs = _random_runs(seed)
+    full = _trec_eval(tmp_path, runs, {f"recall.{k}", f"ndcg_cut.{k}", f"success.{k}"}, "full")
+    # recip_rank has no cutoff in trec_eval: evaluate it on the run cut to k
+    cut = {
+        "queries": [
+            {
+                "query_id": q["query_id"],
+                "levels": {
+                    L: {
+                        "ranking": q["levels"][L]["ranking"][:k],
+                        "scores": q["levels"][L]["scores"][:k],
+                        "gold": q["levels"][L]["gold"],
+                    }
+                },
+            }
+            for q in runs["queries"]
+        ]
+    }
+    rr = _trec_eval(tmp_path, cut, {"recip_rank"}, "cut")
+    compared = compared_ndcg = 0
+    for q in runs["queries"]:
+        qid, level = q["query_id"], q["levels"][L]
+        ranking, gold = level["ranking"], level["gold"]
+        ndcg = NDCG(L, k)(ranking, gold)
+        recall = Recall(L, k)(ranking, gold)
+        # trec_eval scores a query only when it has a positive judgement and a returned id
+        if not ranking or ndcg is None:
+            assert qid not in full
+            continue
+        assert ndcg == pytest.approx(full[qid][f"ndcg_cut_{k}"], abs=1e-9), qid
+        compared_ndcg += 1
+        if recall is None:  # only grade-1 ids: trec_eval says 0/0 = 0, ours not applicable
+            assert full[qid][f"recall_{k}"] == 0.0
+            continue
+        assert recall.value == pytest.approx(full[qid][f"recall_{k}"], abs=1e-9), qid
+        assert RecallAny(L, k)(ranking, gold) == full[qid][f"success_{k}"], qid
+        assert ReciprocalRank(L, k)(ranking, gold) == pytest.approx(
+            rr[qid]["recip_rank"], abs=1e-9
+        ), qid
+        compared += 1
+    assert compared >= 20  # the comparison is not vacuous
+    assert compared_ndcg > compared
