@@ -181,11 +181,15 @@ def _f(x: float | None, signed: bool = False) -> str:
 
 
 def headline(doc: dict[str, Any]) -> str:
-    """One line per challenger: the first measure's means, difference, CI, p and W/T/L."""
+    """One line per challenger: nDCG@k (else recall@k, else the first measure): means,
+    difference, CI, p and W/T/L."""
     lines = []
+    k = doc["top_k"]
     for pair in doc["comparisons"]:
-        metric, m = next(iter(pair["metrics"].items()))
-        o = m["overall"]
+        names = list(pair["metrics"])
+        preferred = [n for n in (f"ndcg@{k}", f"recall@{k}") if n in names]
+        metric = (preferred or names)[0]
+        o = pair["metrics"][metric]["overall"]
         ci = "n/a" if o["ci95"] is None else f"[{o['ci95'][0]:+.3f}, {o['ci95'][1]:+.3f}]"
         p = "n/a" if o["p_value"] is None else f"{o['p_value']:.4f}"
         lines.append(

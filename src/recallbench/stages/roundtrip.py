@@ -21,6 +21,7 @@ from recallbench.artifacts import envelope, inputs_of, require_made_from
 from recallbench.stages import tasks
 from recallbench.stages.execution import Execution, Stopwatch, cache_spec, run_tasks
 from recallbench.stages.hydrate import stores_root
+from recallbench.stages.query import query_slices, slice_count
 from recallbench.stages.validate import scope_items
 
 DEFAULT_SAMPLE = 20
@@ -34,6 +35,48 @@ def sample_scopes(scope_ids: list[str], size: int) -> set[str]:
         return set(scope_ids)
     ranked = sorted(scope_ids, key=lambda s: (hashlib.sha256(s.encode()).hexdigest(), s))
     return set(ranked[:size])
+
+
+def _requery(
+    suite_env: Mapping[str, Any],
+    runs: Mapping[str, Any],
+    done: Mapping[str, Any],
+    slices: int,
+    system: str,
+    execution: Execution,
+) -> dict[str, Any]:
+    """Search a round-tripped scope's remaining queries again on its clone, in slices."""
+    rows = [r for r in runs["queries"] if r["scope_id"] == done["scope_id"]]
+    scope = next(s for i, s in scope_items(suite_env) if i == done["index"])
+    first = set(done["per_query"])
+    rest = {**scope, "queries": [q for q in scope["queries"] if q["query_id"] not in first]}
+    items = (
+        {
+            "scope": part,
+            "clone": done["clone"],
+            "limits": {r["query_id"]: r["limit"] for r in rows},
+            "before": {
+                r["query_id"]: [
+                    {"memory_id": h["memory_id"], "score": h["score"]} for h in r["hits"]
+                ]
+                for r in rows
+            },
+        }
+        for part in query_slices(rest, slices)
+        if part["queries"]
+    )
+    out: dict[str, Any] = {}
+    for result in run_tasks(
+        tasks.requery_clone,
+        items,
+        system=system,
+        execution=execution,
+        cache=None,
+        total=slices,
+        desc="snapshot-roundtrip (search again)",
+    ):
+        out.update(result["per_query"])
+    return out
 
 
 def run_roundtrip(
@@ -112,6 +155,10 @@ def run_roundtrip(
         "records": 0,
         "cold_start_to_first_query_seconds": None,
     }
+    slices = slice_count(execution, True, len(chosen))
+    if slices > 1:  # one scope, several workers: the clone is searched again in slices
+        items = ({**item, "requery": False} for item in items)
+    pending_requery: list[dict[str, Any]] = []
     for result in run_tasks(
         tasks.roundtrip_scope,
         items,
@@ -122,6 +169,8 @@ def run_roundtrip(
         desc="snapshot-roundtrip",
     ):
         per_query.update(result["per_query"])
+        if slices > 1:
+            pending_requery.append(result)
         for key in records:
             records[key] += result["records"][key]
         digests_match = digests_match and result["clone_digest_matches"]
@@ -151,6 +200,8 @@ def run_roundtrip(
             timing[key] += t[key]
         if timing["cold_start_to_first_query_seconds"] is None:
             timing["cold_start_to_first_query_seconds"] = t["cold_start_to_first_query_seconds"]
+    for done in pending_requery:
+        per_query.update(_requery(suite_env, runs, done, slices, hyd["system"], execution))
     identical = sum(1 for d in per_query.values() if d["identical"])
     checks = [
         {**c, "reasons": sorted(c["reasons"]), "all_rejected": c["rejected"] == c["scopes"]}
