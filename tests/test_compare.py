@@ -1,4 +1,5 @@
-"""Systems side by side: paired statistics checked by hand, reproducibility, refusals."""
+"""Systems side by side: paired statistics checked by hand, reproducibility, refusals, and
+comparisons over every dataset (fixtures, LongMemEval, LoCoMo), paired per query id."""
 
 from __future__ import annotations
 
@@ -11,8 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 from recallbench.cli import main
-from recallbench.compare import compare_results, paired_stats, render_markdown
+from recallbench.compare import compare_results, headline, paired_stats, render_markdown
+from recallbench.datasets import locomo_generator
+from recallbench.datasets.longmemeval import generator as longmemeval_generator
 from recallbench.errors import RecallbenchError
+from recallbench.lock import LOCK_NAME
+from recallbench.pipeline import run_pipeline
+from recallbench.report.result import per_query_values
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = ROOT / "benchmarks" / "retrieval" / "baseline.json"
@@ -74,18 +80,62 @@ def test_compare_a_result_with_itself_shows_no_difference() -> None:
     assert "## b against a" in render_markdown(doc)
 
 
-def test_compare_refuses_other_suites_and_top_k() -> None:
+def test_compare_refuses_other_files_options_datasets_and_top_k() -> None:
     base = _baseline()
     other = copy.deepcopy(base)
-    other["suite"]["sources"]["corpus"]["sha256"] = "0" * 64
-    with pytest.raises(RecallbenchError, match="another suite"):
+    other["dataset"]["identity"]["files"][0]["sha256"] = "0" * 64
+    with pytest.raises(RecallbenchError, match="b: made from another dataset, file or reader"):
+        compare_results([base, other], ["a", "b"])
+    other = copy.deepcopy(base)
+    other["dataset"]["options"] = {"unit": "turn"}
+    with pytest.raises(RecallbenchError, match="another dataset, file or reader options"):
+        compare_results([base, other], ["a", "b"])
+    other = copy.deepcopy(base)
+    other["dataset"]["dataset"] = "locomo"
+    with pytest.raises(RecallbenchError, match="another dataset, file or reader options"):
         compare_results([base, other], ["a", "b"])
     other = copy.deepcopy(base)
     other["run"]["top_k"] = 3
-    with pytest.raises(RecallbenchError, match="top-k"):
+    with pytest.raises(RecallbenchError, match="top-k 3 differs from a's 5"):
         compare_results([base, other], ["a", "b"])
     with pytest.raises(RecallbenchError, match="at least two"):
         compare_results([base], ["a"])
+    with pytest.raises(RecallbenchError, match="labels must be distinct"):
+        compare_results([base, copy.deepcopy(base)], ["a", "a"])
+
+
+def test_compare_pairs_queries_by_id_not_by_position() -> None:
+    base = _baseline()
+    shuffled = copy.deepcopy(base)
+    shuffled["queries"].reverse()
+    doc = compare_results([base, shuffled], ["a", "b"], resamples=200)
+    for m in doc["comparisons"][0]["metrics"].values():
+        assert m["overall"]["mean_difference"] == 0.0
+        assert (m["overall"]["wins"], m["overall"]["losses"]) == (0, 0)
+    # one query made worse is one loss, in its own category only
+    worse = copy.deepcopy(shuffled)
+    q = next(x for x in worse["queries"] if x["query_id"] == "q-lexical-001")
+    assert q["metrics"]["mrr@5"] == 1.0
+    q["metrics"]["mrr@5"] = 0.0
+    mrr = compare_results([base, worse], ["a", "b"], resamples=200)["comparisons"][0]["metrics"][
+        "mrr@5"
+    ]
+    assert (mrr["overall"]["wins"], mrr["overall"]["losses"]) == (0, 1)
+    assert mrr["overall"]["mean_difference"] == pytest.approx(-1 / 50)
+    assert mrr["per_category"]["exact_lexical"]["losses"] == 1
+    assert sum(c["losses"] for c in mrr["per_category"].values()) == 1
+
+
+def test_headline_is_one_line_per_challenger() -> None:
+    base = _baseline()
+    doc = compare_results([base, copy.deepcopy(base), copy.deepcopy(base)], ["a", "b", "c"])
+    lines = headline(doc).splitlines()
+    assert lines == [
+        f"{label} vs a: recall@1 0.467 -> 0.467 (+0.000, 95% CI [+0.000, +0.000], "
+        "p 1.0000, W/T/L 0/50/0, n=50)"
+        for label in ("b", "c")
+    ]
+    assert render_markdown(doc, headline_only=True) == headline(doc)
 
 
 def test_cli_compares_real_systems_reproducibly(tmp_path: Path) -> None:
@@ -124,7 +174,9 @@ def test_cli_compares_real_systems_reproducibly(tmp_path: Path) -> None:
     dup = doc["comparisons"][0]["rates"]["duplicate_slot_rate@5"]
     # MMR exists to spread near-duplicates: it must not add duplicate slots on this suite.
     assert dup["challenger"]["numerator"] <= dup["reference"]["numerator"]
-    assert not any((tmp_path / "build").iterdir())  # temporary stores are gone
+    # temporary stores are gone; only the (emptied) build-directory lock file stays
+    assert [p.name for p in (tmp_path / "build").iterdir()] == [LOCK_NAME]
+    assert (tmp_path / "build" / LOCK_NAME).read_bytes() == b""
 
 
 def test_cli_rejects_both_modes(tmp_path: Path) -> None:
@@ -133,3 +185,88 @@ def test_cli_rejects_both_modes(tmp_path: Path) -> None:
         ["--build-dir", str(tmp_path), "compare", "--system", "hotmem", "--result", str(BASELINE)],
     )
     assert r.exit_code == 2 and "either --system or --result" in r.output
+
+
+# --- conversational datasets ------------------------------------------------------------------
+
+CONVERSATIONAL = ("longmemeval", "locomo")
+
+
+@pytest.fixture(scope="module")
+def conversational(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict]]:
+    """dataset -> system -> result document, for generated data (hotmem and bm25), plus a
+    second LongMemEval file ("longmemeval-other") made with another seed."""
+    work = tmp_path_factory.mktemp("conversational")
+    data = {
+        "longmemeval": work / "longmemeval.json",
+        "longmemeval-other": work / "longmemeval-other.json",
+        "locomo": work / "locomo.json",
+    }
+    shape = {"shape": "s", "questions": 12, "sessions_per_question": 8, "session_chars": 300}
+    longmemeval_generator.generate(data["longmemeval"], seed=1, **shape)
+    longmemeval_generator.generate(data["longmemeval-other"], seed=2, **shape)
+    locomo_generator.generate(data["locomo"], conversations=2, seed=0)
+    out: dict[str, dict[str, dict]] = {}
+    for name, path in data.items():
+        dataset = name.split("-")[0]
+        systems = ("hotmem",) if name.endswith("other") else ("hotmem", "bm25")
+        out[name] = {
+            system: run_pipeline(
+                dataset, {"data": path}, work / f"{name}-{system}", system=system, top_k=10
+            ).result
+            for system in systems
+        }
+    return out
+
+
+@pytest.mark.parametrize("dataset", CONVERSATIONAL)
+def test_compare_two_systems_on_a_conversational_dataset(
+    conversational: dict[str, dict[str, dict]], dataset: str
+) -> None:
+    ref, challenger = conversational[dataset]["hotmem"], conversational[dataset]["bm25"]
+    assert ref["dataset"]["dataset"] == dataset
+    scored = ref["counts"]["queries"]
+    assert scored == len(ref["queries"]) == len(challenger["queries"])
+    assert ref["counts"]["dropped"]  # the drops are not in any pair
+    dropped = {d["query_id"] for d in ref["drops"]}
+    doc = compare_results([ref, challenger], ["hotmem", "bm25"], resamples=200)
+    assert doc["dataset"]["name"] == dataset
+    assert doc["dataset"]["queries"] == scored
+    assert doc["top_k"] == 10
+    assert [s["label"] for s in doc["systems"]] == ["hotmem", "bm25"]
+    pair = doc["comparisons"][0]
+    # every per-query measure of the dataset, none pooled, all compared over every question
+    assert list(pair["metrics"]) == ref["run"]["metrics"]
+    assert "recall_any@10" in pair["metrics"] and "ndcg_any@5" in pair["metrics"]
+    assert pair["rates"] == {}
+    for name, m in pair["metrics"].items():
+        o = m["overall"]
+        assert o["queries"] == scored, name
+        assert o["wins"] + o["ties"] + o["losses"] == scored, name
+        assert sum(c["queries"] for c in m["per_category"].values()) == scored, name
+        # the means are the per-question values of each result, paired by question id
+        a, b = per_query_values(ref, name), per_query_values(challenger, name)
+        assert not dropped & set(a)
+        assert o["reference_mean"] == pytest.approx(sum(a.values()) / scored), name
+        assert o["challenger_mean"] == pytest.approx(sum(b.values()) / scored), name
+        diffs = [b[q] - a[q] for q in a]
+        assert o["wins"] == sum(d > 0 for d in diffs), name
+        assert o["losses"] == sum(d < 0 for d in diffs), name
+    assert list(pair["metrics"]["recall@10"]["per_category"]) == ref["dataset"]["categories"]
+    text = render_markdown(doc)
+    assert "## bm25 against hotmem" in text
+    assert f"{scored} scored queries, top-10" in text
+    line = headline(doc)
+    assert line.startswith("bm25 vs hotmem: recall@1 ")
+    assert line.endswith(f", n={scored})")
+
+
+def test_compare_refuses_results_from_different_files(
+    conversational: dict[str, dict[str, dict]],
+) -> None:
+    same = conversational["longmemeval"]["hotmem"]
+    other = conversational["longmemeval-other"]["hotmem"]
+    with pytest.raises(RecallbenchError, match="other: made from another dataset, file"):
+        compare_results([same, other], ["same", "other"])
+    with pytest.raises(RecallbenchError, match="locomo: made from another dataset"):
+        compare_results([same, conversational["locomo"]["hotmem"]], ["lme", "locomo"])

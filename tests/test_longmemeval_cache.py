@@ -90,17 +90,14 @@ def _edit_manifest(cache: Path, **changes: Any) -> None:
 
 def test_prep_embeds_each_distinct_text_once(setup: dict) -> None:
     manifest = setup["manifest"]
-    texts = set()
-    seen = 0
-    for _, scope in scopes_of(setup["suite"]):
-        scope_texts = [q.text for q in scope.queries] + [m.text for m in scope.memories]
-        seen += len(scope_texts)
-        texts.update(scope_texts)
-    assert manifest["count"] == len(texts) == manifest["texts"]["distinct"]
-    assert manifest["texts"]["seen"] == seen > len(texts)  # the shared filler pool
+    source = open_source({"data": setup["data"]}, {})
+    scopes = [s for s in source.stream() if isinstance(s, Scope)]
+    seen = [t for s in scopes for t in [q.text for q in s.queries] + [m.text for m in s.memories]]
+    assert manifest["count"] == len(set(seen)) == manifest["texts"]["distinct"]
+    assert manifest["texts"]["seen"] == len(seen) > len(set(seen))  # the shared filler pool
     assert manifest["embedder_identity"] == "hotmem-hash-v1@64"
     assert manifest["system"] == "hotmem"
-    assert manifest["source"] == cache_source(setup["suite"])
+    # made for this file with these reader options (what a later run is checked against)
     assert manifest["source"] == {
         "dataset": "longmemeval",
         "files": [{"role": "data", "sha256": file_sha256(setup["data"])}],
@@ -108,13 +105,16 @@ def test_prep_embeds_each_distinct_text_once(setup: dict) -> None:
     }
     assert (setup["cache"] / KEYS).stat().st_size == manifest["count"] * 32
     assert (setup["cache"] / VECTORS).stat().st_size == manifest["count"] * 64 * 4
-    assert "timing" not in orjson.loads((setup["cache"] / MANIFEST).read_bytes())
+    assert "timing" not in manifest
+    assert f"{manifest['count']} vectors (hotmem-hash-v1@64)" in setup["prep_output"]
 
 
 def test_cached_scores_equal_inline_scores_exactly(setup: dict, tmp_path: Path) -> None:
-    cached = query(setup["suite"], tmp_path, cache=setup["cache"])
-    assert cached["data"] == setup["inline"]["data"]
-    assert len(cached["data"]["queries"]) == 11
+    validate(tmp_path, setup["data"])
+    ok(cached_query(tmp_path, setup["cache"]))
+    cached = runs_data(tmp_path)
+    assert cached == setup["inline"]
+    assert len(cached["queries"]) == 11
 
 
 def test_cached_query_computes_no_embedding(
@@ -125,11 +125,13 @@ def test_cached_query_computes_no_embedding(
     def refuse(self: object, text: str) -> list[float]:
         raise AssertionError("embedded a text during a cached run")
 
+    validate(tmp_path, setup["data"])
     monkeypatch.setattr(hotmem.embed.HashEmbedder, "embed", refuse)
-    runs = query(setup["suite"], tmp_path / "a", cache=setup["cache"])
-    assert len(runs["data"]["queries"]) == 11
-    with pytest.raises(AssertionError, match="embedded a text"):
-        query(setup["suite"], tmp_path / "b")
+    ok(cached_query(tmp_path, setup["cache"]))  # one worker: in this process
+    assert len(runs_data(tmp_path)["queries"]) == 11
+    inline = cli(tmp_path, "query")
+    assert isinstance(inline.exception, AssertionError)
+    assert "embedded a text" in str(inline.exception)
 
 
 def test_lookup_hit_and_miss(setup: dict) -> None:
@@ -150,54 +152,57 @@ def test_lookup_hit_and_miss(setup: dict) -> None:
 
 
 def test_missing_cache(setup: dict, tmp_path: Path) -> None:
-    with pytest.raises(RecallbenchError, match="no vector cache here"):
-        query(setup["suite"], tmp_path, cache=tmp_path / "nothing")
+    validate(tmp_path, setup["data"])
+    line = one_line_error(cached_query(tmp_path, tmp_path / "nothing"), "query")
+    assert "no vector cache here" in line
 
 
 @pytest.mark.parametrize(
     ("options", "made_with"),
     [
-        ({"unit": "turn"}, "'unit': 'turn'"),
-        ({"session_text": "all"}, "'session_text': 'all'"),
+        (("--unit", "turn"), "'unit': 'turn'"),
+        (("--session-text", "all"), "'session_text': 'all'"),
     ],
 )
-def test_other_reader_options(setup: dict, tmp_path: Path, options: dict, made_with: str) -> None:
-    suite = run_validate("longmemeval", {"data": setup["data"]}, options)
-    with pytest.raises(RecallbenchError) as err:
-        query(suite, tmp_path, cache=setup["cache"])
-    message = str(err.value)
-    assert "vectors were made with reader options" in message and made_with in message
-    assert "run `recallbench prep --cache" in message and "\n" not in message
+def test_other_reader_options(
+    setup: dict, tmp_path: Path, options: tuple[str, str], made_with: str
+) -> None:
+    validate(tmp_path, setup["data"], *options)
+    line = one_line_error(cached_query(tmp_path, setup["cache"]), "query")
+    assert "vectors were made with reader options" in line and made_with in line
+    assert "run `recallbench prep --cache" in line
 
 
 def test_embedder_mismatch(setup: dict, tmp_path: Path) -> None:
     cache = _copy_cache(setup, tmp_path)
     _edit_manifest(cache, embedder_identity="some-other-model@384")
-    with pytest.raises(RecallbenchError, match="made by embedder 'some-other-model@384'"):
-        query(setup["suite"], tmp_path / "w", cache=cache)
+    validate(tmp_path / "b", setup["data"])
+    line = one_line_error(cached_query(tmp_path / "b", cache), "query")
+    assert "made by embedder 'some-other-model@384'" in line
 
 
 def test_other_data_file(setup: dict, tmp_path: Path) -> None:
     other = tmp_path / "other.json"
     generate(other, shape="s", questions=4, seed=2, sessions_per_question=4, session_chars=60)
-    suite = run_validate("longmemeval", {"data": other}, {})
-    with pytest.raises(RecallbenchError, match="made from other data files than suite.json names"):
-        query(suite, tmp_path / "w", cache=setup["cache"])
+    validate(tmp_path / "b", other)
+    line = one_line_error(cached_query(tmp_path / "b", setup["cache"]), "query")
+    assert "made from other data files than suite.json names" in line
 
 
 def test_damaged_vectors(setup: dict, tmp_path: Path) -> None:
+    validate(tmp_path / "b", setup["data"])
     cache = _copy_cache(setup, tmp_path)
     with open(cache / VECTORS, "r+b") as handle:
         handle.truncate(100)
-    with pytest.raises(RecallbenchError, match="not the size its manifest says"):
-        query(setup["suite"], tmp_path / "w", cache=cache)
+    line = one_line_error(cached_query(tmp_path / "b", cache), "query")
+    assert "not the size its manifest says" in line
     cache = tmp_path / "cache2"
     shutil.copytree(setup["cache"], cache)
     raw = bytearray((cache / VECTORS).read_bytes())
     raw[0] ^= 0xFF
     (cache / VECTORS).write_bytes(bytes(raw))
-    with pytest.raises(RecallbenchError, match="does not match its manifest's sha256"):
-        query(setup["suite"], tmp_path / "w", cache=cache)
+    line = one_line_error(cached_query(tmp_path / "b", cache), "query")
+    assert "does not match its manifest's sha256" in line
 
 
 def test_missing_vector_stops_the_run(setup: dict, tmp_path: Path) -> None:
@@ -210,40 +215,25 @@ def test_missing_vector_stops_the_run(setup: dict, tmp_path: Path) -> None:
     manifest = orjson.loads((cache / MANIFEST).read_bytes())
     manifest["files"][KEYS]["sha256"] = file_sha256(cache / KEYS)
     (cache / MANIFEST).write_bytes(dumps(manifest))
-    for workers in (1, 2):  # the worker's MissingVector comes back as itself
-        with pytest.raises(MissingVector, match="no cached vector for a text"):
-            query(setup["suite"], tmp_path / f"w{workers}", cache=cache, workers=workers)
+    validate(tmp_path / "b", setup["data"])
+    for workers in ("1", "2"):  # a worker's MissingVector comes back as one line too
+        line = one_line_error(cached_query(tmp_path / "b", cache, "--workers", workers), "query")
+        assert "no cached vector for a text" in line
 
 
 def test_prep_with_two_workers_writes_the_same_cache(setup: dict, tmp_path: Path) -> None:
-    cache = tmp_path / "c2"
-    manifest = run_prep(setup["suite"], cache, "hotmem", workers=2)
-    assert manifest["count"] == setup["manifest"]["count"]
+    validate(tmp_path / "b", setup["data"])
+    ok(cli(tmp_path / "b", "prep", "--cache", tmp_path / "c2", "--workers", "2"))
     for name in (KEYS, VECTORS, MANIFEST):
-        assert (cache / name).read_bytes() == (setup["cache"] / name).read_bytes(), name
+        assert (tmp_path / "c2" / name).read_bytes() == (setup["cache"] / name).read_bytes(), name
 
 
-def test_cli_prep_and_cached_query(setup: dict, tmp_path: Path) -> None:
-    build = tmp_path / "b"
-    runner = CliRunner()
-
-    def call(*args: str | Path) -> Any:
-        return runner.invoke(main, ["--build-dir", str(build), *map(str, args)])
-
-    assert call("validate", "--dataset", "longmemeval", "--data", setup["data"]).exit_code == 0
-    prep = call("prep", "--cache", tmp_path / "cache", "--system", "hotmem")
-    assert prep.exit_code == 0, prep.output
-    assert f"{setup['manifest']['count']} vectors (hotmem-hash-v1@64)" in prep.stderr
-    assert call("hydrate", "--cache", tmp_path / "cache").exit_code == 0
-    assert call("query", "--cache", tmp_path / "cache").exit_code == 0
-    runs = orjson.loads((build / "runs.json").read_bytes())
-    assert runs["data"] == setup["inline"]["data"]
-    for args, message in (
-        (("query", "--cache", tmp_path / "nope"), "no vector cache here"),
-        (("prep", "--cache", tmp_path / "c3", "--system", "bm25"), "bm25 has no embedder"),
-    ):
-        result = call(*args)
-        assert result.exit_code == 1, result.output
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and message in lines[0], result.stderr
-        assert "Traceback" not in result.output
+def test_a_system_without_embedder_needs_no_cache(setup: dict, tmp_path: Path) -> None:
+    validate(tmp_path, setup["data"])
+    line = one_line_error(
+        cli(tmp_path, "prep", "--cache", tmp_path / "c", "--system", "bm25"), "prep"
+    )
+    assert "bm25 has no embedder" in line
+    ok(cli(tmp_path, "hydrate", "--system", "bm25"))
+    line = one_line_error(cli(tmp_path, "query", "--cache", setup["cache"]), "query")
+    assert "--cache: bm25 has no embedder" in line

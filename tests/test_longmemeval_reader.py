@@ -291,7 +291,9 @@ def test_bad_reader_options_are_one_line(tmp_path: Path) -> None:
         open_source({"data": path}, {"speed": 1})
     with pytest.raises(RecallbenchError, match="needs --data FILE"):
         open_source({}, {})
-    usage = CliRunner().invoke(main, ["--build-dir", str(tmp_path / "b"), "validate", "--dataset", "longmemeval"])
+    usage = CliRunner().invoke(
+        main, ["--build-dir", str(tmp_path / "b"), "validate", "--dataset", "longmemeval"]
+    )
     assert usage.exit_code == 2 and "--dataset longmemeval needs --data FILE" in usage.output
 
 

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import BASELINE, CORPUS, QUERIES, ROOT, STAGE_OUTPUTS, cli
+from conftest import BASELINE, CORPUS, QUERIES, ROOT, STAGE_OUTPUTS, cli, run_fixtures
 
-from recallbench.pipeline import run_fixture_lane
+from recallbench.lock import LOCK_NAME
+from recallbench.pipeline import write_run
+from recallbench.stages.validate import SPOOL
 
 Listing = dict[str, tuple[int, int]]
 
@@ -66,9 +68,11 @@ def test_in_process_chain_in_a_temporary_directory(sandbox: Sandbox) -> None:
     before = sandbox.watched()
     with tempfile.TemporaryDirectory(prefix="recallbench-") as work:
         assert Path(work).parent == sandbox.tmp
-        out = run_fixture_lane(CORPUS, QUERIES, Path(work))
+        out = run_fixtures(Path(work))
         inside = {p.relative_to(work).parts[0] for p in Path(work).rglob("*")}
-        assert inside == {"store", "roundtrip"}  # the stores went into the work dir
+        # the scope spool, the stores and the round trip went into the work dir; the
+        # artifacts themselves are returned, not written
+        assert inside == {SPOOL, "stores", "roundtrip"}
     assert out.result["roundtrip"]["equivalence"]["numerator"] == 57
     after = sandbox.watched()
     assert after["tmp"] == {}  # the TemporaryDirectory is gone and nothing else is left
@@ -77,12 +81,14 @@ def test_in_process_chain_in_a_temporary_directory(sandbox: Sandbox) -> None:
 
 def test_in_process_chain_into_a_build_dir(sandbox: Sandbox) -> None:
     before = sandbox.watched()
-    run_fixture_lane(CORPUS, QUERIES, Path("build"))
+    write_run(run_fixtures(Path("build")), Path("build"))
     after = sandbox.watched()
     assert set(after["cwd"]) - set(before["cwd"]) == {
         p for p in after["cwd"] if p == "build" or p.startswith("build" + os.sep)
     }
-    assert {p.split(os.sep)[1] for p in after["cwd"] if os.sep in p} == {"store", "roundtrip"}
+    assert {p.split(os.sep)[1] for p in after["cwd"] if os.sep in p} == {
+        name for _, name in STAGE_OUTPUTS
+    } | {SPOOL, "report.md", "stores", "roundtrip", "timings"}
     assert after["tmp"] == {}  # HotMem's spool stayed inside the build dir
     assert after["home"] == before["home"] == {}
     assert after["benchmarks"] == before["benchmarks"]
@@ -102,8 +108,11 @@ def test_cli_stages_write_only_into_the_build_dir(sandbox: Sandbox) -> None:
     assert new and all(p == "build" or p.startswith("build" + os.sep) for p in new)
     top = {p.split(os.sep)[1] for p in new if os.sep in p}
     assert top == {name for _, name in STAGE_OUTPUTS} | {
-        "report.md", "store", "roundtrip", "run.trec", "qrels.trec"
+        SPOOL, "report.md", "stores", "roundtrip", "timings", "run.trec", "qrels.trec",
+        LOCK_NAME,
     }  # fmt: skip
+    assert (Path("build") / LOCK_NAME).read_bytes() == b""  # released: no holder recorded
+    assert not [p for p in new if p.endswith(".tmp")]  # every publish completed
     assert after["tmp"] == {}
     assert after["home"] == {}
     assert after["benchmarks"] == before["benchmarks"]
@@ -140,4 +149,10 @@ def test_failed_validation_writes_nothing_anywhere(sandbox: Sandbox) -> None:
     before = sandbox.watched()
     result = cli(Path("build"), "validate", "--corpus", bad, "--queries", QUERIES)
     assert result.exit_code == 1
-    assert sandbox.watched() == before
+    after = sandbox.watched()
+    # only the build directory's lock, taken before reading anything, and released empty
+    lock = os.path.join("build", LOCK_NAME)
+    assert set(after["cwd"]) - set(before["cwd"]) == {"build", lock}
+    assert after["cwd"][lock][0] == 0
+    del after["cwd"]["build"], after["cwd"][lock]
+    assert after == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import hotmem
@@ -12,21 +13,46 @@ from conftest import (
     QUERIES,
     STAGE_OUTPUTS,
     cli,
+    copy_build,
     load_json,
     run_stages,
     stage_args,
 )
 
 from recallbench import __version__
-from recallbench.artifacts import SCHEMA_VERSION, dumps, file_sha256, fingerprint, read_artifact
-from recallbench.datasets.fixtures import load_fixture_suite
-from recallbench.stages.report import normalize
+from recallbench.artifacts import (
+    SCHEMA_VERSION,
+    STAGE_NAMES,
+    dumps,
+    envelope_fingerprint,
+    file_sha256,
+    read_artifact,
+    read_timing,
+)
+from recallbench.datasets.fixtures import LEVEL, load_fixture_scope
+from recallbench.systems.base import records_digest
 
-ENVELOPE_KINDS = ("suite", "hydrate", "runs", "roundtrip", "scores", "decision")
+ENVELOPE_KINDS = ("suite", "hydrate", "runs", "roundtrip", "scores", "results", "decision")
+SCOPE = "00000"  # the fixture suite's one scope, as stores/ and roundtrip/ name it
 
 
-def normalized_bytes(results_json: Path) -> bytes:
-    return dumps(normalize(load_json(results_json)))
+def result_bytes(build: Path) -> bytes:
+    """The result document (results.json's data) in canonical bytes: a baseline's form."""
+    return dumps(read_artifact(build, "results")["data"])
+
+
+def test_the_stage_table_is_the_pipeline_order() -> None:
+    assert [s for s, _ in STAGE_OUTPUTS] == list(STAGE_NAMES)
+    assert STAGE_NAMES == (
+        "validate",
+        "hydrate",
+        "query",
+        "snapshot-roundtrip",
+        "score",
+        "report",
+        "decide",
+    )
+    assert [f for _, f in STAGE_OUTPUTS] == [f"{k}.json" for k in ENVELOPE_KINDS]
 
 
 def test_every_artifact_is_written(staged_build: Path) -> None:
@@ -37,25 +63,30 @@ def test_every_artifact_is_written(staged_build: Path) -> None:
         .read_text(encoding="utf-8")
         .startswith("# Retrieval quality report")
     )
-    assert (staged_build / "store" / "hotmem.sqlite").is_file()
-    assert (staged_build / "roundtrip" / "package" / "manifest.json").is_file()
-    assert (staged_build / "roundtrip" / "clone" / "hotmem.sqlite").is_file()
+    assert (staged_build / "stores" / SCOPE / "hotmem.sqlite").is_file()
+    work = staged_build / "roundtrip" / SCOPE
+    assert (work / "package" / "manifest.json").is_file()
+    assert (work / "clone" / "hotmem.sqlite").is_file()
+    for kind in ("hydrate", "runs", "roundtrip"):  # the stages that time work
+        assert (staged_build / "timings" / f"{kind}.json").is_file(), kind
+    # no temp file of an interrupted publish is left behind
+    assert not [p for p in staged_build.rglob(".*.tmp")]
 
 
 def test_envelopes_name_their_upstream_fingerprints(staged_build: Path) -> None:
     env = {kind: read_artifact(staged_build, kind) for kind in ENVELOPE_KINDS}
     for kind, e in env.items():
         assert e["artifact"] == kind
-        assert e["schema_version"] == SCHEMA_VERSION == 1
+        assert e["schema_version"] == SCHEMA_VERSION == 2
         assert e["recallbench_version"] == __version__
-        assert e["fingerprint"] == fingerprint(e["data"])
+        # the fingerprint covers the kind, the schema version, the inputs and the data
+        assert e["fingerprint"] == envelope_fingerprint(kind, e["inputs"], e["data"])
     fp = {kind: e["fingerprint"] for kind, e in env.items()}
-    assert len(set(fp.values())) == len(fp)  # six different artifacts
+    assert len(set(fp.values())) == len(fp)  # seven different artifacts
     assert env["suite"]["inputs"] == {
         "corpus": file_sha256(CORPUS),
         "queries": file_sha256(QUERIES),
     }
-    assert env["suite"]["source_paths"] == {"corpus": str(CORPUS), "queries": str(QUERIES)}
     assert env["hydrate"]["inputs"] == {"suite": fp["suite"]}
     assert env["runs"]["inputs"] == {"suite": fp["suite"], "hydrate": fp["hydrate"]}
     assert env["roundtrip"]["inputs"] == {
@@ -68,23 +99,80 @@ def test_envelopes_name_their_upstream_fingerprints(staged_build: Path) -> None:
         "runs": fp["runs"],
         "roundtrip": fp["roundtrip"],
     }
-    assert env["decision"]["inputs"] == {"scores": fp["scores"]}
+    assert env["results"]["inputs"] == {
+        k: fp[k] for k in ("suite", "hydrate", "runs", "roundtrip", "scores")
+    }
+    assert env["decision"]["inputs"] == {"suite": fp["suite"], "scores": fp["scores"]}
+
+
+def test_suite_records_the_identity_of_the_validated_files(staged_build: Path) -> None:
+    data = read_artifact(staged_build, "suite")["data"]
+    assert data["dataset"] == "fixtures"
+    assert data["identity"]["known"] is True
+    assert data["identity"]["files"] == [
+        {
+            "role": role,
+            "name": path.name,
+            "size_bytes": path.stat().st_size,
+            "sha256": file_sha256(path),
+        }
+        for role, path in (("corpus", CORPUS), ("queries", QUERIES))
+    ]
+    assert data["levels"] == [{"name": LEVEL, "prefix": "", "description": "one fixture memory"}]
+    assert data["counts"]["scopes"] == 1
+    assert data["counts"]["memories"] == 80
+    assert data["counts"]["queries"] == data["counts"]["queries_raw"] == 57
+    assert data["drops"] == [] and data["counts"]["dropped"] == {}
+    assert data["scopes"] == [{"scope_id": "suite", "memories": 80, "queries": 57}]
+    assert data["decision_policy"] == "fixtures rules"
+
+
+def test_timings_are_sidecars_of_the_artifact_they_describe(staged_build: Path) -> None:
+    for kind in ("hydrate", "runs", "roundtrip"):
+        env = read_artifact(staged_build, kind)
+        timing = read_timing(staged_build, env)
+        assert timing is not None, kind
+        assert timing["artifact_fingerprint"] == env["fingerprint"]
+        assert timing["label"].startswith("local diagnostic")
+        assert timing["wall_seconds"] > 0
+        # wall time never enters an artifact, so it cannot change a fingerprint
+        assert "wall_seconds" not in dumps(env["data"]).decode()
+        assert "timings" not in env["inputs"]
 
 
 def test_hydrate_stored_every_memory_in_hotmem(staged_build: Path) -> None:
     data = read_artifact(staged_build, "hydrate")["data"]
     assert data["system"] == "hotmem"
-    assert data["records"] == 80
+    assert data["mode"] == "kept"
     assert data["configuration"]["hotmem_version"] == hotmem.__version__ == "0.2.6"
+    assert data["capabilities"] == {"clone": True, "embedder": True, "lexical": True}
+    scope, _ = load_fixture_scope(CORPUS, QUERIES)
+    assert data["stores"] == [
+        {
+            "scope_id": "suite",
+            "records": 80,
+            "digest": records_digest((m.memory_id, m.text) for m in scope.memories),
+        }
+    ]
+    # the store on disk holds exactly the corpus, read back without recallbench
+    db = sqlite3.connect(staged_build / "stores" / SCOPE / "hotmem.sqlite")
+    try:
+        rows = dict(db.execute("SELECT id, fact_text FROM memories"))
+    finally:
+        db.close()
+    assert rows == {m.memory_id: m.text for m in scope.memories}
 
 
 def test_query_rows_hold_top_k_hits_in_score_order(staged_build: Path) -> None:
-    suite = load_fixture_suite(CORPUS, QUERIES)
-    grades = {q.query_id: q.relevance for q in suite.queries}
-    runs = read_artifact(staged_build, "runs")["data"]
-    assert runs["top_k"] == 5 and runs["repeat"] == 1
-    assert [r["query_id"] for r in runs["queries"]] == [q.query_id for q in suite.queries]
-    known_ids = {m.memory_id for m in suite.memories}
+    scope, _ = load_fixture_scope(CORPUS, QUERIES)
+    runs_env = read_artifact(staged_build, "runs")
+    runs = runs_env["data"]
+    assert runs["top_k"] == 5
+    assert runs["levels"] == [LEVEL]
+    assert runs["store_mode"] == "kept"
+    assert [r["query_id"] for r in runs["queries"]] == [q.query_id for q in scope.queries]
+    relevance = {q.query_id: dict(q.relevance[LEVEL]) for q in scope.queries}
+    known_ids = {m.memory_id for m in scope.memories}
     for row in runs["queries"]:
         hits = row["hits"]
         assert len(hits) == 5, row["query_id"]
@@ -95,8 +183,14 @@ def test_query_rows_hold_top_k_hits_in_score_order(staged_build: Path) -> None:
             row["query_id"],
             scores,
         )
-        assert [h["grade"] for h in hits] == [grades[row["query_id"]].get(i, 0) for i in ids]
-        assert len(runs["latency_ms"][row["query_id"]]) == 1
+        level = row["levels"][LEVEL]
+        assert level["ranking"] == ids and level["scores"] == scores
+        assert level["gold"] == relevance[row["query_id"]]
+        relevant = {i for i, g in level["gold"].items() if g >= 2}
+        assert {m["id"] for m in row["missed"].get(LEVEL, [])} == relevant - set(ids)
+    timing = read_timing(staged_build, runs_env)
+    assert timing["repeat"] == 1
+    assert timing["latency"]["samples"] == 57
 
 
 def test_first_query_returns_the_expected_memories(staged_build: Path) -> None:
@@ -104,32 +198,42 @@ def test_first_query_returns_the_expected_memories(staged_build: Path) -> None:
     row = read_artifact(staged_build, "runs")["data"]["queries"][0]
     assert row["query_id"] == "q-lexical-001"
     assert [h["memory_id"] for h in row["hits"]][:2] == ["mem-fin-001", "mem-fin-002"]
-    assert [h["grade"] for h in row["hits"]][:2] == [3, 3]
+    gold = row["levels"][LEVEL]["gold"]
+    assert [gold.get(h["memory_id"], 0) for h in row["hits"]][:2] == [3, 3]
+    returned = read_artifact(staged_build, "results")["data"]["queries"][0]["returned"]
+    assert [(r["id"], r["grade"]) for r in returned[:2]] == [("mem-fin-001", 3), ("mem-fin-002", 3)]
 
 
 def test_roundtrip_is_equivalent_and_rejects_corruption(staged_build: Path) -> None:
     rt = read_artifact(staged_build, "roundtrip")["data"]
+    assert rt["available"] is True
     assert rt["equivalence"] == {"numerator": 57, "denominator": 57, "value": 1.0}
     assert rt["records"] == {"source": 80, "packaged": 80, "verified": 80, "clone": 80}
+    assert rt["clone_digest_matches"] is True
     assert len(rt["per_query"]) == 57
     assert all(d["identical"] and d["max_score_drift"] == 0.0 for d in rt["per_query"].values())
-    cc = rt["corruption_check"]
-    assert cc["rejected"] is True
-    assert cc["reason"] == "corrupt_compression"
-    assert cc["flipped_bytes"] == 1
+    checks = {c["name"]: c for c in rt["corruption_checks"]}
+    assert set(checks) == {"raw_byte", "stale_manifest"}
+    assert all(c["all_rejected"] and c["rejected"] == c["scopes"] == 1 for c in checks.values())
+    assert checks["raw_byte"]["reasons"] == ["corrupt_compression"]
+    assert checks["stale_manifest"]["reasons"] == ["decompressed_digest_mismatch"]
 
 
-def test_decide_prints_and_records_the_rule(staged_build: Path) -> None:
+def test_decide_prints_and_records_the_rule(staged_build: Path, tmp_path: Path) -> None:
     decision = read_artifact(staged_build, "decision")["data"]
     assert decision["rule"] == 2
     assert decision["action"] == "semantic_embeddings"
-    assert decision == load_json(staged_build / "results.json")["decision"]
+    assert decision == read_artifact(staged_build, "results")["data"]["decision"]
+    result = cli(copy_build(staged_build, tmp_path / "build"), "decide")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("rule 2: Add portable semantic embeddings next")
 
 
 def test_results_pass_the_baseline_gate(staged_build: Path) -> None:
     result = cli(staged_build, *stage_args("check-baseline"))
     assert result.exit_code == 0, result.output
     assert "result matches" in result.stderr
+    assert result_bytes(staged_build) == BASELINE.read_bytes()
 
 
 def test_run_equals_the_staged_commands(staged_build: Path, tmp_path: Path) -> None:
@@ -139,36 +243,37 @@ def test_run_equals_the_staged_commands(staged_build: Path, tmp_path: Path) -> N
     assert result.stdout.startswith("rule 2: ")
     for _, name in STAGE_OUTPUTS:
         assert (build / name).is_file(), name
-    assert normalized_bytes(build / "results.json") == normalized_bytes(
-        staged_build / "results.json"
-    )
-    # the same artifacts too, apart from timings (and fingerprints of data holding timings)
-    assert read_artifact(build, "suite") == read_artifact(staged_build, "suite")
-    assert (
-        read_artifact(build, "decision")["data"] == read_artifact(staged_build, "decision")["data"]
-    )
-    staged_runs = read_artifact(staged_build, "runs")["data"]["queries"]
-    assert read_artifact(build, "runs")["data"]["queries"] == staged_runs
+    # every artifact is the same, fingerprints included: timings live in the sidecars
+    for kind in ENVELOPE_KINDS:
+        run_env, staged_env = read_artifact(build, kind), read_artifact(staged_build, kind)
+        assert run_env["fingerprint"] == staged_env["fingerprint"], kind
+        assert run_env["data"] == staged_env["data"], kind
+    assert (build / "results.json").read_bytes() == (staged_build / "results.json").read_bytes()
+    for kind in ("hydrate", "runs", "roundtrip"):
+        assert read_timing(build, read_artifact(build, kind)) is not None, kind
 
 
-def test_two_runs_give_byte_identical_normalized_results(tmp_path: Path) -> None:
+def test_two_runs_give_byte_identical_results(tmp_path: Path) -> None:
     outputs = []
     for name in ("first", "second"):
         build = tmp_path / name
         result = cli(build, "run", "--corpus", CORPUS, "--queries", QUERIES)
         assert result.exit_code == 0, result.output
-        outputs.append(normalized_bytes(build / "results.json"))
+        outputs.append((build / "results.json").read_bytes())
+        assert result_bytes(build) == BASELINE.read_bytes()
     assert outputs[0] == outputs[1]
-    assert outputs[0] == BASELINE.read_bytes()
 
 
 def test_rerunning_a_stage_in_place_keeps_the_chain_valid(tmp_path: Path) -> None:
-    """Rerunning query and everything after it in the same build dir works (no stale refusal)."""
+    """Rerunning any stage and everything after it in the same build dir works (no stale
+    refusal), and gives the same artifacts."""
     build = tmp_path / "build"
     run_stages(build)
-    before = normalized_bytes(build / "results.json")
-    run_stages(build, ["query", "snapshot-roundtrip", "score", "report", "decide"])
-    assert normalized_bytes(build / "results.json") == before
+    before = {kind: read_artifact(build, kind)["fingerprint"] for kind in ENVELOPE_KINDS}
+    run_stages(build, ["hydrate", "query", "snapshot-roundtrip", "score", "report", "decide"])
+    after = {kind: read_artifact(build, kind)["fingerprint"] for kind in ENVELOPE_KINDS}
+    assert after == before
+    assert result_bytes(build) == BASELINE.read_bytes()
 
 
 @pytest.mark.parametrize("top_k", [1, 3])
@@ -176,21 +281,41 @@ def test_top_k_option_reaches_every_artifact(tmp_path: Path, top_k: int) -> None
     build = tmp_path / "build"
     run_stages(build, ["validate", "hydrate"])
     assert cli(build, "query", "--top-k", top_k, "--repeat", 2).exit_code == 0
-    run_stages(build, ["snapshot-roundtrip", "score", "report"])
-    runs = read_artifact(build, "runs")["data"]
-    assert runs["top_k"] == top_k and runs["repeat"] == 2
+    run_stages(build, ["snapshot-roundtrip", "score", "report", "decide"])
+    runs_env = read_artifact(build, "runs")
+    runs = runs_env["data"]
+    assert runs["top_k"] == top_k
     assert {len(r["hits"]) for r in runs["queries"]} == {top_k}
-    assert all(len(v) == 2 for v in runs["latency_ms"].values())
-    result = load_json(build / "results.json")
+    timing = read_timing(build, runs_env)
+    assert timing["repeat"] == 2
+    assert timing["latency"]["samples"] == 2 * 57
+    result = read_artifact(build, "results")["data"]
     assert result["run"]["top_k"] == top_k
     names = [f"mrr@{top_k}", f"ndcg@{top_k}", f"fp_rate@{top_k}", f"duplicate_slot_rate@{top_k}"]
     recall = ["recall@1"] if top_k == 1 else ["recall@1", f"recall@{top_k}"]
     assert result["run"]["metrics"] == recall + names
     assert set(result["metrics"]["overall"]) == set(recall + names)
+    assert read_artifact(build, "scores")["data"]["top_k"] == top_k
+    assert read_artifact(build, "decision")["data"]["top_k"] == top_k
     header = next(
         x
         for x in (build / "report.md").read_text("utf-8").splitlines()
         if x.startswith("| category |")
     )
-    assert header == "| category | " + " | ".join(recall + names) + " |"
+    assert header == "| category | queries | " + " | ".join(recall + names) + " |"
     assert result["roundtrip"]["equivalence"]["numerator"] == 57
+    assert all(len(q["returned"]) == top_k for q in result["queries"])
+
+
+def test_results_json_is_refused_by_the_gate_when_top_k_differs(tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    run_stages(build, ["validate", "hydrate"])
+    assert cli(build, "query", "--top-k", 3).exit_code == 0
+    run_stages(build, ["snapshot-roundtrip", "score", "report"])
+    result = cli(build, *stage_args("check-baseline"))
+    assert result.exit_code == 3, result.output
+    assert "the baseline was made with top-k 5, this run used 3" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith(
+        "recallbench check-baseline: error: result differs from"
+    )
+    assert load_json(build / "results.json")["data"]["run"]["top_k"] == 3

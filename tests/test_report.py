@@ -1,39 +1,77 @@
-"""report: the result document the ticket requires, the Markdown, and why-missed explanations."""
+"""report: the result document, the Markdown beside it, and why-missed explanations."""
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 from pathlib import Path
 from typing import Any
 
 import hotmem
+import orjson
 import pytest
-from conftest import CORPUS, QUERIES
+from conftest import CORPUS, QUERIES, run_fixtures
 from hotmem import search as hm_search
 from hotmem.embed import DEFAULT_EMBEDDER
 
+from recallbench import __version__
 from recallbench.artifacts import envelope
-from recallbench.pipeline import LaneOutput
-from recallbench.stages.hydrate import run_hydrate
-from recallbench.stages.query import run_query
-from recallbench.stages.report import build_result, explain_miss, render_markdown, run_report
+from recallbench.datasets.fixtures import CATEGORIES
+from recallbench.datasets.longmemeval import generator as longmemeval_generator
+from recallbench.errors import ArtifactError
+from recallbench.pipeline import Run, run_pipeline
+from recallbench.report.markdown import LIST_LIMIT, cell_text, cut, render_markdown
+from recallbench.report.result import (
+    RESULT_SCHEMA,
+    RESULT_SCHEMA_VERSION,
+    build_result,
+    explain_miss,
+    mean_measures,
+    per_query_values,
+)
+from recallbench.stages.decide import decide
+from recallbench.stages.report import run_report
 from recallbench.stages.roundtrip import run_roundtrip
 from recallbench.stages.score import run_score
-from recallbench.stages.validate import run_validate
-from recallbench.suite import CATEGORIES, Memory, Query, Suite
 
 METRICS = ["recall@1", "recall@5", "mrr@5", "ndcg@5", "fp_rate@5", "duplicate_slot_rate@5"]
+WHEN = "2025-01-01T00:00:00Z"
+PATHS = {"corpus": CORPUS, "queries": QUERIES}
+
+
+def fixture_lines(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def render(result: dict[str, Any], timings: dict | None = None) -> str:
+    return render_markdown(result, timings or {}, WHEN, "9.9.9")
 
 
 # --- the result document -----------------------------------------------------------------
 
 
-def test_result_has_every_required_key(lane: LaneOutput) -> None:
+def test_result_has_every_required_key(lane: Run) -> None:
     r = lane.result
-    assert r["schema"] == "recallbench.fixture-result"
-    assert r["schema_version"] == 1
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", r["generated_at"])
+    assert r["schema"] == RESULT_SCHEMA == "recallbench.result"
+    assert r["schema_version"] == RESULT_SCHEMA_VERSION == 2
+    assert set(r) == {
+        "schema",
+        "schema_version",
+        "dataset",
+        "counts",
+        "drops",
+        "summary",
+        "system",
+        "capabilities",
+        "truncation",
+        "run",
+        "metrics",
+        "queries",
+        "missed_query_ids",
+        "roundtrip",
+        "decision",
+    }
     assert r["system"]["name"] == "hotmem"
     assert r["system"]["hotmem_version"] == hotmem.__version__ == "0.2.6"
     assert r["system"]["embedding_model"] == DEFAULT_EMBEDDER.descriptor.key == "hotmem-hash-v1"
@@ -44,80 +82,143 @@ def test_result_has_every_required_key(lane: LaneOutput) -> None:
         "importance": hm_search.W_IMPORTANCE,
     }
     assert r["system"]["scoring_weights"] == {"cosine": 0.6, "fts_bm25": 0.2, "importance": 0.2}
-    assert r["suite"]["counts"]["memories"] == 80
-    assert r["suite"]["counts"]["queries"] == 57
-    assert r["suite"]["categories"] == list(CATEGORIES)
-    assert r["run"] == {"top_k": 5, "repeat": 1, "metrics": METRICS}
+    assert r["capabilities"] == {"clone": True, "embedder": True, "lexical": True}
+    assert r["truncation"] is None  # the hash embedder has no input limit
+    ds = r["dataset"]
+    assert ds["dataset"] == "fixtures"
+    assert ds["categories"] == list(CATEGORIES)
+    assert ds["levels"] == [{"name": "memory", "prefix": "", "description": "one fixture memory"}]
+    assert ds["options"] == {} and ds["drop_rules"] == {}
+    assert ds["decision_policy"] == "fixtures rules"
+    assert ds["identity"]["known"] is True
+    assert ds["identity"]["files"] == [
+        {
+            "role": role,
+            "name": path.name,
+            "size_bytes": path.stat().st_size,
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        }
+        for role, path in PATHS.items()
+    ]
+    counts = r["counts"]
+    assert (counts["scopes"], counts["memories"], counts["queries"]) == (1, 80, 57)
+    assert counts["queries_raw"] == 57 and counts["dropped"] == {} and r["drops"] == []
+    assert sum(c["scored"] for c in counts["per_category"].values()) == 57
+    assert r["summary"] == {"duplicate_groups": 7}
+    assert r["run"]["top_k"] == 5 and r["run"]["store_mode"] == "kept"
+    assert r["run"]["metrics"] == METRICS == [m["name"] for m in r["run"]["measures"]]
+    assert [(m["level"], m["k"], m["pooled"]) for m in r["run"]["measures"]] == [
+        ("memory", 1, False),
+        ("memory", 5, False),
+        ("memory", 5, False),
+        ("memory", 5, False),
+        ("memory", 5, True),
+        ("memory", 5, True),
+    ]
+    assert mean_measures(r) == METRICS[:4]
     assert set(r["metrics"]) == {"overall", "per_category"}
     assert set(r["metrics"]["overall"]) == set(METRICS)
     assert list(r["metrics"]["per_category"]) == list(CATEGORIES)
     for cat in CATEGORIES:
         assert set(r["metrics"]["per_category"][cat]) == set(METRICS)
-    assert r["performance"]["latency"]["samples"] == 57
-    assert "not a cross-machine" in r["performance"]["note"]
+    # nothing machine- or time-specific in the result; the timings live beside it
+    assert "generated_at" not in r and "performance" not in r
+    assert lane.timings["runs"]["latency"]["samples"] == 57
+    assert "not a cross-machine" in lane.timings["runs"]["latency"]["note"]
 
 
-def test_generated_at_can_be_fixed(lane: LaneOutput) -> None:
+def test_generated_at_can_be_fixed_and_is_only_in_the_markdown(lane: Run) -> None:
     envs = lane.envelopes
-    result = build_result(
+    env, markdown = run_report(
         envs["suite"],
         envs["hydrate"],
         envs["runs"],
         envs["roundtrip"],
         envs["scores"],
-        generated_at="2025-01-01T00:00:00Z",
+        timings=lane.timings,
+        generated_at=WHEN,
     )
-    assert result["generated_at"] == "2025-01-01T00:00:00Z"
+    assert markdown.splitlines()[2] == f"Generated {WHEN} by recallbench {__version__}."
+    # the result (and so its fingerprint) does not depend on when it was made
+    assert env == envs["results"]
+    assert env["data"] == build_result(
+        envs["suite"], envs["hydrate"], envs["runs"], envs["roundtrip"], envs["scores"]
+    )
+    assert markdown.split("\n## Configuration", 1)[1] == lane.markdown.split(
+        "\n## Configuration", 1
+    )[1]
 
 
-def test_counts_are_integers_behind_each_value(lane: LaneOutput) -> None:
+def test_counts_are_integers_behind_each_value(lane: Run) -> None:
     o = lane.result["metrics"]["overall"]
-    assert (o["recall@5"]["found"], o["recall@5"]["relevant"]) == (58, 86)
+    assert o["recall@5"]["pooled"] == {"numerator": 58, "denominator": 86}
+    assert (o["recall@5"]["denominator"], o["recall@5"]["queries"]) == (50, 50)
+    assert o["recall@5"]["numerator"] == pytest.approx(50 * o["recall@5"]["value"])
     assert (o["fp_rate@5"]["numerator"], o["fp_rate@5"]["denominator"]) == (35, 35)
     assert (o["duplicate_slot_rate@5"]["numerator"], o["duplicate_slot_rate@5"]["denominator"]) == (
         10,
         30,
     )
     assert o["mrr@5"]["queries"] == 50 and o["mrr@5"]["not_applicable"] == 7
+    assert o["fp_rate@5"]["queries"] == 7 and o["fp_rate@5"]["not_applicable"] == 50
+    assert o["duplicate_slot_rate@5"]["queries"] == 6
+    assert o["mrr@5"]["pooled"] is None and o["fp_rate@5"]["pooled"] is None
 
 
-def test_per_query_ordered_ids_grades_and_scores(lane: LaneOutput) -> None:
+def test_per_query_ordered_ids_grades_and_scores(lane: Run) -> None:
     runs = {r["query_id"]: r for r in lane.envelopes["runs"]["data"]["queries"]}
-    suite = {q["query_id"]: q for q in lane.envelopes["suite"]["data"]["suite"]["queries"]}
+    roundtrip = lane.envelopes["roundtrip"]["data"]["per_query"]
+    relevance = {q["query_id"]: q["relevance"] for q in fixture_lines(QUERIES)}
     queries = lane.result["queries"]
-    assert [q["query_id"] for q in queries] == list(suite)
+    assert [q["query_id"] for q in queries] == list(relevance)  # the file's order
     for q in queries:
+        qid = q["query_id"]
         returned = q["returned"]
-        assert [h["memory_id"] for h in returned] == [
-            h["memory_id"] for h in runs[q["query_id"]]["hits"]
-        ]
+        assert [h["id"] for h in returned] == [h["memory_id"] for h in runs[qid]["hits"]]
+        assert [h["score"] for h in returned] == [h["score"] for h in runs[qid]["hits"]]
         for h in returned:
-            assert set(h) == {"memory_id", "identifier", "grade", "score"}
+            assert set(h) == {"id", "grade", "score"}
             assert isinstance(h["score"], float)
-            assert h["grade"] == suite[q["query_id"]]["relevance"].get(h["memory_id"], 0)
-        assert q["expected"] == suite[q["query_id"]]["relevance"]
+            assert h["grade"] == relevance[qid].get(h["id"], 0)
+        assert q["expected"] == relevance[qid]
         grades = list(q["expected"].values())
         assert grades == sorted(grades, reverse=True)  # best grade first
-        assert q["roundtrip_identical"] is True
+        assert q["scope_id"] == "suite"
+        assert roundtrip[qid]["identical"] is True
     first = queries[0]
     assert first["query_id"] == "q-lexical-001"
     assert [h["grade"] for h in first["returned"]] == [3, 3, 0, 0, 0]
 
 
-def test_missed_query_ids_match_the_per_query_misses(lane: LaneOutput) -> None:
+def test_per_query_values_read_ratio_cells_as_numbers(lane: Run) -> None:
+    recall = per_query_values(lane.result, "recall@5")
+    assert recall["q-lexical-001"] == 1.0
+    assert recall["q-dup-001"] == 0.8  # 4 of 5 relevant
+    assert recall["q-negative-001"] is None
+    assert per_query_values(lane.result, "mrr@5")["q-dup-001"] == 1.0
+
+
+def test_missed_query_ids_match_the_per_query_misses(lane: Run) -> None:
     r = lane.result
     missed = [q["query_id"] for q in r["queries"] if q["missed"]]
     assert r["missed_query_ids"] == missed
     assert len(missed) == 17
     assert {f"q-semantic-00{i}" for i in range(1, 8)} <= set(missed)
     for q in r["queries"]:
-        returned = {h["memory_id"] for h in q["returned"]}
+        returned = {h["id"] for h in q["returned"]}
         relevant = {m for m, g in q["expected"].items() if g >= 2}
         assert q["missed"] == sorted(relevant - returned)
         assert len(q["why_missed"]) == len(q["missed"])
         for mid, why in zip(q["missed"], q["why_missed"], strict=True):
             assert why.startswith(f"{mid} (grade {q['expected'][mid]}) ")
-    assert r["false_positive_query_ids"] == [f"q-negative-00{i}" for i in range(1, 8)]
+
+
+def test_false_positive_slots_are_counted_on_the_negative_queries_only(lane: Run) -> None:
+    fp = {q["query_id"]: q["metrics"]["fp_rate@5"] for q in lane.result["queries"]}
+    with_fp = [qid for qid, v in fp.items() if v is not None and v["numerator"]]
+    assert with_fp == [f"q-negative-00{i}" for i in range(1, 8)]
+    assert all(fp[qid] == {"numerator": 5, "denominator": 5, "value": 1.0} for qid in with_fp)
+    assert all(v is None for qid, v in fp.items() if not qid.startswith("q-negative"))
 
 
 # --- the Markdown ------------------------------------------------------------------------
@@ -131,33 +232,78 @@ def section(markdown: str, title: str) -> list[str]:
     return lines[start:end]
 
 
-def test_markdown_configuration_table(lane: LaneOutput) -> None:
+def unescaped_pipes(line: str) -> int:
+    return len(re.findall(r"(?<!\\)\|", line))
+
+
+def assert_tables_are_rectangular(markdown: str) -> None:
+    """Every row of every table has as many cell borders as the table's header."""
+    header = None
+    for line in markdown.splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        if header is None:
+            header = unescaped_pipes(line)
+        assert unescaped_pipes(line) == header, line
+
+
+def test_markdown_configuration_table(lane: Run) -> None:
     config = section(lane.markdown, "Configuration")
-    assert "| system | hotmem |" in config
+    assert config[3] == "| system | hotmem |"  # the system first, then its settings by name
     assert "| hotmem version | 0.2.6 |" in config
     assert "| embedding model | hotmem-hash-v1 |" in config
     assert "| embedding dimension | 64 |" in config
     assert "| scoring weights | cosine 0.6, fts bm25 0.2, importance 0.2 |" in config
     assert "| reranker | none |" in config
-    assert "| suite | 80 memories, 57 queries (corpus.jsonl, queries.jsonl) |" in config
-    assert "| top-k / repeat | 5 / 1 |" in config
+    assert "| dataset | fixtures: fixture suite (JSONL corpus + graded queries) |" in config
+    sha = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:12] for p in PATHS.values()}
+    assert (
+        f"| files | corpus.jsonl ({CORPUS.stat().st_size:,} bytes, sha256 {sha['corpus.jsonl']}...), "
+        f"queries.jsonl ({QUERIES.stat().st_size:,} bytes, sha256 {sha['queries.jsonl']}...) |"
+    ) in config
+    assert "| scopes / memories / queries | 1 / 80 / 57 scored of 57 |" in config
+    assert "| top-k / stores | 5 / kept |" in config
+    assert not any(x.startswith("| reader options") for x in config)  # the suite has none
+    assert_tables_are_rectangular(lane.markdown)
 
 
-def test_markdown_metrics_table_has_a_row_per_category(lane: LaneOutput) -> None:
-    table = [x for x in section(lane.markdown, "Metrics") if x.startswith("|")]
-    assert table[0] == "| category | " + " | ".join(METRICS) + " |"
-    assert table[2].startswith("| **overall** | 0.467 (found 29/86) | 0.702 (found 58/86) |")
+def test_markdown_metrics_table_has_a_row_per_category(lane: Run) -> None:
+    metrics = section(lane.markdown, "Metrics")
+    assert "### memory level (one fixture memory)" in metrics
+    table = [x for x in metrics if x.startswith("|")]
+    assert table[0] == "| category | queries | " + " | ".join(METRICS) + " |"
+    assert table[2].startswith(
+        "| **overall** | 57 | 0.467 (n=50; found 29/86) | 0.702 (n=50; found 58/86) |"
+    )
     rows = table[3:]
     assert [row.split(" | ")[0][2:] for row in rows] == list(CATEGORIES)
-    assert all(row.count("|") == len(METRICS) + 2 for row in table)
+    assert all(row.count("|") == len(METRICS) + 3 for row in table)
     exact = rows[0]
-    assert exact.startswith("| exact_lexical | 0.929 (found 7/8) | 1.000 (found 8/8) |")
+    assert exact.startswith("| exact_lexical | 7 | 0.929 (n=7; found 7/8) | 1.000 (n=7; found 8/8) |")
     negative = rows[CATEGORIES.index("negative_or_no_answer")]
-    assert negative == "| negative_or_no_answer | n/a | n/a | n/a | n/a | 100.0% (35/35) | n/a |"
+    assert negative == "| negative_or_no_answer | 7 | n/a | n/a | n/a | n/a | 100.0% (35/35) | n/a |"
+    for m in ("recall", "mrr", "ndcg", "fp_rate", "duplicate_slot_rate"):
+        assert sum(1 for x in metrics if x.startswith(f"- `{m}@k`: ")) == 1, m
 
 
-def test_markdown_five_worst_queries(lane: LaneOutput) -> None:
-    rows = [x for x in section(lane.markdown, "Five worst queries") if x.startswith("| q-")]
+def test_cell_text() -> None:
+    mean = {"pooled": False}
+    pooled = {"pooled": True}
+    assert cell_text(None, mean) == "n/a"
+    assert cell_text({"value": None, "pooled": None}, mean) == "n/a"
+    cell = {"value": 0.5, "numerator": 1.0, "denominator": 2, "pooled": None}
+    assert cell_text(cell, mean) == "0.500 (n=2)"
+    recall = {**cell, "pooled": {"numerator": 3, "denominator": 7}}
+    assert cell_text(recall, mean) == "0.500 (n=2; found 3/7)"
+    rate = {"value": 1 / 3, "numerator": 2, "denominator": 6, "pooled": None}
+    assert cell_text(rate, pooled) == "33.3% (2/6)"
+
+
+def test_markdown_five_worst_queries(lane: Run) -> None:
+    worst = section(lane.markdown, "Five worst queries")
+    assert worst[1] == "| query | category | ndcg@5 | expected (grade) | returned (grade) |"
+    rows = [x for x in worst if x.startswith("| q-")]
     assert len(rows) == 5
     assert [r.split(" | ")[0][2:] for r in rows] == [
         "q-cross-003",
@@ -169,25 +315,46 @@ def test_markdown_five_worst_queries(lane: LaneOutput) -> None:
     assert rows[0].startswith("| q-cross-003 | cross_project_isolation | 0.000 | mem-fin-011 (3)")
 
 
-def test_markdown_why_missed_lines(lane: LaneOutput) -> None:
-    lines = [x for x in section(lane.markdown, "Why relevant memories were missed") if x]
+def test_markdown_why_missed_lines(lane: Run) -> None:
+    lines = [x for x in section(lane.markdown, "Why relevant items were missed") if x]
     total = sum(len(q["why_missed"]) for q in lane.result["queries"])
-    assert len(lines) == total == 28
+    assert len(lines) == total == 28  # fewer than the 30 shown: no "... and N more" line
     assert lines[0].startswith("- `q-semantic-001`: mem-fin-001 (grade 3) ranked ")
     assert all(re.match(r"- `q-[a-z]+-\d{3}`: mem-\S+ \(grade [23]\) ", x) for x in lines)
 
 
-def test_markdown_category_observations_and_roundtrip(lane: LaneOutput) -> None:
+def test_markdown_category_observations_and_roundtrip(lane: Run) -> None:
     obs = [x for x in section(lane.markdown, "Category observations") if x]
     assert len(obs) == 8
     for cat, line in zip(CATEGORIES, obs, strict=True):
         assert line.startswith(f"- **{cat}** ")
+    assert obs[0] == (
+        "- **exact_lexical** (7 queries): recall@5 1.000 (8/8 relevant found); no relevant item "
+        "missed. FTS5 matched any memory for 2 of 7 queries."
+    )
+    negative = obs[CATEGORIES.index("negative_or_no_answer")]
+    assert "fp_rate@5: 35/35 slots (100.0%)." in negative
+    assert "recall@5" not in negative and "missing" not in negative
     rt = "\n".join(section(lane.markdown, "Snapshot -> verify -> clean hydrate"))
     assert "57/57 queries identical (100.0%)" in rt
-    assert "rejected by verification (`corrupt_compression`)" in rt
+    assert "Records: source 80, packaged 80, verified 80, clone 80" in rt
+    assert "clone content digest matches the source's" in rt
+    assert "rejected in 1/1 scopes (`corrupt_compression`)" in rt
+    assert "No query changed order or score after the round trip." in rt
+    assert "Sampled" not in rt  # one scope: all of it
 
 
-def test_markdown_conclusion_names_the_fired_rule(lane: LaneOutput) -> None:
+def test_markdown_cost_section_comes_from_the_timings(lane: Run) -> None:
+    cost = section(lane.markdown, "Cost (local diagnostic data, not a cross-machine guarantee)")
+    assert any(x.startswith("| hydrate (ingest) | ") for x in cost)
+    assert any(x.startswith("| query latency p50 / p95 | ") and "(57 samples" in x for x in cost)
+    assert any(x.startswith("| package size | ") for x in cost)
+    # without sidecars the report says so rather than inventing figures
+    bare = section(render(lane.result), "Cost (local diagnostic data, not a cross-machine guarantee)")
+    assert "No timing sidecar matches these artifacts." in bare
+
+
+def test_markdown_conclusion_names_the_fired_rule(lane: Run) -> None:
     d = lane.result["decision"]
     conclusion = section(lane.markdown, "Conclusion")
     assert d["rule"] == 2
@@ -197,127 +364,303 @@ def test_markdown_conclusion_names_the_fired_rule(lane: LaneOutput) -> None:
         x.startswith("3. ") and "also met, but an earlier rule fired first" in x for x in conclusion
     )
     assert any(x.startswith("1. ") and "not met" in x for x in conclusion)
+    assert any(x.startswith("4. ") and "not met" in x for x in conclusion)
     for g in d["guardrails"]:
         assert f"- {g}" in conclusion
 
 
-def test_markdown_conclusion_follows_a_different_rule(lane: LaneOutput) -> None:
+def test_markdown_conclusion_follows_a_different_rule(lane: Run) -> None:
     result = copy.deepcopy(lane.result)
     scores = copy.deepcopy(lane.envelopes["scores"]["data"])
     scores["roundtrip"]["equivalence"] = {"numerator": 56, "denominator": 57, "value": 56 / 57}
-    from recallbench.stages.decide import decide
-
-    result["decision"] = decide(scores)
-    text = render_markdown(result)
+    result["decision"] = decide(lane.envelopes["suite"]["data"], scores)
+    text = render(result)
     assert "**Rule 1 fired: Fix clone/index compatibility" in text
     assert "Rule 2 fired" not in text
 
 
-def test_run_report_refuses_stale_scores(lane: LaneOutput) -> None:
+def test_markdown_conclusion_without_decision_rules(lane: Run) -> None:
+    result = copy.deepcopy(lane.result)
+    result["decision"] = decide({"dataset": "locomo"}, lane.envelopes["scores"]["data"])
+    conclusion = section(render(result), "Conclusion")
+    assert conclusion[1] == "**no decision rules: the locomo dataset defines none; read the metrics**"
+    assert not any(re.match(r"\d\. ", x) for x in conclusion)
+
+
+def test_run_report_refuses_stale_scores(lane: Run) -> None:
     envs = lane.envelopes
     stale = envelope("scores", envs["scores"]["data"], {**envs["scores"]["inputs"], "runs": "x"})
-    from recallbench.errors import ArtifactError
-
     with pytest.raises(ArtifactError, match=r"scores\.json is stale.*recallbench score"):
         run_report(envs["suite"], envs["hydrate"], envs["runs"], envs["roundtrip"], stale)
+
+
+def test_configuration_rows_do_not_depend_on_key_order(lane: Run) -> None:
+    """`report` reads the configuration back from a sorted-key artifact; `run` gets it from
+    the system directly. Both must render the same table."""
+    shuffled = copy.deepcopy(lane.result)
+    shuffled["system"] = dict(reversed(list(shuffled["system"].items())))
+    shuffled["system"]["scoring_weights"] = dict(
+        reversed(list(shuffled["system"]["scoring_weights"].items()))
+    )
+    assert section(render(shuffled), "Configuration") == section(lane.markdown, "Configuration")
+    assert section(lane.markdown, "Configuration")[3] == "| system | hotmem |"
+
+
+# --- long lists and characters that would break a table ----------------------------------
+
+
+def test_cut_keeps_the_first_ten() -> None:
+    items = [f"q{i}" for i in range(12)]
+    assert LIST_LIMIT == 10
+    assert cut(items) == "q0, q1, q2, q3, q4, q5, q6, q7, q8, q9 ... and 2 more; all in results.json"
+    assert cut(items[:10]) == ", ".join(items[:10])
+    assert cut([]) == ""
+    assert cut(items, 3, "drops.json") == "q0, q1, q2 ... and 9 more; all in drops.json"
+
+
+@pytest.fixture(scope="module")
+def crowded(lane: Run) -> dict[str, Any]:
+    """The lane's result made crowded by hand: 14 paraphrase queries with ids holding '|',
+    12 drops, 12 drifted queries, a pipe in a category label, a setting and a drop rule."""
+    result = copy.deepcopy(lane.result)
+    semantic = [q for q in result["queries"] if q["category"] == "semantic_paraphrase"]
+    copies = copy.deepcopy(semantic)
+    for i, q in enumerate(semantic + copies, start=1):
+        q["query_id"] = f"q|sem-{i:02d}"
+    result["queries"] += copies
+    result["counts"]["per_category"]["semantic_paraphrase"]["scored"] = 14
+    result["dataset"]["category_labels"]["exact_lexical"] = "exact | lexical"
+    result["system"]["reranker"] = "none|yet"
+    result["drops"] = [
+        {
+            "query_id": f"d|{i:02d}",
+            "category": "exact_lexical",
+            "reason": "abstention",
+            "detail": "no evidence",
+            "scope_id": "suite",
+        }
+        for i in range(12)
+    ]
+    result["counts"]["dropped"] = {"abstention": 12}
+    result["dataset"]["drop_rules"] = {"abstention": "no evidence | nothing to find"}
+    result["roundtrip"]["drift"] = {
+        f"q|drift-{i:02d}": {
+            "identical": False,
+            "same_set": True,
+            "moved_positions": [1, 2],
+            "only_before": [],
+            "only_after": [],
+            "max_score_drift": 0.01,
+            "after": [f"m|{j}" for j in range(12)],
+        }
+        for i in range(12)
+    }
+    return result
+
+
+def test_long_lists_are_cut_to_ten(crowded: dict[str, Any]) -> None:
+    text = render(crowded)
+    obs = next(x for x in section(text, "Category observations") if "semantic_paraphrase" in x)
+    shown = ", ".join(f"q\\|sem-{i:02d}" for i in range(1, 11))
+    assert f"queries missing a relevant item: {shown} ... and 4 more; all in results.json." in obs
+    drops = next(x for x in section(text, "Dataset") if x.startswith("- abstention: "))
+    shown = ", ".join(f"d\\|{i:02d}" for i in range(10))
+    assert drops == (
+        f"- abstention: 12 (no evidence \\| nothing to find): {shown} ... and 2 more; "
+        "all in results.json"
+    )
+    rt = section(text, "Snapshot -> verify -> clean hydrate")
+    drifted = [x for x in rt if x.startswith("- `q\\|drift-")]
+    assert len(drifted) == 10
+    assert drifted[0].startswith("- `q\\|drift-00`: positions [1, 2] changed, max score drift ")
+    assert drifted[0].endswith("m\\|8, m\\|9 ... and 2 more; all in results.json")
+    assert "- ... and 2 more; all in results.json" in rt
+    why = [x for x in section(text, "Why relevant items were missed") if x]
+    total = sum(len(q["why_missed"]) for q in crowded["queries"])
+    assert total > 3 * LIST_LIMIT
+    assert len(why) == 3 * LIST_LIMIT + 1
+    assert why[-1] == f"- ... and {total - 3 * LIST_LIMIT} more; all in results.json"
+
+
+def test_pipes_in_ids_and_labels_are_escaped_in_tables(crowded: dict[str, Any]) -> None:
+    text = render(crowded)
+    assert_tables_are_rectangular(text)
+    assert "| reranker | none\\|yet |" in section(text, "Configuration")
+    metrics = section(text, "Metrics")
+    assert any(x.startswith("| exact \\| lexical | 7 | ") for x in metrics)
+    assert any(x.startswith("- **exact \\| lexical** (7 queries)") for x in text.splitlines())
+    # no raw id with a pipe anywhere: every one went through md_cell
+    assert "q|sem" not in text and "d|0" not in text and "m|1" not in text
+
+
+def test_expected_lists_in_the_worst_queries_are_cut_to_five(lane: Run) -> None:
+    result = copy.deepcopy(lane.result)
+    q = next(x for x in result["queries"] if x["query_id"] == "q-cross-003")
+    q["expected"] = {f"mem-x-{i:02d}": 3 for i in range(7)}
+    row = next(
+        x for x in section(render(result), "Five worst queries") if x.startswith("| q-cross-003")
+    )
+    shown = ", ".join(f"mem-x-{i:02d} (3)" for i in range(5))
+    assert f"| {shown} ... and 2 more; all in results.json |" in row
+
+
+# --- a two-level dataset ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def turn_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """Generated LongMemEval data, one memory per turn (levels session and turn), three of
+    its eleven scopes round-tripped."""
+    work = tmp_path_factory.mktemp("turns")
+    data = work / "longmemeval.json"
+    longmemeval_generator.generate(
+        data, shape="s", questions=12, seed=1, sessions_per_question=8, session_chars=300
+    )
+    return run_pipeline(
+        "longmemeval", {"data": data}, work, options={"unit": "turn"}, top_k=10, sample=3
+    )
+
+
+def test_a_table_per_level(turn_run: Run) -> None:
+    metrics = section(turn_run.markdown, "Metrics")
+    headings = [x for x in metrics if x.startswith("### ")]
+    assert headings == [
+        "### session level (a haystack session)",
+        "### turn level (a haystack turn (session id + '_' + position))",
+    ]
+    headers = [x for x in metrics if x.startswith("| category | queries | ")]
+    names = turn_run.result["run"]["metrics"]
+    assert headers == [
+        "| category | queries | " + " | ".join(n for n in names if not n.startswith("turn_")) + " |",
+        "| category | queries | " + " | ".join(n for n in names if n.startswith("turn_")) + " |",
+    ]
+    assert len(names) == 24
+    assert_tables_are_rectangular(turn_run.markdown)
+
+
+def test_drops_sampling_and_no_rules_in_a_dataset_report(turn_run: Run) -> None:
+    r, text = turn_run.result, turn_run.markdown
+    assert r["counts"]["dropped"] == {"abstention": 1}
+    drop = r["drops"][0]
+    assert f"- abstention: 1 ({r['dataset']['drop_rules']['abstention']}): {drop['query_id']}" in (
+        section(text, "Dataset")
+    )
+    assert "| reader options | session text user, unit turn |" in section(text, "Configuration")
+    sample = r["roundtrip"]["sample"]
+    assert (sample["scopes_sampled"], sample["scopes_total"]) == (3, 11)
+    rt = section(text, "Snapshot -> verify -> clean hydrate")
+    assert rt[1] == (
+        f"Sampled 3 of 11 scopes ({sample['rule']}): {', '.join(sample['scope_ids'])}."
+    )
+    assert r["decision"]["rule"] is None
+    assert section(text, "Conclusion")[1].startswith("**no decision rules: the longmemeval")
 
 
 # --- score drift after the round trip ----------------------------------------------------
 
 
 def test_score_only_drift_is_reported(tmp_path: Path) -> None:
-    suite = run_validate(CORPUS, QUERIES)
-    hydrate = run_hydrate(suite, tmp_path / "store", "hotmem")
-    runs = run_query(suite, hydrate, tmp_path / "store")
+    envs = run_fixtures(tmp_path).envelopes  # its stores are kept under tmp_path
+    suite, hydrate, runs = envs["suite"], envs["hydrate"], envs["runs"]
     data = copy.deepcopy(runs["data"])
     data["queries"][0]["hits"][0]["score"] += 0.05  # the clone will score it 0.05 lower
     runs = envelope("runs", data, runs["inputs"])
-    rt = run_roundtrip(suite, hydrate, runs, tmp_path / "store", tmp_path / "rt")
+    rt, _ = run_roundtrip(suite, hydrate, runs, tmp_path)
     scores = run_score(suite, runs, rt)
-    result, markdown = run_report(suite, hydrate, runs, rt, scores)
+    results, markdown = run_report(suite, hydrate, runs, rt, scores)
+    result = results["data"]
     assert rt["data"]["per_query"]["q-lexical-001"]["max_score_drift"] == pytest.approx(0.05)
     assert "No query changed order or score" not in markdown
-    assert "q-lexical-001" in result["roundtrip"]["drift"]
     assert list(result["roundtrip"]["drift"]) == ["q-lexical-001"]
     assert result["roundtrip"]["equivalence"]["numerator"] == 57  # ids still identical
     line = next(x for x in markdown.splitlines() if x.startswith("- `q-lexical-001`: positions"))
-    assert line.startswith(
-        "- `q-lexical-001`: positions none changed, max score drift 0.0500, now "
-    )
+    assert line.startswith("- `q-lexical-001`: positions none changed, max score drift 0.0500, now ")
 
 
 # --- explain_miss by hand ----------------------------------------------------------------
 
-
-def small_suite() -> Suite:
-    mems = [
-        Memory("a1", "proj-a", "target fact"),
-        Memory("a2", "proj-a", "same project, other topic"),
-        Memory("a3", "proj-a", "partial answer"),
-        Memory("d1", "proj-a", "duplicate one", duplicate_group="g"),
-        Memory("d2", "proj-a", "duplicate two", duplicate_group="g"),
-        Memory("b1", "proj-b", "other project fact"),
-    ]
-    query = Query("q1", "exact_lexical", "what is the target?", {"a1": 3, "a3": 1, "d1": 2})
-    return Suite(memories=tuple(mems), queries=(query,))
+IDENTIFIERS = {"a1": "proj-a", "a2": "proj-a", "a3": "proj-a", "d1": "proj-a", "d2": "proj-a",
+               "b1": "proj-b", "b2": "proj-b"}  # fmt: skip
+GROUPS = {"d1": "g", "d2": "g"}
+GOLD = {"a1": 3, "a3": 1, "d1": 2}
 
 
-def row(mid: str, identifier: str, score: float = 0.5) -> dict[str, Any]:
-    return {"memory_id": mid, "identifier": identifier, "score": score, "grade": 0}
+def miss(mid: str, rank: int | None, of: int, grade: int = 3, **extra: Any) -> dict[str, Any]:
+    return {"id": mid, "grade": grade, "rank": rank, "of": of, "identifier": IDENTIFIERS[mid]} | extra
+
+
+def memory_row(top: list[str], gold: dict[str, int], lexical: dict | None = None) -> dict:
+    """A runs row at the memory level, as explain_miss sees it."""
+    return {
+        "hits": [
+            {"memory_id": m, "score": 0.5, "identifier": IDENTIFIERS[m], "group": GROUPS.get(m)}
+            for m in top
+        ],
+        "levels": {"memory": {"ranking": top, "gold": gold}},
+        "memory_level": "memory",
+        "lexical": lexical,
+    }
 
 
 def test_explain_miss_composite() -> None:
-    suite = small_suite()
-    q = suite.queries[0]
-    top = [row("d1", "proj-a"), row("d2", "proj-a"), row("b1", "proj-b"), row("a3", "proj-a"),
-           row("a2", "proj-a")]  # fmt: skip
-    full = ["d1", "d2", "b1", "a3", "a2", "a1"]
-    assert explain_miss("a1", q, top, full, suite) == (
-        "a1 (grade 3) ranked 6 of 6; the top-5 held: d1 (graded 2), "
+    row = memory_row(["d1", "d2", "b1", "a3", "a2", "b2"], GOLD)
+    assert explain_miss(miss("a1", 7, 7), row, "memory", 5) == (
+        "a1 (grade 3) ranked 7 of 7; the top-5 held: d1 (graded 2), "
         "d2 (near-duplicate of d1), b1 (another project's memory (proj-b)), "
         "a3 (graded 1), a2 (same-project distractor)"
     )
 
 
 def test_explain_miss_not_returned_at_all() -> None:
-    suite = small_suite()
-    q = suite.queries[0]
-    text = explain_miss("a1", q, [row("a2", "proj-a")], ["a2"], suite)
+    text = explain_miss(miss("a1", None, 1), memory_row(["a2"], GOLD), "memory", 5)
     assert text == "a1 (grade 3) not returned at all; the top-1 held: a2 (same-project distractor)"
 
 
 def test_explain_miss_another_project_is_relative_to_the_missed_memory() -> None:
     """b1 is 'another project' for a proj-a target, but a same-project distractor for b-targets."""
-    mems = (*small_suite().memories, Memory("b2", "proj-b", "b target"))
-    suite = Suite(memories=mems, queries=())
-    q = Query("q2", "cross_project_isolation", "b?", {"b2": 3})
-    text = explain_miss("b2", q, [row("b1", "proj-b"), row("a2", "proj-a")], ["b1", "a2"], suite)
+    text = explain_miss(miss("b2", None, 2), memory_row(["b1", "a2"], {"b2": 3}), "memory", 5)
     assert text.endswith("b1 (same-project distractor), a2 (another project's memory (proj-a))")
 
 
 def test_explain_miss_duplicate_group_first_member_is_not_a_duplicate() -> None:
-    suite = small_suite()
-    q = Query("q3", "near_duplicate_diversity", "dup?", {"a1": 3})
-    text = explain_miss("a1", q, [row("d2", "proj-a"), row("d1", "proj-a")], ["d2", "d1"], suite)
+    text = explain_miss(miss("a1", None, 2), memory_row(["d2", "d1"], {"a1": 3}), "memory", 5)
     assert "d2 (same-project distractor), d1 (near-duplicate of d2)" in text
     assert "(grade 3) not returned at all" in text
 
 
 def test_explain_miss_reports_the_lexical_matcher() -> None:
-    suite = small_suite()
-    q = Query("q4", "exact_lexical", "a?", {"a1": 3})
-    top = [row("a2", "proj-a")]
-    none = explain_miss("a1", q, top, ["a2", "a1"], suite, {"matcher": "FTS5", "matched": []})
+    def explain(lexical: dict, matched: bool) -> str:
+        row = memory_row(["a2"], {"a1": 3}, lexical)
+        return explain_miss(miss("a1", 2, 2, lexical_match=matched), row, "memory", 5)
+
+    none = explain({"matcher": "FTS5", "matched": 0}, False)
     assert none.endswith("; FTS5 matched no memory for this query")
-    hit = explain_miss(
-        "a1", q, top, ["a2", "a1"], suite, {"matcher": "FTS5", "matched": ["a1", "a2"]}
+    assert explain({"matcher": "FTS5", "matched": 2}, True).endswith(
+        "; FTS5 matched 2 memories, a1 among them"
     )
-    assert hit.endswith("; FTS5 matched 2 memories, a1 among them")
-    other = explain_miss("a1", q, top, ["a2", "a1"], suite, {"matcher": "BM25", "matched": ["a2"]})
-    assert other.endswith("; BM25 matched 1 memory, a1 not among them")
+    assert explain({"matcher": "BM25", "matched": 1}, False).endswith(
+        "; BM25 matched 1 memory, a1 not among them"
+    )
+    # a system without lexical diagnostics: nothing is said about matching
+    plain = explain_miss(miss("a1", 2, 2), memory_row(["a2"], {"a1": 3}), "memory", 5)
+    assert plain == "a1 (grade 3) ranked 2 of 2; the top-1 held: a2 (same-project distractor)"
 
 
-def test_lexical_matches_come_from_hotmem_fts(lane: LaneOutput) -> None:
+def test_explain_miss_at_a_level_of_dataset_units() -> None:
+    """At a session level the top-k is the level's ranking, each unit graded or not gold."""
+    row = {
+        "hits": [{"memory_id": "h1"}, {"memory_id": "h2"}, {"memory_id": "h3"}],
+        "levels": {"session": {"ranking": ["s2", "s1"], "gold": {"s1": 1, "s3": 2}}},
+        "memory_level": None,
+        "lexical": None,
+    }
+    entry = {"id": "s3", "grade": 2, "rank": 5, "of": 9}
+    assert explain_miss(entry, row, "session", 10) == (
+        "s3 (grade 2) ranked 5 of 9; the top-2 held: s2 (not gold), s1 (graded 1)"
+    )
+
+
+def test_lexical_matches_come_from_hotmem_fts(lane: Run) -> None:
     """FTS5 is an implicit AND of prefix terms: on this suite it matches few queries at all."""
     counts = {q["query_id"]: q["lexical_matches"] for q in lane.result["queries"]}
     assert {c["matcher"] for c in counts.values()} == {"FTS5"}
@@ -325,7 +668,7 @@ def test_lexical_matches_come_from_hotmem_fts(lane: LaneOutput) -> None:
     assert counts["q-semantic-001"]["count"] == 0
 
 
-def test_explain_miss_on_the_real_run(lane: LaneOutput) -> None:
+def test_explain_miss_on_the_real_run(lane: Run) -> None:
     q = next(x for x in lane.result["queries"] if x["query_id"] == "q-dup-001")
     assert q["missed"] == ["mem-eng-005"]
     assert q["why_missed"] == [
@@ -334,17 +677,3 @@ def test_explain_miss_on_the_real_run(lane: LaneOutput) -> None:
         "(delta-support)), mem-eng-001 (near-duplicate of mem-eng-003), mem-eng-004 (graded 3); "
         "FTS5 matched no memory for this query"
     ]
-
-
-def test_configuration_rows_do_not_depend_on_key_order(lane: LaneOutput) -> None:
-    """`report` reads the configuration back from a sorted-key artifact; `run` gets it from
-    the system directly. Both must render the same table."""
-    shuffled = copy.deepcopy(lane.result)
-    shuffled["system"] = dict(reversed(list(shuffled["system"].items())))
-    shuffled["system"]["scoring_weights"] = dict(
-        reversed(list(shuffled["system"]["scoring_weights"].items()))
-    )
-    assert section(render_markdown(shuffled), "Configuration") == section(
-        lane.markdown, "Configuration"
-    )
-    assert section(lane.markdown, "Configuration")[3] == "| system | hotmem |"

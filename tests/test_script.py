@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from conftest import BASELINE, CORPUS, QUERIES, ROOT, load_json
 
-from recallbench.artifacts import dumps
-from recallbench.stages.report import normalize
+from recallbench.artifacts import dumps, envelope_fingerprint
 
 SCRIPT = "scripts/retrieval_eval.py"
+#: the one error line of the script (run_guarded's `recallbench <command>: error:` form)
+ERROR = "recallbench retrieval_eval: error: "
 
 
 def run_script(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -39,23 +40,33 @@ def broken_corpus(tmp_path: Path, line: int = 4) -> Path:
     return path
 
 
-def test_valid_fixtures_exit_0_and_write_both_outputs(tmp_path: Path) -> None:
-    output, report = tmp_path / "out" / "result.json", tmp_path / "out" / "report.md"
-    proc = run_script("--output", output, "--report", report)
+def test_valid_fixtures_exit_0_and_write_every_output(tmp_path: Path) -> None:
+    out_dir = tmp_path / "out"
+    output, report = out_dir / "result.json", out_dir / "report.md"
+    baseline = out_dir / "baseline.json"
+    proc = run_script("--output", output, "--report", report, "--write-baseline", baseline)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
-    result = load_json(output)
-    assert result["schema"] == "recallbench.fixture-result"
-    assert result["suite"]["counts"]["queries"] == 57
-    assert dumps(normalize(result)) == BASELINE.read_bytes()
+    env = load_json(output)  # the results envelope, as `recallbench report` writes it
+    assert env["artifact"] == "results"
+    assert env["fingerprint"] == envelope_fingerprint("results", env["inputs"], env["data"])
+    result = env["data"]
+    assert result["schema"] == "recallbench.result"
+    assert result["counts"]["queries"] == 57
+    assert dumps(result) == BASELINE.read_bytes()
+    # --write-baseline writes the result document itself, byte for byte the committed form
+    assert baseline.read_bytes() == BASELINE.read_bytes()
+    assert f"wrote baseline {baseline}" in proc.stderr
     markdown = report.read_text(encoding="utf-8")
     assert markdown.startswith("# Retrieval quality report")
     assert "## Conclusion" in markdown
     out = proc.stdout.splitlines()
-    assert out[0].startswith("Recall@1 0.467  Recall@5 0.702  MRR@5 0.645  nDCG@5 0.648")
-    assert out[0].endswith("round-trip 57/57 identical")
+    assert out[0] == (
+        "Recall@1 0.467  Recall@5 0.702  MRR@5 0.645  nDCG@5 0.648  round-trip 57/57 identical"
+    )
     assert out[1].startswith("rule 2: Add portable semantic embeddings next")
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.md", "result.json"]
+    assert len(out) == 2
+    assert sorted(p.name for p in out_dir.iterdir()) == ["baseline.json", "report.md", "result.json"]
 
 
 def test_malformed_corpus_exits_1_with_file_line_and_writes_nothing(tmp_path: Path) -> None:
@@ -66,10 +77,10 @@ def test_malformed_corpus_exits_1_with_file_line_and_writes_nothing(tmp_path: Pa
     assert "Traceback" not in proc.stderr
     assert proc.stdout == ""
     lines = proc.stderr.splitlines()
-    assert re.fullmatch(rf"{re.escape(str(bad))}:4: invalid JSON \(.+\)", lines[0]), lines
+    assert re.fullmatch(rf"{re.escape(str(bad))}:4: invalid JSON: .+", lines[0]), lines
     problems = [x for x in lines if x.startswith(f"{bad}:")]
     assert lines[:-1] == problems
-    assert lines[-1] == f"retrieval_eval: error: {len(problems)} problem(s) in the fixtures"
+    assert lines[-1] == f"{ERROR}{len(problems)} problem(s); nothing written"
     assert sum(1 for x in lines if "error:" in x) == 1
     assert not output.exists() and not report.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl"]
@@ -108,8 +119,21 @@ def test_check_baseline_option(tmp_path: Path) -> None:
     assert proc.returncode == 3
     assert "category-level before -> after:" in proc.stderr
     assert re.search(r"overall\s+ndcg@5\s+0\.9000 ->\s+0\.6483", proc.stderr)
-    assert proc.stderr.splitlines()[-1].startswith("retrieval_eval: error: result differs")
+    assert "$.metrics.overall.ndcg@5.value: 0.9 -> 0.648" in proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith(f"{ERROR}result differs")
     assert "Traceback" not in proc.stderr
+    # the headline is still printed: the gate runs after the result is known
+    assert proc.stdout.startswith("Recall@1 0.467")
+
+
+def test_check_baseline_refuses_a_file_that_is_not_a_result(tmp_path: Path) -> None:
+    foreign = tmp_path / "baseline.json"
+    foreign.write_bytes(dumps({"schema": "recallbench.fixture-result", "metrics": {}}))
+    proc = run_script("--check-baseline", foreign)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith(f"{ERROR}{foreign}: not a recallbench.result document")
 
 
 def test_works_from_another_directory(tmp_path: Path) -> None:
@@ -170,13 +194,29 @@ def test_longmemeval_lane_through_the_script(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert [line.split()[0] for line in lines[:3]] == ["recall@1", "recall@5", "recall@10"]
-    assert re.fullmatch(r"\(means over \d+ scored questions; recall = fractional\)", lines[3])
-    assert "## Questions" in report.read_text(encoding="utf-8")
+    for k, line in zip((1, 5, 10), lines[:3], strict=True):
+        assert re.fullmatch(
+            rf"recall@{k} [\d.]+  recall_any@{k} [\d.]+  recall_all@{k} [\d.]+  "
+            rf"ndcg_any@{k} [\d.]+",
+            line,
+        ), line
+    assert re.fullmatch(r"\(means over \d+ scored queries; recall = fractional\)", lines[3])
+    assert lines[4].startswith("no rule: ")  # LongMemEval defines no decision rules
+    markdown = report.read_text(encoding="utf-8")
+    assert markdown.startswith("# Retrieval quality report")
+    assert "## Five worst queries" in markdown
+    # --build-dir keeps every artifact of the run
+    build = tmp_path / "build"
+    for name in ("suite.json", "hydrate.json", "runs.json", "results.json", "decision.json"):
+        assert (build / name).is_file(), name
+    assert load_json(build / "suite.json")["data"]["dataset"] == "longmemeval"
 
     broken = tmp_path / "broken.json"
     broken.write_text('[{"question_id": "q1"}]', encoding="utf-8")
     bad = run_script("--longmemeval", broken, "--build-dir", tmp_path / "build2", "-q")
     assert bad.returncode == 1
     assert "Traceback" not in bad.stderr
-    assert bad.stderr.strip().splitlines()[-1].startswith("retrieval_eval: error: ")
-    assert "record[0]" in bad.stderr
+    assert bad.stderr.strip().splitlines() == [bad.stderr.strip()]  # one line
+    assert bad.stderr.startswith(ERROR)
+    assert f"{broken}: record[0]" in bad.stderr
+    assert not (tmp_path / "build2" / "suite.json").exists()

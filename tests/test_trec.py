@@ -1,4 +1,5 @@
-"""TREC run/qrels export: line formats, strictly decreasing scores, id checks."""
+"""TREC run/qrels export: line formats, strictly decreasing scores, id checks, and the files
+of a `runs` artifact at a level (`trec_files`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from recallbench.trec import qrels_lines, run_lines, strictly_decreasing, write_trec
+from recallbench.errors import RecallbenchError
+from recallbench.pipeline import Run
+from recallbench.trec import (
+    check_id,
+    qrels_lines,
+    run_lines,
+    strictly_decreasing,
+    trec_files,
+    write_trec,
+)
 
 
 def _scores(lines: list[str]) -> list[float]:
@@ -87,6 +97,14 @@ def test_non_finite_or_non_numeric_score_rejected(score: object) -> None:
         ([("q", [("a", 1.0)])], "my run", "'my run'"),
         ([("q", [("a", 1.0)])], "#tag", "'#tag'"),
         ([("q", [("", 1.0)])], "t", "''"),
+        # the id grammar: nothing that breaks a Markdown table or hides in a line
+        ([("q|1", [("a", 1.0)])], "t", "'q|1'"),
+        ([("q", [("a`b", 1.0)])], "t", "'a`b'"),
+        ([("q", [("a\u202eb", 1.0)])], "t", "U+202E"),
+        ([("q", [("a\u200bb", 1.0)])], "t", "U+200B"),
+        ([("q", [("a\x00b", 1.0)])], "t", "U+0000"),
+        ([("q", [("a\u00a0b", 1.0)])], "t", "U+00A0"),
+        ([("q", [("a" * 201, 1.0)])], "t", "201 characters"),
     ],
 )
 def test_run_rejects_bad_ids(run: list, tag: str, bad: str) -> None:
@@ -149,3 +167,109 @@ def test_write_trec_bad_input_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         write_trec(run_path, qrels_path, [("q", [("a", 1.0)])], {"q": {"bad id": 2}}, "t")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_check_id_returns_the_id_or_names_the_problem() -> None:
+    assert check_id("mem-001", "doc id") == "mem-001"
+    assert check_id("caf\u00e9-\u6587", "doc id") == "caf\u00e9-\u6587"  # printable Unicode is fine
+    with pytest.raises(ValueError, match=r"TREC doc id 'a\|b': contains '\|'"):
+        check_id("a|b", "doc id")
+    with pytest.raises(ValueError, match="TREC tag must be a non-empty string"):
+        check_id("", "tag")
+
+
+# --- the files of a runs artifact -----------------------------------------------------------
+
+
+def runs_data(rows: list[tuple[str, dict[str, tuple[list[str], list[float], dict]]]]) -> dict:
+    """A `runs` artifact's data: (query id, {level: (ranking, scores, gold)}) per query."""
+    return {
+        "queries": [
+            {
+                "query_id": qid,
+                "levels": {
+                    level: {"ranking": ranking, "scores": scores, "gold": gold}
+                    for level, (ranking, scores, gold) in levels.items()
+                },
+            }
+            for qid, levels in rows
+        ]
+    }
+
+
+def test_trec_files_at_each_level(tmp_path: Path) -> None:
+    runs = runs_data(
+        [
+            (
+                "q1",
+                {
+                    "session": (["D2", "D1"], [0.9, 0.9], {"D1": 2, "D3": 0}),
+                    "turn": (["D2:1", "D1:4", "D1:2"], [0.9, 0.9, 0.4], {"D1:4": 3}),
+                },
+            ),
+            (
+                "q2",
+                {
+                    "session": ([], [], {"D3": 1}),  # nothing returned: no run lines
+                    "turn": (["D3:1"], [0.1], {}),  # nothing graded: no qrels lines
+                },
+            ),
+        ]
+    )
+    run, qrels = tmp_path / "x" / "run.trec", tmp_path / "x" / "qrels.trec"
+    session = trec_files(runs, "session", "hotmem", run, qrels)
+    assert session == {
+        run: b"q1 Q0 D2 1 0.900000 hotmem\nq1 Q0 D1 2 0.899999 hotmem\n",
+        qrels: b"q1 0 D1 2\nq2 0 D3 1\n",
+    }
+    turn = trec_files(runs, "turn", "bm25", run, qrels)
+    assert turn[run].decode().splitlines() == [
+        "q1 Q0 D2:1 1 0.900000 bm25",
+        "q1 Q0 D1:4 2 0.899999 bm25",
+        "q1 Q0 D1:2 3 0.400000 bm25",
+        "q2 Q0 D3:1 1 0.100000 bm25",
+    ]
+    assert turn[qrels] == b"q1 0 D1:4 3\n"
+    assert not run.parent.exists()  # formatted, not written
+
+
+@pytest.mark.parametrize(
+    ("tag", "change", "bad"),
+    [
+        ("my run", None, "'my run'"),
+        ("t", ("ranking", ["a|b"]), "'a|b'"),
+        ("t", ("gold", {"a b": 2}), "'a b'"),
+        ("t", ("scores", [float("nan")]), "score"),
+    ],
+)
+def test_trec_files_refuses_with_a_user_error(
+    tmp_path: Path, tag: str, change: tuple | None, bad: str
+) -> None:
+    level = {"ranking": ["a"], "scores": [1.0], "gold": {"a": 2}}
+    if change:
+        level[change[0]] = change[1]
+    runs = {"queries": [{"query_id": "q", "levels": {"memory": level}}]}
+    with pytest.raises(RecallbenchError, match=bad):
+        trec_files(runs, "memory", tag, tmp_path / "run", tmp_path / "qrels")
+
+
+def test_trec_files_of_the_fixture_run(lane: Run, tmp_path: Path) -> None:
+    run_path, qrels_path = tmp_path / "run.trec", tmp_path / "qrels.trec"
+    files = trec_files(lane.envelopes["runs"]["data"], "memory", "hotmem", run_path, qrels_path)
+    run = [line.split() for line in files[run_path].decode().splitlines()]
+    qrels = [line.split() for line in files[qrels_path].decode().splitlines()]
+    queries = lane.result["queries"]
+    assert len(run) == sum(len(q["returned"]) for q in queries) == 57 * 5
+    # the system's order, rank from 1, and its ids, query by query
+    by_query: dict[str, list[str]] = {}
+    for qid, q0, doc, rank, _, tag in run:
+        assert (q0, tag) == ("Q0", "hotmem")
+        by_query.setdefault(qid, []).append(doc)
+        assert int(rank) == len(by_query[qid])
+    assert by_query == {q["query_id"]: [h["id"] for h in q["returned"]] for q in queries}
+    # every positive grade once; the negative queries have none
+    assert len(qrels) == sum(1 for q in queries for g in q["expected"].values() if g > 0)
+    assert {qid for qid, *_ in qrels} == {
+        q["query_id"] for q in queries if any(g > 0 for g in q["expected"].values())
+    }
+    assert not any(qid.startswith("q-negative") for qid, *_ in qrels)

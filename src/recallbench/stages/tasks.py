@@ -95,6 +95,14 @@ def _vectors() -> Any:
     return cache.lookup if cache is not None else None
 
 
+def attach(directory: Path) -> Any:
+    """Reopen a kept store; queries take their vectors from the cache when there is one."""
+    vectors = _vectors()
+    if vectors is None:
+        return _system().attach(directory)
+    return _system().attach(directory, vectors=vectors)
+
+
 def remove_tree(directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
@@ -291,7 +299,7 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     timing: dict[str, Any] = {}
     if item["kept"]:
         try:
-            store = system.attach(directory)
+            store = attach(directory)
         except FileNotFoundError:
             raise StoreDamaged(f"{directory}: no store; run `recallbench hydrate` first") from None
         try:
@@ -367,7 +375,7 @@ def requery_clone(item: Mapping[str, Any]) -> dict[str, Any]:
     """A slice of a scope's queries searched again on the clone a round trip restored
     (opened read-only by each worker): {"per_query": drift per query}."""
     scope = scope_from_item(item["scope"])
-    clone = _system().attach(Path(item["clone"]))
+    clone = attach(Path(item["clone"]))
     try:
         return {"per_query": _search_again(clone, scope.queries, item["limits"], item["before"])}
     finally:
@@ -392,7 +400,7 @@ def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     rerun = "recallbench hydrate" if item["kept"] else "recallbench query"
     if item["kept"]:
         try:
-            source = system.attach(Path(item["directory"]))
+            source = attach(Path(item["directory"]))
         except FileNotFoundError:
             raise StoreDamaged(
                 f"{item['directory']}: no store; run `recallbench hydrate` first"

@@ -205,8 +205,11 @@ class System(Protocol):
         With `vectors`, the store takes every vector (stored texts and queries) from the
         lookup instead of embedding; systems without an embedder ignore it."""
 
-    def attach(self, directory: Path) -> Store:
-        """Reopen the store a previous `open_store` left in `directory` (FileNotFoundError)."""
+    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> Store:
+        """Reopen the store a previous `open_store` left in `directory` (FileNotFoundError).
+
+        `vectors` as for `open_store` (queries then take their vectors from the lookup); it is
+        only passed when a vector cache is in use, so a plugin may omit the parameter."""
 
     def seconds_inside(self) -> float:
         """Wall time spent inside the system's own calls so far (for overhead figures)."""

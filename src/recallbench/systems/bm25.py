@@ -180,7 +180,7 @@ class BM25System(TimedCalls):
         write_atomic(directory / RECORDS, b"")
         return BM25Store(self, directory, [])
 
-    def attach(self, directory: Path) -> BM25Store:
+    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> BM25Store:
         path = Path(directory) / RECORDS
         if not path.exists():
             raise FileNotFoundError(f"{path}: no BM25 store here")

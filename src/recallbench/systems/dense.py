@@ -258,16 +258,16 @@ class DenseSystem(TimedCalls):
         store._add([], store._vectors)
         return store
 
-    def attach(self, directory: Path) -> DenseStore:
+    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> DenseStore:
         directory = Path(directory)
         if not (directory / RECORDS).exists():
             raise FileNotFoundError(f"{directory / RECORDS}: no dense store here")
         records = jsonl_records(directory / RECORDS)
         try:
-            vectors = _read_vectors(directory / VECTORS, len(records), self.embedder.dimension)
+            stored = _read_vectors(directory / VECTORS, len(records), self.embedder.dimension)
         except (OSError, ValueError) as exc:
             raise RecallbenchError(f"{directory}: damaged dense store: {exc}") from None
-        return DenseStore(self, directory, records, vectors, None)
+        return DenseStore(self, directory, records, stored, vectors)
 
 
 @register(

@@ -310,14 +310,22 @@ class FusionSystem(TimedCalls):
             )
         return FusionStore(self, directory, stores)
 
-    def attach(self, directory: Path) -> FusionStore:
+    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> FusionStore:
         directory = Path(directory)
         if not (directory / MARKER).exists():
             raise FileNotFoundError(f"{directory / MARKER}: no fusion store here")
         held = orjson.loads((directory / MARKER).read_bytes()).get("children")
         if held != self.child_names:
             raise RecallbenchError(f"{directory}: a fusion of {held}, not {self.child_names}")
-        return FusionStore(self, directory, [c.attach(directory / c.name) for c in self.children])
+        stores = []
+        for child in self.children:
+            takes_vectors = (
+                getattr(child, "embedder", None) is not None and self.embedder is not None
+            )
+            stores.append(
+                child.attach(directory / child.name, vectors=vectors if takes_vectors else None)
+            )
+        return FusionStore(self, directory, stores)
 
 
 def rrf_system(

@@ -323,14 +323,16 @@ class HotMemSystem(TimedCalls):
     def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> HotMemStore:
         return self._open(directory, vectors)
 
-    def attach(self, directory: Path) -> HotMemStore:
+    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> HotMemStore:
         path = Path(directory) / DB_NAME
         if not path.exists():
             raise FileNotFoundError(f"{path}: no HotMem store here")
         with self._inside():
             db = MemoryDB(path)
         silence_hotmem_tracing()
-        return HotMemStore(self, db, self.embedder.inner)
+        inner = self.embedder.inner
+        embedder = inner if vectors is None else _CachedEmbedder(inner.descriptor, vectors)
+        return HotMemStore(self, db, embedder)
 
 
 _HOTMEM = "HotMem's own search (cosine + FTS5 + importance fusion)"

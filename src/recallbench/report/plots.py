@@ -1,0 +1,483 @@
+"""Plots of a result document and of a comparison document, as deterministic SVG bytes.
+
+Pure functions: a document in, SVG bytes out (nothing is read or written here, except by the
+`python -m recallbench.report.plots` entry point that regenerates the docs' baseline plots):
+
+- `category_bars`: the headline measures (primary level, the run's top-k, means) per
+  category, each bar annotated with its value and the queries behind it (n);
+- `recall_at_k`: recall@k against k = 1 .. top-k per category at the primary level, computed
+  from each query's ranking and gold in the result (the measure is only stored at its ks); a
+  second level (LongMemEval's or LoCoMo's turns) is drawn at the ks it was scored at, since
+  the result keeps per-query rankings of the primary level only;
+- `compare_forest`: each challenger's paired mean difference against the reference per
+  metric, overall with its 95% bootstrap interval and a star where the sign-flip p < 0.05,
+  per category as a point (the comparison tests only the overall rows);
+- `compare_bars`: each system's overall means side by side.
+
+Determinism: every figure is drawn from matplotlib's default style plus `STYLE`, so no
+matplotlibrc changes it; text is measured with the DejaVu Sans bundled with matplotlib and
+kept as text (svg.fonttype none); the SVG hash salt is fixed and no date is written. The same
+document gives byte-identical files with the same matplotlib version; another version may
+lay out or serialize differently (the SVG's creator line names the version), which is why
+results.json lists the plots beside its fingerprinted data, not in it.
+
+matplotlib is imported with MPLCONFIGDIR pointed at a temporary directory (unless it is set
+or matplotlib is already imported), so it neither reads the user's matplotlibrc nor leaves a
+font cache in the home directory: recallbench writes only where it is told to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+def _import_matplotlib() -> None:
+    if "matplotlib" in sys.modules or os.environ.get("MPLCONFIGDIR"):
+        return
+    with tempfile.TemporaryDirectory(prefix="recallbench-matplotlib-") as tmp:
+        os.environ["MPLCONFIGDIR"] = tmp
+        try:
+            import matplotlib.font_manager  # noqa: F401  (builds its font list in tmp)
+        finally:
+            os.environ.pop("MPLCONFIGDIR", None)
+
+
+_import_matplotlib()
+
+import matplotlib.style  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+from recallbench.metrics import recall_at_k as _recall  # noqa: E402
+
+REPORT_PLOTS_DIR = "report-plots"
+COMPARE_PLOTS_DIR = "compare-plots"
+#: file name -> the Markdown image text of each plot
+CAPTIONS = {
+    "category-bars.svg": "Headline measures per category (value and queries n per bar)",
+    "recall-at-k.svg": "Recall@k against k per category",
+    "forest.svg": "Paired differences against the reference with 95% bootstrap intervals",
+    "bars.svg": "Overall means of each system side by side",
+}
+
+STYLE: dict[str, Any] = {
+    "svg.hashsalt": "recallbench",
+    "svg.fonttype": "none",
+    "svg.id": None,
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans"],
+    "font.size": 8.5,
+    "axes.titlesize": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.axisbelow": True,
+    "grid.color": "#dddddd",
+    "grid.linewidth": 0.6,
+    "legend.frameon": False,
+    "legend.fontsize": 8,
+}
+#: Okabe-Ito, colour-blind safe (yellow last: it is hard to see on white)
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#999933", "#F0E442")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h")
+
+
+@contextmanager
+def _style() -> Iterator[None]:
+    with matplotlib.style.context(["default", STYLE]):
+        yield
+
+
+def _svg(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})
+    return buf.getvalue()
+
+
+def _color(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def headline_measures(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The primary level's mean measures at the run's top-k (or the largest k scored below
+    it: conversational measures are scored at k in 1, 5, 10 only)."""
+    primary = result["dataset"]["levels"][0]["name"]
+    means = [m for m in result["run"]["measures"] if m["level"] == primary and not m["pooled"]]
+    if not means:
+        return []
+    k = result["run"]["top_k"]
+    if not any(m["k"] == k for m in means):
+        k = max(m["k"] for m in means if m["k"] <= k)
+    return [m for m in means if m["k"] == k]
+
+
+def _grouped_hbars(
+    ax: Any,
+    groups: Sequence[str],
+    series: Sequence[str],
+    values: Sequence[Sequence[float | None]],
+    notes: Sequence[Sequence[str]],
+) -> None:
+    """Horizontal bars: one group per row (top to bottom), one bar per series, each bar
+    annotated with its note; a missing value is a note at zero."""
+    n = len(series)
+    height = 0.84 / n
+    for j, name in enumerate(series):
+        ys = [i + (j - (n - 1) / 2) * height for i in range(len(groups))]
+        vals = [row[j] for row in values]
+        ax.barh(ys, [v or 0.0 for v in vals], height=height * 0.92, color=_color(j), label=name)
+        for y, v, row in zip(ys, vals, notes, strict=True):
+            ax.text((v or 0.0) + 0.01, y, row[j], va="center", ha="left", fontsize=6.5)
+    ax.set_yticks(range(len(groups)), groups)
+    ax.set_ylim(len(groups) - 0.5, -0.5)
+    ax.set_xlim(0, 1.3)
+    ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
+    ax.grid(axis="x")
+    ax.tick_params(axis="y", length=0)
+
+
+def category_bars(result: Mapping[str, Any]) -> bytes:
+    """The headline measures per category (overall first), with each bar's n."""
+    measures = headline_measures(result)
+    labels = result["dataset"]["category_labels"]
+    cats = result["dataset"]["categories"]
+    rows = [("overall", result["metrics"]["overall"])] + [
+        (labels.get(c, c), result["metrics"]["per_category"][c]) for c in cats
+    ]
+    names = [m["name"] for m in measures]
+    values = [[cells[n]["value"] for n in names] for _, cells in rows]
+    notes = [
+        [
+            "n/a"
+            if cells[n]["value"] is None
+            else f"{cells[n]['value']:.3f} (n={cells[n]['denominator']})"
+            for n in names
+        ]
+        for _, cells in rows
+    ]
+    level = result["dataset"]["levels"][0]["name"]
+    k = measures[0]["k"] if measures else result["run"]["top_k"]
+    with _style():
+        height = 1.0 + len(rows) * (0.17 * max(1, len(names)) + 0.2)
+        fig = Figure(figsize=(7.0, height), layout="constrained")
+        ax = fig.add_subplot()
+        if names:
+            _grouped_hbars(ax, [r[0] for r in rows], names, values, notes)
+            ax.get_yticklabels()[0].set_fontweight("bold")
+            fig.legend(loc="outside upper center", ncols=min(len(names), 5))
+        ax.set_xlabel(f"mean over the queries each measure applies to (n); {level} level, k={k}")
+        fig.suptitle(
+            f"{result['system']['name']} on {result['dataset']['dataset']}: "
+            f"headline measures per category",
+            fontsize=9.5,
+        )
+        return _svg(fig)
+
+
+def recall_curves(result: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Primary-level recall@k for k = 1 .. top-k, from each query's ranking and gold:
+    {"overall" | category: {"n": queries with a relevant unit, "recall": [mean at k=1, ...]}}
+    (recall is None for a row without such queries)."""
+    top_k = result["run"]["top_k"]
+    rows: dict[str, list[list[float]]] = {"overall": []}
+    rows.update({c: [] for c in result["dataset"]["categories"]})
+    for q in result["queries"]:
+        ranking = [h["id"] for h in q["returned"]]
+        per_k = [_recall(ranking, q["expected"], k) for k in range(1, top_k + 1)]
+        if per_k[0] is None:  # no relevant unit: recall does not apply
+            continue
+        values = [r.numerator / r.denominator for r in per_k]
+        rows["overall"].append(values)
+        rows.setdefault(q["category"], []).append(values)
+    out = {}
+    for name, per_query in rows.items():
+        n = len(per_query)
+        recall = [sum(v[i] for v in per_query) / n for i in range(top_k)] if n else None
+        out[name] = {"n": n, "recall": recall}
+    return out
+
+
+def _other_levels(result: Mapping[str, Any]) -> list[tuple[str, list[int], str]]:
+    """(level, scored ks, recall prefix) of every non-primary level with recall measures."""
+    out = []
+    for level in result["dataset"]["levels"][1:]:
+        ks = sorted(
+            m["k"]
+            for m in result["run"]["measures"]
+            if m["level"] == level["name"] and m["name"] == f"{level['prefix']}recall@{m['k']}"
+        )
+        if ks:
+            out.append((level["name"], ks, level["prefix"]))
+    return out
+
+
+def recall_at_k(result: Mapping[str, Any]) -> bytes:
+    """Recall@k against k for each category (and overall) at the primary level; other levels
+    (turns) in a second panel at the ks they were scored at."""
+    top_k = result["run"]["top_k"]
+    labels = result["dataset"]["category_labels"]
+    curves = recall_curves(result)
+    primary = result["dataset"]["levels"][0]["name"]
+    others = _other_levels(result)
+    cats = [c for c in result["dataset"]["categories"] if curves[c]["n"]]
+    skipped = [labels.get(c, c) for c in result["dataset"]["categories"] if not curves[c]["n"]]
+    ks = list(range(1, top_k + 1))
+    with _style():
+        fig = Figure(figsize=(7.0 if not others else 9.0, 4.2), layout="constrained")
+        axes = fig.subplots(1, 1 + len(others), sharey=True, squeeze=False)[0]
+        ax = axes[0]
+        for i, c in enumerate(cats):
+            ax.plot(
+                ks,
+                curves[c]["recall"],
+                color=_color(i),
+                marker=MARKERS[i % len(MARKERS)],
+                markersize=3.5,
+                linewidth=1.2,
+                label=f"{labels.get(c, c)} (n={curves[c]['n']})",
+            )
+        if curves["overall"]["n"]:
+            ax.plot(
+                ks,
+                curves["overall"]["recall"],
+                color="black",
+                linewidth=2.2,
+                linestyle="--",
+                label=f"overall (n={curves['overall']['n']})",
+            )
+        ax.set_title(f"{primary} level, every k")
+        for ax, (level, level_ks, prefix) in zip(axes[1:], others, strict=True):
+            for i, c in enumerate(cats):
+                cells = result["metrics"]["per_category"][c]
+                ax.plot(
+                    level_ks,
+                    [cells[f"{prefix}recall@{k}"]["value"] for k in level_ks],
+                    color=_color(i),
+                    marker=MARKERS[i % len(MARKERS)],
+                    markersize=3.5,
+                    linewidth=1.0,
+                )
+            overall = result["metrics"]["overall"]
+            ax.plot(
+                level_ks,
+                [overall[f"{prefix}recall@{k}"]["value"] for k in level_ks],
+                color="black",
+                linewidth=2.2,
+                linestyle="--",
+            )
+            ax.set_title(f"{level} level, scored at k = {', '.join(map(str, level_ks))}")
+        for ax in axes:
+            ax.set_xlim(0.5, top_k + 0.5)
+            ax.set_xticks(ks if top_k <= 20 else [k for k in ks if k == 1 or k % 5 == 0])
+            ax.set_ylim(-0.02, 1.04)
+            ax.grid(True)
+            ax.set_xlabel("k")
+        axes[0].set_ylabel("recall@k (mean fractional recall)")
+        fig.legend(loc="outside right center")
+        title = f"{result['system']['name']} on {result['dataset']['dataset']}: recall@k against k"
+        fig.suptitle(title, fontsize=9.5)
+        if skipped:
+            fig.text(
+                0.01,
+                0.005,
+                f"not drawn (no relevant unit in any query): {', '.join(skipped)}",
+                fontsize=6.5,
+                color="#555555",
+            )
+        return _svg(fig)
+
+
+def report_plots(result: Mapping[str, Any]) -> dict[str, bytes]:
+    """file (relative to the report's directory) -> SVG bytes, in the report's order."""
+    return {
+        f"{REPORT_PLOTS_DIR}/category-bars.svg": category_bars(result),
+        f"{REPORT_PLOTS_DIR}/recall-at-k.svg": recall_at_k(result),
+    }
+
+
+def plot_list(plots: Mapping[str, bytes]) -> list[dict[str, str]]:
+    """[{"file", "sha256"}] of rendered plots, as results.json lists them."""
+    return [{"file": f, "sha256": hashlib.sha256(svg).hexdigest()} for f, svg in plots.items()]
+
+
+def caption(file: str) -> str:
+    return CAPTIONS.get(Path(file).name, Path(file).stem)
+
+
+# --- the comparison --------------------------------------------------------------------
+
+
+def _compare_rows(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    pair = doc["comparisons"][0]
+    metrics = list(pair["metrics"])
+    categories = list(pair["metrics"][metrics[0]]["per_category"]) if metrics else []
+    return metrics, categories
+
+
+def compare_forest(doc: Mapping[str, Any]) -> bytes:
+    """Per metric: each challenger's mean difference against the reference, overall with its
+    95% bootstrap interval (a star where p < 0.05), per category as a hollow point."""
+    metrics, categories = _compare_rows(doc)
+    pairs = doc["comparisons"]
+    rows = ["overall", *categories]
+    ncols = max(1, min(4, len(metrics)))
+    nrows = max(1, math.ceil(len(metrics) / ncols))
+    step = 0.8 / len(pairs)
+    with _style():
+        row_height = 0.12 * len(pairs) + 0.16
+        fig = Figure(
+            figsize=(1.9 + 2.1 * ncols, 1.0 + nrows * (0.5 + len(rows) * row_height)),
+            layout="constrained",
+        )
+        axes = fig.subplots(nrows, ncols, sharey=True, squeeze=False).ravel()
+        for ax, metric in zip(axes, metrics, strict=False):
+            reach = 0.05
+            ax.axvline(0, color="#444444", linewidth=0.8)
+            ax.axhline(0.5, color="#bbbbbb", linewidth=0.6, linestyle=":")
+            for j, pair in enumerate(pairs):
+                color = _color(j + 1)  # colour 0 is the reference's in the bars
+                offset = (j - (len(pairs) - 1) / 2) * step
+                m = pair["metrics"][metric]
+                o = m["overall"]
+                if o["mean_difference"] is not None:
+                    d = o["mean_difference"]
+                    lo, hi = o["ci95"] if o["ci95"] is not None else (d, d)
+                    reach = max(reach, abs(lo), abs(hi))
+                    significant = o["p_value"] is not None and o["p_value"] < 0.05
+                    ax.errorbar(
+                        [d],
+                        [offset],
+                        xerr=[[d - lo], [hi - d]],
+                        fmt="*" if significant else "o",
+                        markersize=8 if significant else 4,
+                        color=color,
+                        ecolor=color,
+                        elinewidth=1.2,
+                        capsize=2.5,
+                    )
+                for i, cat in enumerate(categories, start=1):
+                    c = m["per_category"][cat]
+                    if not c["queries"]:
+                        continue
+                    d = c["challenger_mean"] - c["reference_mean"]
+                    reach = max(reach, abs(d))
+                    ax.plot(
+                        [d],
+                        [i + offset],
+                        marker="o",
+                        markersize=4,
+                        markerfacecolor="white",
+                        markeredgecolor=color,
+                        linestyle="none",
+                    )
+            ax.set_xlim(-reach * 1.15, reach * 1.15)
+            ax.set_title(metric)
+            ax.grid(axis="x")
+            ax.tick_params(axis="y", length=0)
+        for ax in axes[len(metrics) :]:
+            ax.set_visible(False)
+        axes[0].set_yticks(range(len(rows)), rows)
+        axes[0].set_ylim(len(rows) - 0.5, -0.5)
+        axes[0].get_yticklabels()[0].set_fontweight("bold")
+        for ax in axes[(nrows - 1) * ncols :]:
+            ax.set_xlabel("challenger − reference")
+        handles = [
+            Line2D([], [], color=_color(j + 1), marker="o", linestyle="-", label=p["challenger"])
+            for j, p in enumerate(pairs)
+        ]
+        handles += [
+            Line2D([], [], color="#444444", marker="o", linestyle="-", label="overall, 95% bootstrap CI"),
+            Line2D([], [], color="#444444", marker="*", markersize=8, linestyle="none", label="sign-flip p < 0.05"),
+            Line2D([], [], color="#444444", marker="o", markerfacecolor="white", linestyle="none", label="category (no interval)"),
+        ]  # fmt: skip
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4))
+        fig.suptitle(
+            f"{doc['dataset']['name']}, top-{doc['top_k']}: paired difference against "
+            f"{pairs[0]['reference']} ({doc['dataset']['queries']} queries, seed {doc['seed']})",
+            fontsize=9.5,
+        )
+        return _svg(fig)
+
+
+def compare_bars(doc: Mapping[str, Any]) -> bytes:
+    """Each system's overall mean of every metric, side by side."""
+    metrics, _ = _compare_rows(doc)
+    pairs = doc["comparisons"]
+    systems = [pairs[0]["reference"], *(p["challenger"] for p in pairs)]
+    values = []
+    groups = []
+    for metric in metrics:
+        row = [pairs[0]["metrics"][metric]["overall"]["reference_mean"]]
+        row += [p["metrics"][metric]["overall"]["challenger_mean"] for p in pairs]
+        values.append(row)
+        groups.append(f"{metric} (n={pairs[0]['metrics'][metric]['overall']['queries']})")
+    notes = [[_fmt(v) for v in row] for row in values]
+    with _style():
+        height = 1.0 + len(groups) * (0.16 * len(systems) + 0.2)
+        fig = Figure(figsize=(7.0, height), layout="constrained")
+        ax = fig.add_subplot()
+        _grouped_hbars(ax, groups, systems, values, notes)
+        ax.set_xlabel("overall mean over the paired queries (n)")
+        fig.legend(loc="outside upper center", ncols=min(len(systems), 5))
+        fig.suptitle(f"{doc['dataset']['name']}, top-{doc['top_k']}: overall means", fontsize=9.5)
+        return _svg(fig)
+
+
+def compare_plots(doc: Mapping[str, Any]) -> dict[str, bytes]:
+    """file (relative to compare.md's directory) -> SVG bytes."""
+    return {
+        f"{COMPARE_PLOTS_DIR}/forest.svg": compare_forest(doc),
+        f"{COMPARE_PLOTS_DIR}/bars.svg": compare_bars(doc),
+    }
+
+
+# --- the docs' baseline plots ---------------------------------------------------------
+
+
+def baseline_plots(result: Mapping[str, Any]) -> dict[str, bytes]:
+    """The docs' plots of a baseline: `baseline-<plot>.svg` -> SVG bytes."""
+    return {f"baseline-{Path(f).name}": svg for f, svg in report_plots(result).items()}
+
+
+def write_baseline_plots(baseline: Path, out_dir: Path) -> list[Path]:
+    """Render the baseline's plots into `out_dir` (published together)."""
+    from recallbench.artifacts import publish
+    from recallbench.baseline import load_result
+
+    files = {
+        Path(out_dir) / name: svg for name, svg in baseline_plots(load_result(baseline)).items()
+    }
+    publish(files)
+    return list(files)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """python -m recallbench.report.plots --baseline FILE --out DIR"""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m recallbench.report.plots",
+        description="Regenerate the docs' plots of a baseline result.",
+    )
+    parser.add_argument("--baseline", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    for path in write_baseline_plots(args.baseline, args.out):
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
