@@ -181,7 +181,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "build" / "bench_large_fixture.json")
     args = parser.parse_args()
     if args.generate_only:
-        print(orjson.dumps(generate_suite(args.generate_only, args.memories, args.queries)).decode())
+        print(
+            orjson.dumps(generate_suite(args.generate_only, args.memories, args.queries)).decode()
+        )
         return
 
     rb = [str(Path(sys.executable).parent / "recallbench")]
@@ -244,7 +246,11 @@ def main() -> None:
         steps += ["roundtrip_w1", "roundtrip_w2"]
     for name in steps:
         f = results[name]
-        per = f"{1000 * f['wall_s'] / args.queries:9.1f}" if name.startswith(("query", "round")) else ""
+        per = (
+            f"{1000 * f['wall_s'] / args.queries:9.1f}"
+            if name.startswith(("query", "round"))
+            else ""
+        )
         print(f"  {name:<14} {f['wall_s']:8.1f} {f['cpu_s']:8.1f} {f['peak_rss_mb']:8.0f} {per}")
     print(
         f"  query, 2 workers / 1 worker (wall): {results['query_ratio_w2_over_w1']:.2f} "

@@ -13,14 +13,13 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import BASELINE, CORPUS, QUERIES, cli, load_json
+from conftest import BASELINE, CORPUS, QUERIES, cli, load_json, run_fixtures
 
-from recallbench.artifacts import dumps
-from recallbench.baseline import category_table, differences, load_result
-from recallbench.errors import RecallbenchError
-from recallbench.pipeline import LaneOutput, run_fixture_lane
-from recallbench.stages.report import normalize
-from recallbench.suite import CATEGORIES
+from recallbench.artifacts import dumps, envelope
+from recallbench.baseline import category_table, differences, load_result, normalize
+from recallbench.datasets.fixtures import CATEGORIES
+from recallbench.errors import ArtifactError, RecallbenchError
+from recallbench.pipeline import Run
 
 K = 5
 
@@ -55,35 +54,36 @@ def keys(obj: Any) -> Iterator[str]:
 # --- a fresh run equals the baseline -----------------------------------------------------
 
 
-def test_fresh_run_equals_the_baseline_byte_for_byte(lane: LaneOutput) -> None:
-    assert dumps(normalize(lane.result)) == BASELINE.read_bytes()
+def test_fresh_run_equals_the_baseline_byte_for_byte(lane: Run) -> None:
+    assert dumps(lane.result) == BASELINE.read_bytes()
+    assert dumps(normalize(lane.envelopes["results"])) == BASELINE.read_bytes()
 
 
 def test_fresh_run_equals_the_baseline_query_by_query(
-    lane: LaneOutput, baseline: dict[str, Any]
+    lane: Run, baseline: dict[str, Any]
 ) -> None:
     """The same check, broken down so that a failure names the query that changed."""
-    fresh = normalize(lane.result)
+    fresh = lane.result
     assert [q["query_id"] for q in fresh["queries"]] == [q["query_id"] for q in baseline["queries"]]
     for now, then in zip(fresh["queries"], baseline["queries"], strict=True):
         qid = now["query_id"]
-        assert [h["memory_id"] for h in now["returned"]] == [
-            h["memory_id"] for h in then["returned"]
-        ], qid
+        assert [h["id"] for h in now["returned"]] == [h["id"] for h in then["returned"]], qid
         assert [h["grade"] for h in now["returned"]] == [h["grade"] for h in then["returned"]], qid
         assert [h["score"] for h in now["returned"]] == [h["score"] for h in then["returned"]], qid
         assert now["metrics"] == then["metrics"], qid
+        assert now["why_missed"] == then["why_missed"], qid
     assert fresh["metrics"] == baseline["metrics"]
     assert fresh["decision"] == baseline["decision"]
     assert fresh["roundtrip"] == baseline["roundtrip"]
     assert differences(baseline, lane.result) == []
 
 
-def test_repeat_does_not_change_the_normalized_result(tmp_path: Path) -> None:
-    out = run_fixture_lane(CORPUS, QUERIES, tmp_path, repeat=3)
-    assert out.result["run"]["repeat"] == 3
-    assert out.result["performance"]["latency"]["samples"] == 3 * 57
-    assert dumps(normalize(out.result)) == BASELINE.read_bytes()
+def test_repeat_does_not_change_the_result(tmp_path: Path) -> None:
+    out = run_fixtures(tmp_path, repeat=3)
+    assert out.timings["runs"]["repeat"] == 3
+    assert out.timings["runs"]["latency"]["samples"] == 3 * 57
+    assert "repeat" not in out.result["run"]
+    assert dumps(out.result) == BASELINE.read_bytes()
 
 
 # --- the baseline's schema ---------------------------------------------------------------
@@ -91,34 +91,46 @@ def test_repeat_does_not_change_the_normalized_result(tmp_path: Path) -> None:
 
 def test_baseline_schema_and_counts(baseline: dict[str, Any]) -> None:
     assert load_result(BASELINE) == baseline
-    assert baseline["schema"] == "recallbench.fixture-result"
-    assert baseline["schema_version"] == 1
+    assert baseline["schema"] == "recallbench.result"
+    assert baseline["schema_version"] == 2
     assert set(baseline) == {
         "schema",
         "schema_version",
+        "dataset",
+        "counts",
+        "drops",
+        "summary",
         "system",
-        "suite",
+        "capabilities",
+        "truncation",
         "run",
         "metrics",
         "queries",
         "missed_query_ids",
-        "false_positive_query_ids",
         "roundtrip",
         "decision",
     }
-    counts = baseline["suite"]["counts"]
+    counts = baseline["counts"]
     assert counts["memories"] == 80
-    assert counts["queries"] == 57 == len(baseline["queries"])
-    assert baseline["suite"]["categories"] == list(CATEGORIES)
-    assert len(counts["per_category"]) == 8
-    assert sum(counts["per_category"].values()) == 57
-    assert all(n >= 5 for n in counts["per_category"].values())
+    assert counts["queries"] == counts["queries_raw"] == 57 == len(baseline["queries"])
+    assert counts["scopes"] == 1 and counts["dropped"] == {} and baseline["drops"] == []
+    assert baseline["dataset"]["dataset"] == "fixtures"
+    assert baseline["dataset"]["categories"] == list(CATEGORIES)
+    per_category = counts["per_category"]
+    assert set(per_category) == set(CATEGORIES)
+    assert all(c["raw"] == c["scored"] and c["dropped"] == {} for c in per_category.values())
+    assert sum(c["scored"] for c in per_category.values()) == 57
+    assert all(c["scored"] >= 5 for c in per_category.values())
     assert set(baseline["metrics"]["per_category"]) == set(CATEGORIES)  # keys are sorted
-    for cat, n in counts["per_category"].items():
-        assert sum(1 for q in baseline["queries"] if q["category"] == cat) == n
-    assert baseline["run"] == {"top_k": 5, "metrics": [
+    for cat, c in per_category.items():
+        assert sum(1 for q in baseline["queries"] if q["category"] == cat) == c["scored"]
+    assert baseline["run"]["top_k"] == 5
+    assert baseline["run"]["store_mode"] == "kept"
+    assert baseline["run"]["metrics"] == [
         "recall@1", "recall@5", "mrr@5", "ndcg@5", "fp_rate@5", "duplicate_slot_rate@5"
-    ]}  # fmt: skip
+    ]  # fmt: skip
+    assert [m["name"] for m in baseline["run"]["measures"]] == baseline["run"]["metrics"]
+    assert baseline["system"]["name"] == "hotmem"
     assert baseline["system"]["hotmem_version"] == "0.2.6"
     assert baseline["system"]["embedding_model"] == "hotmem-hash-v1"
     assert baseline["system"]["embedding_dimension"] == 64
@@ -126,6 +138,8 @@ def test_baseline_schema_and_counts(baseline: dict[str, Any]) -> None:
 
 def test_baseline_has_no_volatile_keys(baseline: dict[str, Any]) -> None:
     for key in ("generated_at", "performance", "environment", "recallbench_version"):
+        assert key not in baseline
+    for key in ("fingerprint", "inputs", "artifact"):  # the envelope's, not the document's
         assert key not in baseline
     assert "repeat" not in baseline["run"]
     volatile = re.compile(
@@ -141,13 +155,16 @@ def test_baseline_holds_no_paths(baseline: dict[str, Any]) -> None:
         assert not text.startswith("/"), text
         assert not re.match(r"^[A-Za-z]:[\\/]", text), text
         assert not re.search(r"(^|\s)(/home/|/Users/|/var/|/private/|~/)", text), text
-    assert baseline["suite"]["sources"]["corpus"]["file"] == "corpus.jsonl"
-    assert baseline["suite"]["sources"]["queries"]["file"] == "queries.jsonl"
+    files = baseline["dataset"]["identity"]["files"]
+    assert [(f["role"], f["name"]) for f in files] == [
+        ("corpus", "corpus.jsonl"),
+        ("queries", "queries.jsonl"),
+    ]
 
 
 def test_baseline_is_canonical_json(baseline: dict[str, Any]) -> None:
     assert dumps(baseline) == BASELINE.read_bytes()
-    assert normalize(baseline) == baseline  # already normalized
+    assert normalize(baseline) == baseline  # a document is its own comparable form
 
 
 # --- the baseline's metrics, recomputed by hand --------------------------------------------
@@ -189,7 +206,7 @@ def duplicate_groups() -> dict[str, str]:
 
 
 def ranked(q: dict[str, Any]) -> list[str]:
-    return [h["memory_id"] for h in q["returned"]]
+    return [h["id"] for h in q["returned"]]
 
 
 @pytest.mark.parametrize("scope", ["overall", *CATEGORIES])
@@ -203,15 +220,20 @@ def test_baseline_recall_and_ndcg_recomputed_by_hand(baseline: dict[str, Any], s
     for name, k in (("recall@5", 5), ("recall@1", 1)):
         pairs = [hand_recall(ranked(q), q["expected"], k) for q in qs]
         present = [p for p in pairs if p is not None]
-        assert summary[name]["value"] == hand_mean([a / b for a, b in present]), name
-        assert summary[name]["found"] == sum(a for a, _ in present)
-        assert summary[name]["relevant"] == sum(b for _, b in present)
-        assert summary[name]["queries"] == len(present)
-        assert summary[name]["not_applicable"] == len(qs) - len(present)
-    ndcg = [hand_ndcg(ranked(q), q["expected"], K) for q in qs]
-    assert summary["ndcg@5"]["value"] == hand_mean(ndcg)
-    rr = [hand_rr(ranked(q), q["expected"], K) for q in qs]
-    assert summary["mrr@5"]["value"] == hand_mean(rr)
+        cell = summary[name]
+        assert cell["value"] == hand_mean([a / b for a, b in present]), name
+        assert cell["numerator"] == math.fsum(a / b for a, b in present), name
+        assert cell["denominator"] == cell["queries"] == len(present)
+        assert cell["pooled"]["numerator"] == sum(a for a, _ in present)
+        assert cell["pooled"]["denominator"] == sum(b for _, b in present)
+        assert cell["not_applicable"] == len(qs) - len(present)
+    for name, hand in (("ndcg@5", hand_ndcg), ("mrr@5", hand_rr)):
+        values = [hand(ranked(q), q["expected"], K) for q in qs]
+        present = [v for v in values if v is not None]
+        cell = summary[name]
+        assert cell["value"] == hand_mean(values), name
+        assert (cell["queries"], cell["not_applicable"]) == (len(present), len(qs) - len(present))
+        assert cell["pooled"] is None
 
 
 def test_baseline_recall_values_by_hand_for_two_categories(baseline: dict[str, Any]) -> None:
@@ -238,9 +260,7 @@ def test_baseline_per_query_metrics_recomputed_by_hand(baseline: dict[str, Any])
 
 def test_baseline_rates_recomputed_by_hand(baseline: dict[str, Any]) -> None:
     negatives = [q for q in baseline["queries"] if q["category"] == "negative_or_no_answer"]
-    fp = sum(
-        1 for q in negatives for h in q["returned"][:K] if q["expected"].get(h["memory_id"], 0) == 0
-    )
+    fp = sum(1 for q in negatives for h in q["returned"][:K] if q["expected"].get(h["id"], 0) == 0)
     slots = sum(len(q["returned"][:K]) for q in negatives)
     got = baseline["metrics"]["per_category"]["negative_or_no_answer"]["fp_rate@5"]
     assert (got["numerator"], got["denominator"]) == (fp, slots) == (35, 35)
@@ -284,33 +304,37 @@ def test_baseline_missed_ids_follow_its_own_queries(baseline: dict[str, Any]) ->
 # --- differences() -----------------------------------------------------------------------
 
 
-def test_differences_ignore_volatile_fields(lane: LaneOutput, baseline: dict[str, Any]) -> None:
-    changed = copy.deepcopy(lane.result)
-    changed["generated_at"] = "1999-12-31T23:59:59Z"
-    changed["performance"] = {"anything": 123.0}
-    changed["environment"] = {"python": "0.0"}
-    changed["recallbench_version"] = "9.9.9"
-    changed["run"]["repeat"] = 50
-    assert differences(baseline, changed) == []
-    assert differences(changed, baseline) == []
+def test_differences_read_through_the_envelope(lane: Run, baseline: dict[str, Any]) -> None:
+    """The envelope's version, inputs and fingerprint are not part of the comparison; the
+    timings are not in the result at all."""
+    env = copy.deepcopy(lane.envelopes["results"])
+    env["recallbench_version"] = "9.9.9"
+    env["inputs"] = {"scores": "0" * 64}
+    assert differences(baseline, env) == []
+    assert differences(env, baseline) == []
+    assert normalize(env) == lane.result
+    assert "no metric changed" in category_table(baseline, env)
+    env["data"] = copy.deepcopy(env["data"])
+    env["data"]["metrics"]["overall"]["mrr@5"]["value"] = 0.5
+    assert differences(baseline, env) == [
+        f"$.metrics.overall.mrr@5.value: {baseline['metrics']['overall']['mrr@5']['value']!r} -> 0.5"
+    ]
+    assert "mrr@5" in category_table(baseline, env)
 
 
 def test_differences_catch_a_swapped_pair_of_returned_ids(
-    lane: LaneOutput, baseline: dict[str, Any]
+    lane: Run, baseline: dict[str, Any]
 ) -> None:
     changed = copy.deepcopy(lane.result)
     returned = changed["queries"][10]["returned"]
-    returned[1]["memory_id"], returned[2]["memory_id"] = (
-        returned[2]["memory_id"],
-        returned[1]["memory_id"],
-    )
+    returned[1]["id"], returned[2]["id"] = returned[2]["id"], returned[1]["id"]
     diffs = differences(baseline, changed)
     assert len(diffs) == 2
-    assert diffs[0].startswith("$.queries[10].returned[1].memory_id: ")
-    assert diffs[1].startswith("$.queries[10].returned[2].memory_id: ")
+    assert diffs[0].startswith("$.queries[10].returned[1].id: ")
+    assert diffs[1].startswith("$.queries[10].returned[2].id: ")
 
 
-def test_differences_catch_a_changed_metric(lane: LaneOutput, baseline: dict[str, Any]) -> None:
+def test_differences_catch_a_changed_metric(lane: Run, baseline: dict[str, Any]) -> None:
     changed = copy.deepcopy(lane.result)
     changed["metrics"]["per_category"]["exact_lexical"]["ndcg@5"]["value"] = 0.5
     diffs = differences(baseline, changed)
@@ -321,7 +345,7 @@ def test_differences_catch_a_changed_metric(lane: LaneOutput, baseline: dict[str
 
 
 def test_differences_catch_added_and_removed_keys(
-    lane: LaneOutput, baseline: dict[str, Any]
+    lane: Run, baseline: dict[str, Any]
 ) -> None:
     changed = copy.deepcopy(lane.result)
     del changed["missed_query_ids"]
@@ -344,10 +368,34 @@ def test_category_table_shows_before_and_after(baseline: dict[str, Any]) -> None
 def test_load_result_refuses_other_documents(tmp_path: Path) -> None:
     other = tmp_path / "other.json"
     other.write_bytes(b'{"schema": "something-else"}')
-    with pytest.raises(RecallbenchError, match="not a recallbench.fixture-result document"):
+    with pytest.raises(RecallbenchError, match="not a recallbench.result document"):
         load_result(other)
+    old = tmp_path / "old.json"
+    old.write_bytes(b'{"schema": "recallbench.fixture-result", "schema_version": 1}')
+    with pytest.raises(RecallbenchError, match="regenerate it with `make baseline`"):
+        load_result(old)
     with pytest.raises(RecallbenchError, match="not found"):
         load_result(tmp_path / "missing.json")
+    broken = tmp_path / "broken.json"
+    broken.write_bytes(b"{")
+    with pytest.raises(RecallbenchError, match="not valid JSON"):
+        load_result(broken)
+
+
+def test_load_result_reads_a_results_envelope(lane: Run, tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    path.write_bytes(dumps(lane.envelopes["results"]))
+    assert load_result(path) == lane.result == load_result(BASELINE)
+    # an envelope whose data no longer matches its fingerprint is refused
+    tampered = copy.deepcopy(lane.envelopes["results"])
+    tampered["data"]["decision"]["rule"] = 4
+    path.write_bytes(dumps(tampered))
+    with pytest.raises(ArtifactError, match="does not match its fingerprint"):
+        load_result(path)
+    # so is an envelope of another kind
+    path.write_bytes(dumps(envelope("scores", lane.envelopes["scores"]["data"], {})))
+    with pytest.raises(RecallbenchError, match="not a recallbench.result document"):
+        load_result(path)
 
 
 # --- the check-baseline command ----------------------------------------------------------
@@ -398,11 +446,11 @@ def test_check_baseline_fails_for_a_swapped_ranking(run_build: Path, tmp_path: P
     result = cli(run_build, "check-baseline", "--baseline", tampered)
     assert result.exit_code == 3
     assert "no metric changed; ids, scores or other fields did" in result.stderr
-    assert "$.queries[0].returned[0].memory_id: 'mem-fin-002' -> 'mem-fin-001'" in result.stderr
+    assert "$.queries[0].returned[0].id: 'mem-fin-002' -> 'mem-fin-001'" in result.stderr
 
 
 def test_differences_with_another_top_k_say_so_in_one_line(
-    lane: LaneOutput, baseline: dict[str, Any]
+    lane: Run, baseline: dict[str, Any]
 ) -> None:
     changed = copy.deepcopy(lane.result)
     changed["run"]["top_k"] = 3

@@ -1,20 +1,51 @@
-"""The stage commands refuse missing, stale and foreign artifacts with one clear line."""
+"""The stage commands refuse missing, stale, foreign and damaged inputs with one clear line;
+operating-system errors and interruptions are one line too, and nothing is half-written."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import orjson
 import pytest
 from click.testing import CliRunner, Result
-from conftest import CORPUS, QUERIES, STAGE_OUTPUTS, cli, copy_build, load_json, run_stages
+from conftest import (
+    BASELINE,
+    CORPUS,
+    QUERIES,
+    STAGE_OUTPUTS,
+    cli,
+    copy_build,
+    load_json,
+    run_stages,
+    stage_args,
+)
 
-from recallbench.artifacts import read_artifact
+from recallbench.artifacts import STAGE_NAMES, read_artifact
 from recallbench.cli import main
-from recallbench.pipeline import STAGES
+from recallbench.datasets.fixtures import load_fixture_scope
+from recallbench.lock import LOCK_NAME, build_lock
+from recallbench.stages.validate import SPOOL
+from recallbench.systems.base import records_digest
 
-ALL_COMMANDS = (*STAGES, "check-baseline", "export-trec", "run")
+ALL_COMMANDS = (
+    *STAGE_NAMES,
+    "check-baseline",
+    "export-trec",
+    "run",
+    "compare",
+    "prep",
+    "stages",
+    "systems",
+)
+SCOPE = "00000"  # the fixture suite's one scope, as stores/ and roundtrip/ name it
 
 
 def assert_one_line_error(result: Result, stage: str, exit_code: int = 1) -> str:
@@ -29,8 +60,36 @@ def assert_one_line_error(result: Result, stage: str, exit_code: int = 1) -> str
     return lines[0]
 
 
+def assert_one_line_process_error(proc: subprocess.CompletedProcess[str], stage: str) -> str:
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"recallbench {stage}: error: "), lines[0]
+    return lines[0]
+
+
 def snapshot_file(path: Path) -> tuple[bytes, int]:
     return path.read_bytes(), path.stat().st_mtime_ns
+
+
+def leftovers(build: Path) -> list[str]:
+    """Temp files a publish left behind (there must never be any)."""
+    return sorted(str(p.relative_to(build)) for p in build.rglob("*.tmp"))
+
+
+def recallbench(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`recallbench ARGS...` in a process of its own (for locks and signals)."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "NO_PROGRESS": "1"}
+    env.pop("RECALLBENCH_BUILD_DIR", None)
+    return subprocess.run(
+        [sys.executable, "-m", "recallbench.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 @pytest.fixture
@@ -48,6 +107,39 @@ def modified_corpus_copy(tmp_path: Path) -> Path:
     path = tmp_path / "corpus.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def stored_facts(build: Path) -> dict[str, str]:
+    """id -> fact_text of the kept HotMem store, read with sqlite3 (not through recallbench)."""
+    db = sqlite3.connect(build / "stores" / SCOPE / "hotmem.sqlite")
+    try:
+        return dict(db.execute("SELECT id, fact_text FROM memories"))
+    finally:
+        db.close()
+
+
+# --- commands that only print ------------------------------------------------------------
+
+
+def test_stages_prints_the_stage_order(tmp_path: Path) -> None:
+    result = cli(tmp_path / "build", "stages")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == list(STAGE_NAMES)
+    assert result.stdout.splitlines() == [s for s, _ in STAGE_OUTPUTS]
+    assert result.stderr == ""
+    assert not (tmp_path / "build").exists()  # it writes nothing, so it takes no lock
+
+
+def test_systems_lists_every_registered_system(tmp_path: Path) -> None:
+    from recallbench.systems.registry import system_names
+
+    result = cli(tmp_path / "build", "systems")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == list(system_names())
+    (hotmem,) = [line for line in lines if line.split()[0] == "hotmem"]
+    assert "available; clone, embedder, lexical;" in hotmem
+    assert not (tmp_path / "build").exists()
 
 
 # --- missing upstream artifacts ----------------------------------------------------------
@@ -72,10 +164,10 @@ def test_missing_upstream_names_the_stage_to_run_first(
     (build / deleted).unlink()
     before = snapshot_file(build / writes) if writes else None
     line = assert_one_line_error(cli(build, command), command)
-    assert f"run `recallbench {rerun}`" in line
-    assert deleted in line
+    assert f"{build / deleted}: missing; run `recallbench {rerun}` first" in line
     if writes:  # the stage wrote nothing
         assert snapshot_file(build / writes) == before
+    assert leftovers(build) == []
 
 
 def test_query_on_an_empty_build_dir_asks_for_validate(tmp_path: Path) -> None:
@@ -83,12 +175,57 @@ def test_query_on_an_empty_build_dir_asks_for_validate(tmp_path: Path) -> None:
     assert "suite.json: missing; run `recallbench validate` first" in line
 
 
-def test_query_without_the_store_asks_for_hydrate(build: Path) -> None:
-    for path in sorted((build / "store").iterdir(), reverse=True):
+@pytest.mark.parametrize(
+    ("command", "writes"), [("query", "runs.json"), ("snapshot-roundtrip", "roundtrip.json")]
+)
+def test_a_stage_without_the_kept_store_asks_for_hydrate(
+    build: Path, command: str, writes: str
+) -> None:
+    for path in sorted((build / "stores" / SCOPE).iterdir(), reverse=True):
         path.unlink()
-    (build / "store").rmdir()
-    line = assert_one_line_error(cli(build, "query"), "query")
+    before = snapshot_file(build / writes)
+    line = assert_one_line_error(cli(build, command), command)
+    assert f"{build / 'stores' / SCOPE}" in line
     assert "no store; run `recallbench hydrate` first" in line
+    assert snapshot_file(build / writes) == before
+
+
+# --- a damaged kept store ----------------------------------------------------------------
+
+DAMAGE = {
+    "row deleted": (
+        "DELETE FROM memories WHERE id = 'mem-fin-001'",
+        "store holds 79 records, hydrate.json says 80",
+    ),
+    "fact edited": (
+        "UPDATE memories SET fact_text = fact_text || ' (edited)' WHERE id = 'mem-fin-001'",
+        "store content differs from what hydrate recorded",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+@pytest.mark.parametrize(
+    ("command", "writes"), [("query", "runs.json"), ("snapshot-roundtrip", "roundtrip.json")]
+)
+def test_a_damaged_store_is_refused_with_the_command_that_rebuilds_it(
+    build: Path, damage: str, command: str, writes: str
+) -> None:
+    """A store that is not what hydrate recorded is refused before it is searched or
+    packaged: never reported as a retrieval result or a clone-path failure."""
+    sql, reason = DAMAGE[damage]
+    db = sqlite3.connect(build / "stores" / SCOPE / "hotmem.sqlite")
+    with db:
+        assert db.execute(sql).rowcount == 1
+    db.close()
+    before = snapshot_file(build / writes)
+    line = assert_one_line_error(cli(build, command), command)
+    assert reason in line
+    assert line.endswith("run `recallbench hydrate` again")
+    assert "rejected" not in line and "corrupt" not in line
+    assert snapshot_file(build / writes) == before
+    # following the advice repairs the chain
+    run_stages(build, ["hydrate", command])
 
 
 # --- stale artifacts ---------------------------------------------------------------------
@@ -100,31 +237,66 @@ def test_query_refuses_hydrate_made_from_another_suite(tmp_path: Path) -> None:
     changed = modified_corpus_copy(tmp_path)
     assert cli(build, "validate", "--corpus", changed, "--queries", QUERIES).exit_code == 0
     line = assert_one_line_error(cli(build, "query"), "query")
-    assert "hydrate.json is stale" in line
+    assert "hydrate.json is stale (made from another suite.json)" in line
     assert "run `recallbench hydrate` again" in line
     assert not (build / "runs.json").exists()
     # following the advice makes the chain work again, on the modified corpus
     run_stages(build, ["hydrate"])
     assert cli(build, "query").exit_code == 0
-    fact = read_artifact(build, "suite")["data"]["suite"]["memories"][0]["fact"]
-    assert fact.endswith(" Revised.")
+    first = orjson.loads(CORPUS.read_text(encoding="utf-8").splitlines()[0])["memory_id"]
+    assert stored_facts(build)[first].endswith(" Revised.")
 
 
-def test_fixture_edited_after_validation_is_refused(tmp_path: Path) -> None:
+def test_a_fixture_edited_after_validation_does_not_reach_the_store(tmp_path: Path) -> None:
+    """Stages after validate read validate's scope spool, never the data file again: the
+    store holds exactly what validate checked and suite.json identifies."""
     build = tmp_path / "build"
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_bytes(CORPUS.read_bytes())
     assert cli(build, "validate", "--corpus", corpus, "--queries", QUERIES).exit_code == 0
     (tmp_path / "edit").mkdir()
     corpus.write_bytes(modified_corpus_copy(tmp_path / "edit").read_bytes())
+    run_stages(build, ["hydrate"])
+    scope, _ = load_fixture_scope(CORPUS, QUERIES)
+    assert stored_facts(build) == {m.memory_id: m.text for m in scope.memories}
+    expected = records_digest((m.memory_id, m.text) for m in scope.memories)
+    assert read_artifact(build, "hydrate")["data"]["stores"][0]["digest"] == expected
+
+
+def test_a_missing_scope_spool_asks_for_validate(tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    run_stages(build, ["validate"])
+    (build / SPOOL).unlink()
     line = assert_one_line_error(cli(build, "hydrate"), "hydrate")
-    assert f"{corpus} changed after validation" in line
-    assert "run `recallbench validate` again" in line
+    assert f"{build.resolve() / SPOOL}" in line
+    assert line.endswith("run `recallbench validate` again")
     assert not (build / "hydrate.json").exists()
 
 
-def test_roundtrip_refuses_runs_made_from_an_older_hydrate(build: Path) -> None:
-    run_stages(build, ["hydrate"])
+@pytest.mark.parametrize("damage", ["truncated", "replaced"])
+def test_a_damaged_scope_spool_is_refused(tmp_path: Path, damage: str) -> None:
+    build = tmp_path / "build"
+    run_stages(build, ["validate"])
+    spool = build / SPOOL
+    data = spool.read_bytes()
+    if damage == "truncated":
+        spool.write_bytes(data[: len(data) // 2])
+    else:  # a valid gzip stream of other (still well-formed) scopes: only the digest differs
+        import gzip
+
+        lines = gzip.decompress(data).splitlines(keepends=True)
+        scope = orjson.loads(lines[0])
+        scope["memories"] = scope["memories"][1:]
+        spool.write_bytes(gzip.compress(orjson.dumps(scope) + b"\n", mtime=0))
+    line = assert_one_line_error(cli(build, "hydrate"), "hydrate")
+    assert f"{spool.resolve()}" in line
+    assert line.endswith("run `recallbench validate` again")
+    assert not (build / "hydrate.json").exists()
+
+
+def test_roundtrip_refuses_runs_made_from_another_hydrate(build: Path) -> None:
+    assert cli(build, "hydrate", "--system", "hotmem-mmr").exit_code == 0
+    assert read_artifact(build, "hydrate")["data"]["system"] == "hotmem-mmr"
     before = snapshot_file(build / "roundtrip.json")
     line = assert_one_line_error(cli(build, "snapshot-roundtrip"), "snapshot-roundtrip")
     assert "runs.json is stale (made from another hydrate.json)" in line
@@ -134,19 +306,74 @@ def test_roundtrip_refuses_runs_made_from_an_older_hydrate(build: Path) -> None:
 
 def test_score_refuses_a_roundtrip_made_from_older_runs(build: Path) -> None:
     assert cli(build, "query", "--top-k", "3").exit_code == 0
+    before = snapshot_file(build / "scores.json")
     line = assert_one_line_error(cli(build, "score"), "score")
     assert "roundtrip.json is stale (made from another runs.json)" in line
     assert "run `recallbench snapshot-roundtrip` again" in line
+    assert snapshot_file(build / "scores.json") == before
 
 
-def test_report_refuses_scores_made_from_older_runs(build: Path) -> None:
-    run_stages(build, ["query", "snapshot-roundtrip"])
-    line = assert_one_line_error(cli(build, "report"), "report")
-    assert "scores.json is stale" in line
+@pytest.mark.parametrize(
+    ("command", "writes"), [("report", "results.json"), ("decide", "decision.json")]
+)
+def test_report_and_decide_refuse_scores_made_from_older_runs(
+    build: Path, command: str, writes: str
+) -> None:
+    assert cli(build, "query", "--top-k", "3").exit_code == 0
+    run_stages(build, ["snapshot-roundtrip"])
+    before = snapshot_file(build / writes)
+    line = assert_one_line_error(cli(build, command), command)
+    assert "scores.json is stale (made from another" in line
     assert "run `recallbench score` again" in line
+    assert snapshot_file(build / writes) == before
 
 
-# --- foreign artifacts -------------------------------------------------------------------
+def test_check_baseline_refuses_a_result_older_than_the_scores(build: Path) -> None:
+    """query --top-k 3, snapshot-roundtrip and score, but no report: results.json still says
+    top-k 5 and matches the baseline; it must be refused as stale, never "matches"."""
+    assert cli(build, "query", "--top-k", "3").exit_code == 0
+    run_stages(build, ["snapshot-roundtrip", "score"])
+    assert read_artifact(build, "scores")["data"]["top_k"] == 3
+    result = cli(build, *stage_args("check-baseline"))
+    line = assert_one_line_error(result, "check-baseline")
+    assert "results.json is stale (made from another" in line
+    assert "run `recallbench report` again" in line
+    assert "matches" not in result.output
+    # after the report, the gate runs and finds the top-k change (exit 3)
+    run_stages(build, ["report"])
+    assert cli(build, *stage_args("check-baseline")).exit_code == 3
+
+
+def test_check_baseline_of_a_saved_result_file(build: Path, tmp_path: Path) -> None:
+    saved = tmp_path / "saved-results.json"
+    saved.write_bytes((build / "results.json").read_bytes())
+    result = cli(build, "check-baseline", "--baseline", BASELINE, "--result", saved)
+    assert result.exit_code == 0, result.output
+    assert f"result matches {BASELINE}" in result.stderr
+    env = load_json(saved)
+    env["data"]["metrics"]["overall"]["mrr@5"]["value"] = 0.5
+    saved.write_bytes(orjson.dumps(env))
+    line = assert_one_line_error(
+        cli(build, "check-baseline", "--baseline", BASELINE, "--result", saved), "check-baseline"
+    )
+    assert "does not match its fingerprint" in line
+
+
+def test_export_trec_refuses_runs_made_from_another_suite(build: Path, tmp_path: Path) -> None:
+    lines = QUERIES.read_text(encoding="utf-8").splitlines()
+    lines[1] = lines[1].replace('"mem-log-007": 3', '"mem-log-007": 2')
+    assert lines[1] != QUERIES.read_text(encoding="utf-8").splitlines()[1]
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert cli(build, "validate", "--corpus", CORPUS, "--queries", queries).exit_code == 0
+    line = assert_one_line_error(cli(build, "export-trec"), "export-trec")
+    assert "runs.json is stale (made from another suite.json)" in line
+    assert "run `recallbench query` again" in line
+    assert not (build / "qrels.trec").exists()
+    assert not (build / "run.trec").exists()
+
+
+# --- foreign and edited artifacts --------------------------------------------------------
 
 
 def test_wrong_schema_version_is_refused(build: Path) -> None:
@@ -154,7 +381,7 @@ def test_wrong_schema_version_is_refused(build: Path) -> None:
     env["schema_version"] = 99
     (build / "hydrate.json").write_bytes(orjson.dumps(env))
     line = assert_one_line_error(cli(build, "query"), "query")
-    assert "schema version 99 is not 1" in line
+    assert "schema version 99 is not 2" in line
     assert "run `recallbench hydrate` again" in line
 
 
@@ -172,6 +399,13 @@ def test_an_artifact_of_another_kind_is_refused(build: Path) -> None:
     assert "hydrate.json: not a recallbench hydrate artifact" in line
 
 
+def test_an_artifact_that_is_a_directory_is_refused(build: Path) -> None:
+    (build / "scores.json").unlink()
+    (build / "scores.json").mkdir()
+    line = assert_one_line_error(cli(build, "decide"), "decide")
+    assert "scores.json: is a directory, not an artifact" in line
+
+
 @pytest.mark.parametrize("payload", [b"[1, 2, 3]", b'{"artifact": "scores"}', b"null"])
 def test_json_that_is_not_an_envelope_is_refused(build: Path, payload: bytes) -> None:
     (build / "scores.json").write_bytes(payload)
@@ -184,8 +418,31 @@ def test_edited_artifact_data_is_refused(build: Path) -> None:
     env["data"]["overall"]["recall@5"]["value"] = 1.0
     (build / "scores.json").write_bytes(orjson.dumps(env))
     line = assert_one_line_error(cli(build, "decide"), "decide")
-    assert "does not match its fingerprint" in line
+    assert "scores.json: content does not match its fingerprint" in line
     assert "run `recallbench score` again" in line
+
+
+def test_edited_artifact_inputs_are_refused(build: Path) -> None:
+    """Pointing a stale artifact's `inputs` at the current upstream does not make it fresh:
+    the fingerprint covers the inputs."""
+    assert cli(build, "query", "--top-k", "3").exit_code == 0
+    env = load_json(build / "roundtrip.json")
+    assert env["inputs"]["runs"] != read_artifact(build, "runs")["fingerprint"]  # stale
+    env["inputs"]["runs"] = read_artifact(build, "runs")["fingerprint"]
+    (build / "roundtrip.json").write_bytes(orjson.dumps(env))
+    before = snapshot_file(build / "scores.json")
+    line = assert_one_line_error(cli(build, "score"), "score")
+    assert "roundtrip.json: content does not match its fingerprint" in line
+    assert "run `recallbench snapshot-roundtrip` again" in line
+    assert snapshot_file(build / "scores.json") == before
+
+
+def test_an_edited_upstream_fingerprint_in_inputs_is_refused(build: Path) -> None:
+    env = load_json(build / "hydrate.json")
+    env["inputs"]["suite"] = "0" * 64
+    (build / "hydrate.json").write_bytes(orjson.dumps(env))
+    line = assert_one_line_error(cli(build, "query"), "query")
+    assert "hydrate.json: content does not match its fingerprint" in line
 
 
 # --- validate ----------------------------------------------------------------------------
@@ -203,6 +460,12 @@ def broken_corpus(tmp_path: Path) -> Path:
     return path
 
 
+def assert_only_the_released_lock(build: Path) -> None:
+    """Nothing in the build dir but its lock file, released (empty)."""
+    assert sorted(p.name for p in build.iterdir()) == [LOCK_NAME]
+    assert (build / LOCK_NAME).read_bytes() == b""
+
+
 def test_validate_reports_file_line_reason_and_writes_nothing(tmp_path: Path) -> None:
     bad = broken_corpus(tmp_path)
     build = tmp_path / "build"
@@ -211,21 +474,24 @@ def test_validate_reports_file_line_reason_and_writes_nothing(tmp_path: Path) ->
     assert isinstance(result.exception, SystemExit)
     assert "Traceback" not in result.output
     lines = result.stderr.splitlines()
-    assert any(re.fullmatch(rf"{re.escape(str(bad))}:3: invalid JSON \(.+\)", x) for x in lines)
+    assert any(re.fullmatch(rf"{re.escape(str(bad))}:3: invalid JSON: .+", x) for x in lines)
     assert any(x.startswith(f"{bad}:5: ") and "fact" in x for x in lines), lines
     problems = [x for x in lines if x.startswith(f"{bad}:")]
     assert lines[-1] == f"recallbench validate: error: {len(problems)} problem(s); nothing written"
     assert len(lines) == len(problems) + 1
     assert not (build / "suite.json").exists()
-    assert not build.exists() or not any(build.iterdir())
+    assert_only_the_released_lock(build)
 
 
 def test_failed_validate_leaves_an_existing_suite_untouched(build: Path, tmp_path: Path) -> None:
     before = snapshot_file(build / "suite.json")
+    spool = snapshot_file(build / SPOOL)
     result = cli(build, "validate", "--corpus", broken_corpus(tmp_path), "--queries", QUERIES)
     assert result.exit_code == 1
     assert snapshot_file(build / "suite.json") == before
-    assert sorted(p.name for p in build.iterdir() if p.name.startswith(".")) == []
+    assert snapshot_file(build / SPOOL) == spool
+    assert sorted(p.name for p in build.iterdir() if p.name.startswith(".")) == [LOCK_NAME]
+    assert leftovers(build) == []
 
 
 def test_validate_with_a_missing_file_is_one_problem(tmp_path: Path) -> None:
@@ -233,13 +499,16 @@ def test_validate_with_a_missing_file_is_one_problem(tmp_path: Path) -> None:
     result = cli(tmp_path / "build", "validate", "--corpus", missing, "--queries", QUERIES)
     assert result.exit_code == 1
     assert "Traceback" not in result.output
-    assert result.stderr.splitlines()[0].startswith(f"{missing}: cannot read")
+    assert result.stderr.splitlines() == [
+        f"fixture file {missing} does not exist",
+        "recallbench validate: error: 1 problem(s); nothing written",
+    ]
 
 
 def test_validate_reports_counts(tmp_path: Path) -> None:
     result = cli(tmp_path / "build", "validate", "--corpus", CORPUS, "--queries", QUERIES)
     assert result.exit_code == 0
-    assert "80 memories, 57 queries in 8 categories" in result.stderr
+    assert "1 scope(s), 80 memories, 57 queries scored of 57 in 8 categories" in result.stderr
     args = [
         "--build-dir",
         tmp_path / "q",
@@ -254,18 +523,294 @@ def test_validate_reports_counts(tmp_path: Path) -> None:
     assert quiet.exit_code == 0 and quiet.output == ""
 
 
+def write_fixture_with(tmp_path: Path, line: int, edit) -> Path:
+    lines = CORPUS.read_text(encoding="utf-8").splitlines()
+    lines[line - 1] = edit(lines[line - 1])
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("bad_id", "reason"),
+    [
+        ("mem\x00fin", "U+0000"),
+        ("mem\u202efin", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+        ("mem|fin", "breaks Markdown tables"),
+        ("mem`fin", "breaks Markdown code"),
+    ],
+)
+def test_validate_refuses_ids_that_would_break_outputs(
+    tmp_path: Path, bad_id: str, reason: str
+) -> None:
+    def edit(text: str) -> str:
+        record = orjson.loads(text)
+        record["memory_id"] = bad_id
+        return orjson.dumps(record).decode()
+
+    corpus = write_fixture_with(tmp_path, 7, edit)
+    build = tmp_path / "build"
+    result = cli(build, "validate", "--corpus", corpus, "--queries", QUERIES)
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    (problem,) = [x for x in lines if x.startswith(f"{corpus}:7: ")]
+    assert f"field 'memory_id' {bad_id!r}" in problem and reason in problem
+    if not bad_id.isprintable():  # shown escaped: the terminal line cannot be reordered
+        assert bad_id not in result.stderr
+    assert lines[-1].startswith("recallbench validate: error: ")
+    assert_only_the_released_lock(build)
+
+
+def test_validate_refuses_a_duplicate_json_key(tmp_path: Path) -> None:
+    corpus = write_fixture_with(tmp_path, 4, lambda text: text[:-1] + ', "fact": "a second fact"}')
+    build = tmp_path / "build"
+    result = cli(build, "validate", "--corpus", corpus, "--queries", QUERIES)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f'{corpus}:4: duplicate key "fact" at fact',
+        "recallbench validate: error: 1 problem(s); nothing written",
+    ]
+    assert_only_the_released_lock(build)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "character device"])
+def test_validate_of_a_special_file_fails_fast(tmp_path: Path, kind: str) -> None:
+    if kind == "fifo":
+        special = tmp_path / "corpus.fifo"
+        os.mkfifo(special)
+        said = "is a FIFO"
+    else:
+        special = Path("/dev/zero")
+        if not special.exists() or not stat.S_ISCHR(special.stat().st_mode):
+            pytest.skip("no /dev/zero")
+        said = "is a character device"
+    build = tmp_path / "build"
+    started = time.monotonic()
+    proc = recallbench(
+        "--build-dir", build, "validate", "--corpus", special, "--queries", QUERIES, timeout=60
+    )
+    assert time.monotonic() - started < 30  # never blocks on the FIFO, never reads /dev/zero
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"fixture file {special} {said}; give a regular file",
+        "recallbench validate: error: 1 problem(s); nothing written",
+    ]
+    assert not (build / "suite.json").exists()
+
+
+def test_validate_of_a_fifo_as_dataset_file_is_one_line(tmp_path: Path) -> None:
+    special = tmp_path / "data.fifo"
+    os.mkfifo(special)
+    proc = recallbench(
+        "--build-dir",
+        tmp_path / "build",
+        "validate",
+        "--dataset",
+        "longmemeval",
+        "--data",
+        special,
+        timeout=60,
+    )
+    line = assert_one_line_process_error(proc, "validate")
+    assert str(special) in line and "is a FIFO" in line
+
+
+# --- the build directory: its lock, bad paths, operating-system errors --------------------
+
+
+def test_a_locked_build_dir_is_refused_at_once_naming_the_holder(build: Path) -> None:
+    before = snapshot_file(build / "runs.json")
+    with build_lock(build, "x"):
+        started = time.monotonic()
+        proc = recallbench("--build-dir", build, "query")
+        assert time.monotonic() - started < 30  # refused, not waiting for the holder
+    line = assert_one_line_process_error(proc, "query")
+    assert f"{build} is in use by pid {os.getpid()} (`x`, started " in line
+    assert line.endswith("wait for it to finish or use another --build-dir")
+    assert snapshot_file(build / "runs.json") == before
+    # released: the same command now runs
+    assert cli(build, "query").exit_code == 0
+
+
+def test_read_only_commands_do_not_take_the_lock(build: Path) -> None:
+    with build_lock(build, "x"):
+        proc = recallbench("--build-dir", build, *stage_args("check-baseline"))
+    assert proc.returncode == 0, proc.stderr
+    assert "result matches" in proc.stderr
+
+
+@pytest.mark.parametrize("given", ["", "/", "."])
+def test_build_dirs_that_are_not_our_own_are_refused(tmp_path: Path, given: str) -> None:
+    result = CliRunner().invoke(
+        main, ["--build-dir", given, "validate", "--corpus", str(CORPUS), "--queries", str(QUERIES)]
+    )
+    line = assert_one_line_error(result, "validate")
+    assert "use a directory of its own" in line
+
+
+def test_a_build_dir_under_a_regular_file_is_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a directory\n", encoding="utf-8")
+    result = cli(blocker / "build", *stage_args("validate"))
+    line = assert_one_line_error(result, "validate")
+    assert f"{blocker} is a file, not a directory" in line
+    assert blocker.read_text(encoding="utf-8") == "not a directory\n"
+
+
+@pytest.mark.parametrize("which", ["--output", "--report"])
+def test_report_output_under_a_regular_file_writes_nothing(
+    build: Path, tmp_path: Path, which: str
+) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("x\n", encoding="utf-8")
+    elsewhere = tmp_path / "out" / ("r.md" if which == "--output" else "r.json")
+    other = "--report" if which == "--output" else "--output"
+    results, markdown = snapshot_file(build / "results.json"), snapshot_file(build / "report.md")
+    line = assert_one_line_error(
+        cli(build, "report", which, blocker / "sub" / "r", other, elsewhere), "report"
+    )
+    assert str(blocker) in line
+    # both outputs are published together: neither is written when one cannot be
+    assert not elsewhere.exists()
+    assert not (tmp_path / "out").exists() or leftovers(tmp_path / "out") == []
+    assert snapshot_file(build / "results.json") == results
+    assert snapshot_file(build / "report.md") == markdown
+    assert blocker.read_text(encoding="utf-8") == "x\n"
+
+
+def test_export_trec_with_a_tag_that_is_not_a_trec_field(build: Path) -> None:
+    line = assert_one_line_error(cli(build, "export-trec", "--tag", "my run"), "export-trec")
+    assert "'my run'" in line and "whitespace" in line
+    assert not (build / "run.trec").exists() and not (build / "qrels.trec").exists()
+
+
+def test_export_trec_writes_both_files(build: Path) -> None:
+    result = cli(build, "export-trec", "--tag", "hotmem-run")
+    assert result.exit_code == 0, result.output
+    runs = read_artifact(build, "runs")["data"]["queries"]
+    run_lines = (build / "run.trec").read_text(encoding="utf-8").splitlines()
+    assert len(run_lines) == sum(len(r["hits"]) for r in runs)
+    first = run_lines[0].split()
+    assert first[:4] == ["q-lexical-001", "Q0", "mem-fin-001", "1"] and first[5] == "hotmem-run"
+    qrels = (build / "qrels.trec").read_text(encoding="utf-8").splitlines()
+    assert "q-lexical-001 0 mem-fin-001 3" in qrels
+
+
+# --- interruption ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def big_longmemeval(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A synthetic LongMemEval file large enough that validate takes a moment (~65 MB)."""
+    out = tmp_path_factory.mktemp("lme") / "lme-s-200.json"
+    proc = recallbench(
+        "-q",
+        "longmemeval",
+        "generate",
+        "--shape",
+        "s",
+        "--questions",
+        "200",
+        "--seed",
+        "1",
+        "--out",
+        out,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _opened(pid: int, path: Path) -> bool:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == str(path):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def interrupt_when(
+    args: list[str | Path], ready, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    """Start `recallbench ARGS`, send SIGINT once `ready(pid)` holds (the command is inside
+    its work, past start-up), and return the finished process."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "NO_PROGRESS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recallbench.cli", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready(proc.pid):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out, err = proc.communicate()
+                pytest.fail(f"never became ready (exit {proc.returncode}): {err}")
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to see open files")
+def test_ctrl_c_during_validate_exits_130_and_writes_nothing(
+    big_longmemeval: Path, tmp_path: Path
+) -> None:
+    build = tmp_path / "build"
+    proc = interrupt_when(
+        ["--build-dir", build, "validate", "--dataset", "longmemeval", "--data", big_longmemeval],
+        lambda pid: _opened(pid, big_longmemeval.resolve()),
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr.splitlines() == ["recallbench validate: interrupted; nothing half-written"]
+    assert_only_the_released_lock(build)  # no suite.json, no spool, no temp file
+
+
+def test_ctrl_c_during_query_exits_130_and_removes_its_work(
+    big_longmemeval: Path, tmp_path: Path
+) -> None:
+    build = tmp_path / "build"
+    for args in (
+        ["validate", "--dataset", "longmemeval", "--data", big_longmemeval],
+        ["hydrate"],
+    ):
+        assert recallbench("-q", "--build-dir", build, *args).returncode == 0
+    assert read_artifact(build, "hydrate")["data"]["mode"] == "transient"
+    before = sorted(p.name for p in build.iterdir())
+    proc = interrupt_when(["--build-dir", build, "query"], lambda pid: (build / "work").is_dir())
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.splitlines() == ["recallbench query: interrupted; nothing half-written"]
+    assert sorted(p.name for p in build.iterdir()) == before  # no runs.json, no work/
+    assert leftovers(build) == []
+    assert (build / LOCK_NAME).read_bytes() == b""
+
+
 # --- help and usage errors ---------------------------------------------------------------
 
 
-def test_group_help_lists_every_stage() -> None:
+def test_group_help_lists_every_command() -> None:
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0
-    for command in ALL_COMMANDS:
-        assert re.search(rf"^\s+{re.escape(command)}\s", result.output, re.MULTILINE), command
+    for command in (*ALL_COMMANDS, "longmemeval", "locomo"):
+        assert re.search(rf"^\s+{re.escape(command)}(\s|$)", result.output, re.MULTILINE), command
 
 
 @pytest.mark.parametrize("command", ALL_COMMANDS)
-def test_every_stage_has_help(command: str) -> None:
+def test_every_command_has_help(command: str) -> None:
     result = CliRunner().invoke(main, [command, "--help"])
     assert result.exit_code == 0, result.output
     assert f"Usage: main {command} [OPTIONS]" in result.output
@@ -274,7 +819,13 @@ def test_every_stage_has_help(command: str) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["query", "--top-k", "0"], ["run", "--top-k", "0"], ["query", "--repeat", "0"]],
+    [
+        ["query", "--top-k", "0"],
+        ["run", "--top-k", "0"],
+        ["query", "--repeat", "0"],
+        ["query", "--workers", "0"],
+        ["snapshot-roundtrip", "--sample", "0"],
+    ],
 )
 def test_out_of_range_options_are_usage_errors(tmp_path: Path, args: list[str]) -> None:
     result = cli(tmp_path / "build", *args)
@@ -289,20 +840,13 @@ def test_unknown_system_is_a_usage_error(tmp_path: Path) -> None:
     result = cli(tmp_path / "build", "hydrate", "--system", "mem0")
     assert result.exit_code == 2
     assert "Invalid value for '--system'" in result.stderr
+    assert not (tmp_path / "build").exists()
 
 
-def test_every_stage_writes_what_the_table_says() -> None:
-    """Guard for STAGE_OUTPUTS itself: each name is a real artifact of the pipeline."""
-    assert [s for s, _ in STAGE_OUTPUTS] == list(STAGES)
-
-
-def test_export_trec_refuses_runs_made_from_another_suite(build: Path, tmp_path: Path) -> None:
-    lines = QUERIES.read_text(encoding="utf-8").splitlines()
-    lines[1] = lines[1].replace('"mem-log-007": 3', '"mem-log-007": 2')
-    queries = tmp_path / "queries.jsonl"
-    queries.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    assert cli(build, "validate", "--corpus", CORPUS, "--queries", queries).exit_code == 0
-    line = assert_one_line_error(cli(build, "export-trec"), "export-trec")
-    assert "runs.json is stale (made from another suite.json)" in line
-    assert "run `recallbench query` again" in line
-    assert not (build / "qrels.trec").exists()
+def test_data_options_of_another_dataset_are_usage_errors(tmp_path: Path) -> None:
+    result = cli(tmp_path / "build", "validate", "--data", CORPUS)
+    assert result.exit_code == 2
+    assert "--data is for --dataset longmemeval or locomo" in result.stderr
+    result = cli(tmp_path / "build", "validate", "--dataset", "longmemeval")
+    assert result.exit_code == 2
+    assert "--dataset longmemeval needs --data FILE" in result.stderr

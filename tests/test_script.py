@@ -66,7 +66,11 @@ def test_valid_fixtures_exit_0_and_write_every_output(tmp_path: Path) -> None:
     )
     assert out[1].startswith("rule 2: Add portable semantic embeddings next")
     assert len(out) == 2
-    assert sorted(p.name for p in out_dir.iterdir()) == ["baseline.json", "report.md", "result.json"]
+    assert sorted(p.name for p in out_dir.iterdir()) == [
+        "baseline.json",
+        "report.md",
+        "result.json",
+    ]
 
 
 def test_malformed_corpus_exits_1_with_file_line_and_writes_nothing(tmp_path: Path) -> None:
@@ -220,3 +224,15 @@ def test_longmemeval_lane_through_the_script(tmp_path: Path) -> None:
     assert bad.stderr.startswith(ERROR)
     assert f"{broken}: record[0]" in bad.stderr
     assert not (tmp_path / "build2" / "suite.json").exists()
+
+
+@pytest.mark.parametrize("given", ["/", "afile/build"])
+def test_a_build_dir_that_is_not_our_own_is_refused(tmp_path: Path, given: str) -> None:
+    (tmp_path / "afile").write_text("x\n", encoding="utf-8")
+    proc = run_script("--build-dir", given, "--output", "r.json", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(ERROR), lines
+    assert "filesystem root" in lines[0] or "afile is a file, not a directory" in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BASELINE, CORPUS, QUERIES, load_json
+from conftest import BASELINE, load_json, run_fixtures
 
 from recallbench.errors import RecallbenchError
 from recallbench.systems import get_system
@@ -30,12 +30,9 @@ def test_without_the_extra_the_system_says_how_to_install_it() -> None:
 
 @pytest.mark.skipif(not INSTALLED, reason="needs the optional semantic extra")
 def test_minilm_finds_paraphrases_the_hash_embedder_misses(tmp_path: Path) -> None:
-    from recallbench.pipeline import run_fixture_lane
-    from recallbench.stages.report import normalize
-
-    first = run_fixture_lane(CORPUS, QUERIES, tmp_path / "a", system="hotmem-minilm").result
-    second = run_fixture_lane(CORPUS, QUERIES, tmp_path / "b", system="hotmem-minilm").result
-    assert normalize(first) == normalize(second)  # deterministic, run after run
+    first = run_fixtures(tmp_path / "a", system="hotmem-minilm").result
+    second = run_fixtures(tmp_path / "b", system="hotmem-minilm").result
+    assert first == second  # deterministic, run after run
     assert first["system"]["embedding_model"].startswith("sentence-transformers/all-MiniLM-L6-v2")
     assert first["system"]["embedding_dimension"] == 384
     assert first["roundtrip"]["equivalence"]["value"] == 1.0
@@ -66,16 +63,8 @@ def test_a_cached_longmemeval_run_never_loads_the_model(tmp_path: Path) -> None:
             "--out",
             str(data),
         ],
-        ["longmemeval", "validate", str(data)],
-        [
-            "longmemeval",
-            "prep",
-            str(data),
-            "--cache",
-            str(tmp_path / "c"),
-            "--system",
-            "hotmem-minilm",
-        ],
+        ["validate", "--dataset", "longmemeval", "--data", str(data)],
+        ["prep", "--cache", str(tmp_path / "c"), "--system", "hotmem-minilm"],
     ]
     for step in steps:
         proc = subprocess.run([*rb, *step], capture_output=True, text=True, timeout=600)
@@ -89,8 +78,10 @@ def test_a_cached_longmemeval_run_never_loads_the_model(tmp_path: Path) -> None:
         "--build-dir",
         str(tmp_path / "b"),
         "-q",
-        "longmemeval",
         "run",
+        "--dataset",
+        "longmemeval",
+        "--data",
         str(data),
         "--cache",
         str(tmp_path / "c"),
@@ -101,3 +92,7 @@ def test_a_cached_longmemeval_run_never_loads_the_model(tmp_path: Path) -> None:
         [sys.executable, "-c", check, *args], capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stderr
+    result = load_json(tmp_path / "b" / "results.json")["data"]
+    assert result["system"]["name"] == "hotmem-minilm"
+    assert result["dataset"]["dataset"] == "longmemeval"
+    assert result["counts"]["queries"] == len(result["queries"]) > 0

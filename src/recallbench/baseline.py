@@ -64,16 +64,18 @@ def _diff(a: Any, b: Any, path: str, out: list[str], limit: int = 40) -> None:
 
 def differences(baseline: dict[str, Any], result: dict[str, Any]) -> list[str]:
     """Paths that differ between the normalized baseline and the normalized result."""
+    baseline, result = normalize(baseline), normalize(result)  # normalize is idempotent
     base_k, k = baseline["run"]["top_k"], result["run"]["top_k"]
     if base_k != k:  # every metric name differs; one line says why
         return [f"$.run.top_k: the baseline was made with top-k {base_k}, this run used {k}"]
     out: list[str] = []
-    _diff(normalize(baseline), normalize(result), "$", out)  # normalize is idempotent
+    _diff(baseline, result, "$", out)
     return out
 
 
 def category_table(baseline: dict[str, Any], result: dict[str, Any]) -> str:
     """Category-level before/after values for every metric, as aligned text."""
+    baseline, result = normalize(baseline), normalize(result)
     if baseline["run"]["top_k"] != result["run"]["top_k"]:
         return "  (not comparable: different top-k)"
     names = result["run"]["metrics"]

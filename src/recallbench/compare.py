@@ -17,6 +17,7 @@ No correction for multiple comparisons is applied; the report says so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -200,9 +201,12 @@ def headline(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_markdown(doc: dict[str, Any], headline_only: bool = False) -> str:
+def render_markdown(
+    doc: dict[str, Any], headline_only: bool = False, plots: Sequence[tuple[str, str]] = ()
+) -> str:
     """The comparison as Markdown, from the document alone (`headline_only`: one line per
-    challenger, for the terminal)."""
+    challenger, for the terminal); `plots` are (path relative to compare.md, caption) of the
+    images it links to (the forest plot, the bars)."""
     if headline_only:
         return headline(doc)
     files = ", ".join(md_cell(f["name"]) for f in doc["dataset"]["files"])
@@ -226,6 +230,8 @@ def render_markdown(doc: dict[str, Any], headline_only: bool = False) -> str:
         + " |"
         for s in doc["systems"]
     ]
+    if plots:
+        out += ["", *(line for path, text in plots for line in (f"![{text}]({path})", ""))]
     for pair in doc["comparisons"]:
         ref, ch = pair["reference"], pair["challenger"]
         out += [

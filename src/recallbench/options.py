@@ -101,6 +101,21 @@ def dataset_options(base: Path = FIXTURE_DIR, shown: str | None = None) -> Calla
     )
 
 
+def fixture_dir(base: Path = FIXTURE_DIR) -> Path:
+    """Where the committed fixture suite is: `base` (relative to the current directory) when
+    it exists, else the checkout recallbench is installed from (an editable install), so
+    the defaults work from any directory; a one-line hint when neither has it."""
+    if base.is_dir() or base.is_absolute():
+        return base
+    checkout = Path(__file__).resolve().parents[2] / base
+    if checkout.is_dir():
+        return checkout
+    raise click.UsageError(
+        f"{base}: no fixture suite here; run from a recallbench checkout or give --corpus "
+        "and --queries"
+    )
+
+
 def dataset_inputs(
     dataset: str,
     data: Path | None,
@@ -116,6 +131,8 @@ def dataset_inputs(
             raise click.UsageError(
                 "--data is for --dataset longmemeval or locomo; use --corpus/--queries"
             )
+        if corpus is None or queries is None:
+            base = fixture_dir(base)
         paths = {
             "corpus": corpus or base / "corpus.jsonl",
             "queries": queries or base / "queries.jsonl",

@@ -236,9 +236,15 @@ def _cost(timings: Mapping[str, Any]) -> list[str]:
 
 
 def render_markdown(
-    result: Mapping[str, Any], timings: Mapping[str, Any], generated_at: str, version: str
+    result: Mapping[str, Any],
+    timings: Mapping[str, Any],
+    generated_at: str,
+    version: str,
+    plots: Sequence[tuple[str, str]] = (),
 ) -> str:
-    """The human-readable report, rendered from the result document and the timings."""
+    """The human-readable report, rendered from the result document and the timings;
+    `plots` are (path relative to the report, caption) of the images the Metrics section
+    links to."""
     k = result["run"]["top_k"]
     ds = result["dataset"]
     counts = result["counts"]
@@ -304,6 +310,7 @@ def render_markdown(
             out.append(f"- `{stem}@k`: {m['definition']}")
     out.append("")
     out += metric_tables(result)
+    out += [line for path, text in plots for line in (f"![{text}]({path})", "")]
     if result["truncation"]:
         t = result["truncation"]
         out += [

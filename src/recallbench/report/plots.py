@@ -176,7 +176,7 @@ def category_bars(result: Mapping[str, Any]) -> bytes:
         if names:
             _grouped_hbars(ax, [r[0] for r in rows], names, values, notes)
             ax.get_yticklabels()[0].set_fontweight("bold")
-            fig.legend(loc="outside upper center", ncols=min(len(names), 5))
+            fig.legend(loc="outside lower center", ncols=min(len(names), 5))
         ax.set_xlabel(f"mean over the queries each measure applies to (n); {level} level, k={k}")
         fig.suptitle(
             f"{result['system']['name']} on {result['dataset']['dataset']}: "
@@ -268,6 +268,7 @@ def recall_at_k(result: Mapping[str, Any]) -> bytes:
                     marker=MARKERS[i % len(MARKERS)],
                     markersize=3.5,
                     linewidth=1.0,
+                    linestyle=":",
                 )
             overall = result["metrics"]["overall"]
             ax.plot(
@@ -275,7 +276,7 @@ def recall_at_k(result: Mapping[str, Any]) -> bytes:
                 [overall[f"{prefix}recall@{k}"]["value"] for k in level_ks],
                 color="black",
                 linewidth=2.2,
-                linestyle="--",
+                linestyle=":",
             )
             ax.set_title(f"{level} level, scored at k = {', '.join(map(str, level_ks))}")
         for ax in axes:
@@ -285,17 +286,13 @@ def recall_at_k(result: Mapping[str, Any]) -> bytes:
             ax.grid(True)
             ax.set_xlabel("k")
         axes[0].set_ylabel("recall@k (mean fractional recall)")
-        fig.legend(loc="outside right center")
+        handles, _ = axes[0].get_legend_handles_labels()
+        if skipped:  # named in the legend, drawn nowhere
+            note = "not drawn (no relevant unit):\n" + "\n".join(skipped)
+            handles.append(Line2D([], [], linestyle="none", label=note))
+        fig.legend(handles=handles, loc="outside right center")
         title = f"{result['system']['name']} on {result['dataset']['dataset']}: recall@k against k"
         fig.suptitle(title, fontsize=9.5)
-        if skipped:
-            fig.text(
-                0.01,
-                0.005,
-                f"not drawn (no relevant unit in any query): {', '.join(skipped)}",
-                fontsize=6.5,
-                color="#555555",
-            )
         return _svg(fig)
 
 
@@ -430,7 +427,7 @@ def compare_bars(doc: Mapping[str, Any]) -> bytes:
         ax = fig.add_subplot()
         _grouped_hbars(ax, groups, systems, values, notes)
         ax.set_xlabel("overall mean over the paired queries (n)")
-        fig.legend(loc="outside upper center", ncols=min(len(systems), 5))
+        fig.legend(loc="outside lower center", ncols=min(len(systems), 5))
         fig.suptitle(f"{doc['dataset']['name']}, top-{doc['top_k']}: overall means", fontsize=9.5)
         return _svg(fig)
 

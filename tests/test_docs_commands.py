@@ -1,0 +1,83 @@
+"""The docs' shell commands, run as written.
+
+"Evaluate your own memory store" (docs/own-store.md) is followed verbatim, block by block, in
+a scratch directory and a scratch virtual environment that sees this project's installed
+packages (a .pth file) and holds recallbench (editable, from this checkout) and the new
+`mine` package; nothing is installed into the project's own environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SH_BLOCK = re.compile(r"```sh\n(.*?)```", re.S)
+
+
+def sh_blocks(page: Path) -> list[str]:
+    return SH_BLOCK.findall(page.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def scratch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv whose site-packages also reads this environment's (no index needed), with
+    recallbench installed editable from this checkout (so it has its own console script)."""
+    venv = tmp_path_factory.mktemp("venv") / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    purelib = next((venv / "lib").glob("python3*/site-packages"))
+    (purelib / "project-env.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    py = venv / "bin" / "python"
+    subprocess.run(
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-e",
+            str(ROOT),
+        ],
+        check=True,
+    )
+    return venv
+
+
+def test_own_store_page_followed_verbatim(scratch_venv: Path, tmp_path: Path) -> None:
+    blocks = sh_blocks(ROOT / "docs" / "own-store.md")
+    assert any("compare --system mine --system bm25" in b for b in blocks)
+    env = {
+        **os.environ,
+        "PATH": f"{scratch_venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "VIRTUAL_ENV": str(scratch_venv),
+        "PIP_NO_BUILD_ISOLATION": "false",  # build with this env's setuptools: no index
+        "PIP_NO_DEPS": "true",  # recallbench is already importable
+    }
+    env.pop("PYTHONPATH", None)
+    outputs = []
+    for block in blocks[1:]:  # the first block is the page's preview of the last one
+        cwd = ROOT if "tests/test_systems_contract.py" in block else tmp_path
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", block],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, (block, done.stdout[-2000:], done.stderr[-2000:])
+        outputs.append(done.stdout)
+    listing = next(
+        o for b, o in zip(blocks[1:], outputs, strict=True) if "recallbench systems" in b
+    )
+    assert re.search(r"^mine\s+available", listing, re.M), listing
+    compare_md = (tmp_path / "build" / "compare.md").read_text(encoding="utf-8")
+    assert "## bm25 against mine" in compare_md
