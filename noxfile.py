@@ -55,13 +55,22 @@ def retrieval(session: nox.Session) -> None:
 
 @nox.session
 def baseline(session: nox.Session) -> None:
-    """Regenerate benchmarks/retrieval/baseline.json on purpose."""
+    """Regenerate benchmarks/retrieval/baseline.json on purpose, and the docs' plots of it."""
     _install(session)
     session.run(
         "python",
         "scripts/retrieval_eval.py",
         "--write-baseline",
         "benchmarks/retrieval/baseline.json",
+    )
+    session.run(
+        "python",
+        "-m",
+        "recallbench.report.plots",
+        "--baseline",
+        "benchmarks/retrieval/baseline.json",
+        "--out",
+        "docs/img",
     )
 
 

@@ -184,7 +184,7 @@ def main(
         if output:
             files[output] = dumps(run.envelopes["results"])
         if report_path:
-            files[report_path] = run.markdown.encode("utf-8")
+            files.update(run.report_files(report_path))  # report.md and report-plots/ beside it
         if write_baseline:
             files[write_baseline] = dumps(run.result)
         publish(files)

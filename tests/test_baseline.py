@@ -59,9 +59,7 @@ def test_fresh_run_equals_the_baseline_byte_for_byte(lane: Run) -> None:
     assert dumps(normalize(lane.envelopes["results"])) == BASELINE.read_bytes()
 
 
-def test_fresh_run_equals_the_baseline_query_by_query(
-    lane: Run, baseline: dict[str, Any]
-) -> None:
+def test_fresh_run_equals_the_baseline_query_by_query(lane: Run, baseline: dict[str, Any]) -> None:
     """The same check, broken down so that a failure names the query that changed."""
     fresh = lane.result
     assert [q["query_id"] for q in fresh["queries"]] == [q["query_id"] for q in baseline["queries"]]
@@ -344,9 +342,7 @@ def test_differences_catch_a_changed_metric(lane: Run, baseline: dict[str, Any])
     ]
 
 
-def test_differences_catch_added_and_removed_keys(
-    lane: Run, baseline: dict[str, Any]
-) -> None:
+def test_differences_catch_added_and_removed_keys(lane: Run, baseline: dict[str, Any]) -> None:
     changed = copy.deepcopy(lane.result)
     del changed["missed_query_ids"]
     changed["queries"][0]["extra"] = 1

@@ -126,16 +126,22 @@ def test_compare_pairs_queries_by_id_not_by_position() -> None:
     assert sum(c["losses"] for c in mrr["per_category"].values()) == 1
 
 
-def test_headline_is_one_line_per_challenger() -> None:
+def test_headline_is_one_line_per_challenger_on_ndcg_at_k() -> None:
     base = _baseline()
     doc = compare_results([base, copy.deepcopy(base), copy.deepcopy(base)], ["a", "b", "c"])
     lines = headline(doc).splitlines()
     assert lines == [
-        f"{label} vs a: recall@1 0.467 -> 0.467 (+0.000, 95% CI [+0.000, +0.000], "
+        f"{label} vs a: ndcg@5 0.648 -> 0.648 (+0.000, 95% CI [+0.000, +0.000], "
         "p 1.0000, W/T/L 0/50/0, n=50)"
         for label in ("b", "c")
     ]
     assert render_markdown(doc, headline_only=True) == headline(doc)
+    # without nDCG@k: recall@k; without either: the first measure
+    pair = doc["comparisons"][0]
+    del pair["metrics"]["ndcg@5"]
+    assert headline(doc).splitlines()[0].startswith("b vs a: recall@5 0.702 -> 0.702 ")
+    del pair["metrics"]["recall@5"]
+    assert headline(doc).splitlines()[0].startswith("b vs a: recall@1 0.467 -> 0.467 ")
 
 
 def test_cli_compares_real_systems_reproducibly(tmp_path: Path) -> None:
@@ -256,9 +262,12 @@ def test_compare_two_systems_on_a_conversational_dataset(
     text = render_markdown(doc)
     assert "## bm25 against hotmem" in text
     assert f"{scored} scored queries, top-10" in text
-    line = headline(doc)
-    assert line.startswith("bm25 vs hotmem: recall@1 ")
-    assert line.endswith(f", n={scored})")
+    line = headline(doc)  # no nDCG@k here (LongMemEval's is ndcg_any): recall@k
+    o = pair["metrics"]["recall@10"]["overall"]
+    assert line.startswith(
+        f"bm25 vs hotmem: recall@10 {o['reference_mean']:.3f} -> {o['challenger_mean']:.3f} "
+    )
+    assert line.endswith(f"W/T/L {o['wins']}/{o['ties']}/{o['losses']}, n={scored})")
 
 
 def test_compare_refuses_results_from_different_files(

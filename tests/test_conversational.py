@@ -273,8 +273,14 @@ LME_RAW = {
     "single-session-assistant": 0,
     "single-session-preference": 0,
 }
-LME_SCORED = {**dict.fromkeys(LME_RAW, 0), "multi-session": 1, "knowledge-update": 1}
-LME_SCORED["single-session-user"] = 1
+LME_SCORED = {
+    "multi-session": 1,
+    "temporal-reasoning": 0,
+    "knowledge-update": 1,
+    "single-session-user": 1,
+    "single-session-assistant": 0,
+    "single-session-preference": 0,
+}
 LME_DROPS = [
     ("q-ssu_abs", "abstention", "single-session-user"),
     ("q-ghost", "no_gold", "temporal-reasoning"),

@@ -117,9 +117,12 @@ def test_cached_scores_equal_inline_scores_exactly(setup: dict, tmp_path: Path) 
     assert len(cached["queries"]) == 11
 
 
-def test_cached_query_computes_no_embedding(
-    setup: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("stores", ["--transient", "--keep-stores"])
+def test_a_cached_run_computes_no_embedding(
+    setup: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stores: str
 ) -> None:
+    """hydrate, query and snapshot-roundtrip with --cache: every vector (stored texts and
+    queries, on the source store and on the restored clone) comes from the cache."""
     import hotmem.embed
 
     def refuse(self: object, text: str) -> list[float]:
@@ -127,8 +130,15 @@ def test_cached_query_computes_no_embedding(
 
     validate(tmp_path, setup["data"])
     monkeypatch.setattr(hotmem.embed.HashEmbedder, "embed", refuse)
-    ok(cached_query(tmp_path, setup["cache"]))  # one worker: in this process
-    assert len(runs_data(tmp_path)["queries"]) == 11
+    cache = setup["cache"]
+    ok(cli(tmp_path, "hydrate", "--system", "hotmem", stores, "--cache", cache))
+    ok(cli(tmp_path, "query", "--cache", cache))  # one worker: in this process
+    assert runs_data(tmp_path) == setup["inline"] | {
+        "store_mode": runs_data(tmp_path)["store_mode"]
+    }
+    ok(cli(tmp_path, "snapshot-roundtrip", "--cache", cache))
+    roundtrip = orjson.loads((tmp_path / "roundtrip.json").read_bytes())["data"]
+    assert roundtrip["equivalence"]["value"] == 1.0
     inline = cli(tmp_path, "query")
     assert isinstance(inline.exception, AssertionError)
     assert "embedded a text" in str(inline.exception)

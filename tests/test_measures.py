@@ -44,7 +44,7 @@ L = "memory"
 
 
 def test_every_measure_class_is_listed_with_its_stem_and_definition() -> None:
-    assert MEASURE_CLASSES == (
+    assert list(MEASURE_CLASSES) == [
         Recall,
         RecallAny,
         RecallAll,
@@ -53,7 +53,7 @@ def test_every_measure_class_is_listed_with_its_stem_and_definition() -> None:
         NDCGAny,
         FalsePositiveRate,
         DuplicateSlotRate,
-    )
+    ]
     stems = [cls.stem for cls in MEASURE_CLASSES]
     assert stems == [
         "recall",
@@ -412,7 +412,14 @@ def test_conversational_measures_session_and_turn() -> None:
 
 def test_fixture_measures() -> None:
     names = [m.name for m in fixtures.measures(5, {})]
-    assert names == ["recall@1", "recall@5", "mrr@5", "ndcg@5", "fp_rate@5", "duplicate_slot_rate@5"]
+    assert names == [
+        "recall@1",
+        "recall@5",
+        "mrr@5",
+        "ndcg@5",
+        "fp_rate@5",
+        "duplicate_slot_rate@5",
+    ]
     # recall@1 once when k is 1
     assert [m.name for m in fixtures.measures(1, {})] == [
         "recall@1",

@@ -31,7 +31,7 @@ from recallbench.report.result import (
     per_query_values,
 )
 from recallbench.stages.decide import decide
-from recallbench.stages.report import run_report
+from recallbench.stages.report import build_report, run_report
 from recallbench.stages.roundtrip import run_roundtrip
 from recallbench.stages.score import run_score
 
@@ -129,7 +129,7 @@ def test_result_has_every_required_key(lane: Run) -> None:
 
 def test_generated_at_can_be_fixed_and_is_only_in_the_markdown(lane: Run) -> None:
     envs = lane.envelopes
-    env, markdown = run_report(
+    report = build_report(
         envs["suite"],
         envs["hydrate"],
         envs["runs"],
@@ -138,15 +138,21 @@ def test_generated_at_can_be_fixed_and_is_only_in_the_markdown(lane: Run) -> Non
         timings=lane.timings,
         generated_at=WHEN,
     )
-    assert markdown.splitlines()[2] == f"Generated {WHEN} by recallbench {__version__}."
+    lines = report.markdown.splitlines()
+    assert lines[2] == f"Generated {WHEN} by recallbench {__version__}."
     # the result (and so its fingerprint) does not depend on when it was made
-    assert env == envs["results"]
-    assert env["data"] == build_result(
+    assert report.envelope == envs["results"]
+    assert report.envelope["data"] == build_result(
         envs["suite"], envs["hydrate"], envs["runs"], envs["roundtrip"], envs["scores"]
     )
-    assert markdown.split("\n## Configuration", 1)[1] == lane.markdown.split(
-        "\n## Configuration", 1
-    )[1]
+    assert lines[3:] == lane.markdown.splitlines()[3:]
+    # run_report: the same envelope without the plots, the same Markdown without their links
+    env, markdown = run_report(
+        envs["suite"], envs["hydrate"], envs["runs"], envs["roundtrip"], envs["scores"]
+    )
+    assert env["data"] == report.envelope["data"]
+    assert env["fingerprint"] == report.envelope["fingerprint"]
+    assert "plots" not in env and "![" not in markdown
 
 
 def test_counts_are_integers_behind_each_value(lane: Run) -> None:
@@ -280,9 +286,13 @@ def test_markdown_metrics_table_has_a_row_per_category(lane: Run) -> None:
     assert [row.split(" | ")[0][2:] for row in rows] == list(CATEGORIES)
     assert all(row.count("|") == len(METRICS) + 3 for row in table)
     exact = rows[0]
-    assert exact.startswith("| exact_lexical | 7 | 0.929 (n=7; found 7/8) | 1.000 (n=7; found 8/8) |")
+    assert exact.startswith(
+        "| exact_lexical | 7 | 0.929 (n=7; found 7/8) | 1.000 (n=7; found 8/8) |"
+    )
     negative = rows[CATEGORIES.index("negative_or_no_answer")]
-    assert negative == "| negative_or_no_answer | 7 | n/a | n/a | n/a | n/a | 100.0% (35/35) | n/a |"
+    assert (
+        negative == "| negative_or_no_answer | 7 | n/a | n/a | n/a | n/a | 100.0% (35/35) | n/a |"
+    )
     for m in ("recall", "mrr", "ndcg", "fp_rate", "duplicate_slot_rate"):
         assert sum(1 for x in metrics if x.startswith(f"- `{m}@k`: ")) == 1, m
 
@@ -350,7 +360,9 @@ def test_markdown_cost_section_comes_from_the_timings(lane: Run) -> None:
     assert any(x.startswith("| query latency p50 / p95 | ") and "(57 samples" in x for x in cost)
     assert any(x.startswith("| package size | ") for x in cost)
     # without sidecars the report says so rather than inventing figures
-    bare = section(render(lane.result), "Cost (local diagnostic data, not a cross-machine guarantee)")
+    bare = section(
+        render(lane.result), "Cost (local diagnostic data, not a cross-machine guarantee)"
+    )
     assert "No timing sidecar matches these artifacts." in bare
 
 
@@ -383,7 +395,9 @@ def test_markdown_conclusion_without_decision_rules(lane: Run) -> None:
     result = copy.deepcopy(lane.result)
     result["decision"] = decide({"dataset": "locomo"}, lane.envelopes["scores"]["data"])
     conclusion = section(render(result), "Conclusion")
-    assert conclusion[1] == "**no decision rules: the locomo dataset defines none; read the metrics**"
+    assert (
+        conclusion[1] == "**no decision rules: the locomo dataset defines none; read the metrics**"
+    )
     assert not any(re.match(r"\d\. ", x) for x in conclusion)
 
 
@@ -412,7 +426,9 @@ def test_configuration_rows_do_not_depend_on_key_order(lane: Run) -> None:
 def test_cut_keeps_the_first_ten() -> None:
     items = [f"q{i}" for i in range(12)]
     assert LIST_LIMIT == 10
-    assert cut(items) == "q0, q1, q2, q3, q4, q5, q6, q7, q8, q9 ... and 2 more; all in results.json"
+    assert (
+        cut(items) == "q0, q1, q2, q3, q4, q5, q6, q7, q8, q9 ... and 2 more; all in results.json"
+    )
     assert cut(items[:10]) == ", ".join(items[:10])
     assert cut([]) == ""
     assert cut(items, 3, "drops.json") == "q0, q1, q2 ... and 9 more; all in drops.json"
@@ -531,7 +547,9 @@ def test_a_table_per_level(turn_run: Run) -> None:
     headers = [x for x in metrics if x.startswith("| category | queries | ")]
     names = turn_run.result["run"]["metrics"]
     assert headers == [
-        "| category | queries | " + " | ".join(n for n in names if not n.startswith("turn_")) + " |",
+        "| category | queries | "
+        + " | ".join(n for n in names if not n.startswith("turn_"))
+        + " |",
         "| category | queries | " + " | ".join(n for n in names if n.startswith("turn_")) + " |",
     ]
     assert len(names) == 24
@@ -574,7 +592,9 @@ def test_score_only_drift_is_reported(tmp_path: Path) -> None:
     assert list(result["roundtrip"]["drift"]) == ["q-lexical-001"]
     assert result["roundtrip"]["equivalence"]["numerator"] == 57  # ids still identical
     line = next(x for x in markdown.splitlines() if x.startswith("- `q-lexical-001`: positions"))
-    assert line.startswith("- `q-lexical-001`: positions none changed, max score drift 0.0500, now ")
+    assert line.startswith(
+        "- `q-lexical-001`: positions none changed, max score drift 0.0500, now "
+    )
 
 
 # --- explain_miss by hand ----------------------------------------------------------------
@@ -586,7 +606,13 @@ GOLD = {"a1": 3, "a3": 1, "d1": 2}
 
 
 def miss(mid: str, rank: int | None, of: int, grade: int = 3, **extra: Any) -> dict[str, Any]:
-    return {"id": mid, "grade": grade, "rank": rank, "of": of, "identifier": IDENTIFIERS[mid]} | extra
+    return {
+        "id": mid,
+        "grade": grade,
+        "rank": rank,
+        "of": of,
+        "identifier": IDENTIFIERS[mid],
+    } | extra
 
 
 def memory_row(top: list[str], gold: dict[str, int], lexical: dict | None = None) -> dict:

@@ -390,19 +390,20 @@ def score_cmd(ctx: Context) -> None:
 @output_options("BUILD/results.json", "BUILD/report.md")
 @pass_ctx
 def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> None:
-    """Write the result (results.json) and the Markdown report, together."""
-    from recallbench.artifacts import artifact_path, dumps
-    from recallbench.stages.report import run_report, timings_for
+    """Write the result (results.json), the Markdown report and its plots (report-plots/
+    beside the report), together."""
+    from recallbench.artifacts import artifact_path
+    from recallbench.stages.report import build_report, timings_for
 
     envs = [ctx.read(k) for k in ("suite", "hydrate", "runs", "roundtrip")]
     envs.append(ctx.read_current("scores"))
-    env, markdown = run_report(*envs, timings=timings_for(ctx.build_dir, *envs))
+    report = build_report(*envs, timings=timings_for(ctx.build_dir, *envs))
     output = output or artifact_path(ctx.build_dir, "results")
     report_path = report_path or ctx.build_dir / "report.md"
-    ctx.publish({output: dumps(env), report_path: markdown.encode("utf-8")})
-    ctx.say(f"wrote {output} and {report_path}")
+    ctx.publish(report.files(output, report_path))
+    ctx.say(f"wrote {output} and {report_path} ({len(report.plots)} plots beside it)")
     if not ctx.quiet:
-        click.echo(summary_table(env["data"]))
+        click.echo(summary_table(report.envelope["data"]))
 
 
 def summary_table(result: Mapping[str, Any]) -> str:
@@ -604,6 +605,7 @@ def compare_cmd(
 
     from recallbench.artifacts import dumps, load_envelope
     from recallbench.compare import compare_results, render_markdown
+    from recallbench.report.plots import caption, compare_plots
 
     if systems and result_files:
         raise click.UsageError("give either --system or --result, not both")
@@ -635,8 +637,16 @@ def compare_cmd(
     doc = compare_results(results, labels, seed=seed, resamples=resamples)
     output = output or ctx.build_dir / "compare.json"
     report_path = report_path or ctx.build_dir / "compare.md"
-    ctx.publish({output: dumps(doc), report_path: render_markdown(doc).encode("utf-8")})
-    ctx.say(f"wrote {output} and {report_path}")
+    plots = compare_plots(doc)  # beside compare.md, where its links point
+    markdown = render_markdown(doc, plots=[(name, caption(name)) for name in plots])
+    ctx.publish(
+        {
+            output: dumps(doc),
+            report_path: markdown.encode("utf-8"),
+            **{report_path.parent / name: svg for name, svg in plots.items()},
+        }
+    )
+    ctx.say(f"wrote {output} and {report_path} ({len(plots)} plots beside it)")
     click.echo(render_markdown(doc, headline_only=True))
 
 

@@ -425,7 +425,6 @@ class RayExecutor:
         self._ray: Any = None
         self._started_ray = False
         self._actors: list[Any] = []
-        self._outstanding: set[Any] = set()
 
     def __enter__(self) -> RayExecutor:
         ray = self._ray = _import_ray()
@@ -471,9 +470,6 @@ class RayExecutor:
         if ray is None:
             return
         try:
-            for ref in list(self._outstanding):
-                _cancel_quietly(ray, ref)
-            self._outstanding.clear()
             if graceful and self._actors:
                 # a finalizer's failure must not hide the run's own outcome
                 with contextlib.suppress(Exception):
@@ -521,14 +517,12 @@ class RayExecutor:
                     ref = actor.run.remote(fn, slot[0])
                     slot[0], slot[1] = None, ref
                     running[ref] = actor
-                    self._outstanding.add(ref)
                 if not window:
                     return
                 head = window[0][1]
                 if head is not None and head in done:
                     window.popleft()
                     done.discard(head)
-                    self._outstanding.discard(head)
                     yield _ray_get(ray, head)
                     continue
                 ready, _ = ray.wait(list(running), num_returns=1)
@@ -536,12 +530,9 @@ class RayExecutor:
                     idle.append(running.pop(ref))
                     done.add(ref)
         finally:
-            for slot in window:
-                if slot[1] is not None and slot[1] not in done:
-                    _cancel_quietly(ray, slot[1])
-                self._outstanding.discard(slot[1])
-
-
-def _cancel_quietly(ray: Any, ref: Any) -> None:
-    with contextlib.suppress(Exception):
-        ray.cancel(ref)
+            # Items not yet handed to an actor are simply dropped; the few running ones
+            # (one per actor) finish. Nothing waits in an actor's queue, so nothing is
+            # ray.cancel-led: with Ray 2.60, cancelling an actor task that had already
+            # started held the actor's next task (our close) back for ~30 s.
+            window.clear()
+            waiting.clear()

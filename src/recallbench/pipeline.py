@@ -22,6 +22,8 @@ class Run:
     envelopes: dict[str, dict[str, Any]]
     timings: dict[str, dict[str, Any]] = field(default_factory=dict)
     markdown: str = ""
+    #: the report's plots: path relative to the report's directory -> SVG bytes
+    plots: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def result(self) -> dict[str, Any]:
@@ -34,8 +36,14 @@ class Run:
         out: dict[Path, bytes] = {}
         for kind, env in self.envelopes.items():
             out.update(stage_files(build_dir, env, self.timings.get(kind)))
-        out[Path(build_dir) / "report.md"] = self.markdown.encode("utf-8")
+        out.update(self.report_files(Path(build_dir) / "report.md"))
         return out
+
+    def report_files(self, report_path: Path) -> dict[Path, bytes]:
+        """The Markdown report at `report_path` and its plots beside it (where it links)."""
+        from recallbench.stages.report import report_files
+
+        return report_files(report_path, self.markdown, self.plots)
 
 
 def run_pipeline(
@@ -59,7 +67,7 @@ def run_pipeline(
     from recallbench.stages.decide import run_decide
     from recallbench.stages.hydrate import run_hydrate
     from recallbench.stages.query import run_query
-    from recallbench.stages.report import run_report
+    from recallbench.stages.report import build_report
     from recallbench.stages.roundtrip import DEFAULT_SAMPLE, run_roundtrip
     from recallbench.stages.score import run_score
     from recallbench.stages.validate import SPOOL, run_validate
@@ -84,7 +92,7 @@ def run_pipeline(
         execution=execution,
     )
     scores = run_score(suite, runs, roundtrip)
-    results, markdown = run_report(suite, hydrate, runs, roundtrip, scores, timings=timings)
+    report = build_report(suite, hydrate, runs, roundtrip, scores, timings=timings)
     decision = run_decide(suite, scores)
     envelopes = {
         "suite": suite,
@@ -92,10 +100,10 @@ def run_pipeline(
         "runs": runs,
         "roundtrip": roundtrip,
         "scores": scores,
-        "results": results,
+        "results": report.envelope,
         "decision": decision,
     }
-    return Run(envelopes, timings, markdown)
+    return Run(envelopes, timings, report.markdown, report.plots)
 
 
 def write_run(run: Run, build_dir: Path) -> None:

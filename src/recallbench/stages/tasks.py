@@ -422,6 +422,9 @@ def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     verify_s = time.perf_counter() - start
     start = time.perf_counter()
     clone = clone_path.restore(work / "package", work / "clone")
+    if _vectors() is not None:  # with a cache, queries take their vectors from it (as in query)
+        clone.close()
+        clone = attach(work / "clone")
     restore_s = time.perf_counter() - start
     try:
         clone_facts = store_facts(clone)

@@ -254,11 +254,11 @@ class LanceDBSystem:
         (directory / MARKER).write_bytes(orjson.dumps({"system": self.name}))
         return LanceDBStore(self, directory, vectors if self.embedder is not None else None)
 
-    def attach(self, directory: Path) -> LanceDBStore:
+    def attach(self, directory: Path, *, vectors: Any = None) -> LanceDBStore:
         directory = Path(directory)
         if not (directory / MARKER).exists():
             raise FileNotFoundError(f"{directory / MARKER}: no LanceDB store here")
-        return LanceDBStore(self, directory)
+        return LanceDBStore(self, directory, vectors if self.embedder is not None else None)
 
 
 # Entry points (see pyproject.toml): each is called with no arguments, returns a System.
