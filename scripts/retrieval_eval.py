@@ -26,7 +26,7 @@ import click
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # runs from a checkout without an activated venv
 
-from recallbench.cli import run_guarded  # noqa: E402
+from recallbench.cli import OneLineErrors, run_guarded  # noqa: E402
 from recallbench.options import (  # noqa: E402
     DEFAULT_TOP_K,
     dataset_inputs,
@@ -74,8 +74,13 @@ def conversational_summary(result: Mapping[str, Any]) -> str:
                 value = overall[name]["value"]
                 cells.append(f"{name} {'n/a' if value is None else f'{value:.3f}'}")
             lines.append("  ".join(cells))
-    scored = result["counts"]["queries"]
-    return "\n".join(lines) + f"\n(means over {scored} scored queries; recall = fractional)"
+    counts = []
+    for level in result["dataset"]["levels"]:
+        recall = [m["name"] for m in result["run"]["measures"] if m["level"] == level["name"]]
+        n = overall[recall[0]]["denominator"]
+        counts.append(f"{n} at {level['name']} level" if len(counts) else f"{n} scored queries")
+    means = counts[0] + (f" ({', '.join(counts[1:])} with evidence)" if counts[1:] else "")
+    return "\n".join(lines) + f"\n(means over {means}; recall = fractional)"
 
 
 def summary(result: Mapping[str, Any], decision: Mapping[str, Any]) -> str:
@@ -86,7 +91,11 @@ def summary(result: Mapping[str, Any], decision: Mapping[str, Any]) -> str:
     return head + "\n" + headline(decision)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+class ScriptCommand(OneLineErrors, click.Command):
+    """The script's command: usage errors in one line, like every other error."""
+
+
+@click.command(cls=ScriptCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @dataset_options(FIXTURES, shown="<repo>/benchmarks/retrieval")
 @click.option(
     "--longmemeval",

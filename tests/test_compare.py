@@ -262,7 +262,7 @@ def test_compare_two_systems_on_a_conversational_dataset(
     text = render_markdown(doc)
     assert "## bm25 against hotmem" in text
     assert f"{scored} scored queries, top-10" in text
-    line = headline(doc)  # no nDCG@k here (LongMemEval's is ndcg_any): recall@k
+    line = headline(doc)  # conversational datasets score ndcg_any, not ndcg@k: recall@k
     o = pair["metrics"]["recall@10"]["overall"]
     assert line.startswith(
         f"bm25 vs hotmem: recall@10 {o['reference_mean']:.3f} -> {o['challenger_mean']:.3f} "

@@ -37,7 +37,8 @@ from recallbench.executor import (
 TESTS = Path(__file__).resolve().parent
 SRC = TESTS.parent / "src"
 
-LOCAL_ENGINES = [("local", 1), ("local", 2)]
+#: (kind, workers) of the three engines: serial, 2 spawned processes, 2 Ray actors
+ENGINES = [("local", 1), ("local", 2), ("ray", 2)]
 
 
 def _import_ray() -> Any:
@@ -68,10 +69,6 @@ def ray_local() -> Iterator[Any]:
     )
     yield ray
     ray.shutdown()
-
-
-def engines(ray_local: Any | None) -> list[tuple[str, int]]:
-    return [*LOCAL_ENGINES, ("ray", 2)] if ray_local is not None else LOCAL_ENGINES
 
 
 # --------------------------------------------------------------------------- choosing
@@ -115,10 +112,10 @@ def test_missing_ray_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_every_engine_gives_the_same_ordered_results(ray_local: Any) -> None:
     expected = [tasks.digest(i) for i in range(40)]
-    for kind, workers in engines(ray_local):
+    for kind, workers in ENGINES:
         with make_executor(kind, workers) as ex:
             assert list(ex.map(tasks.digest, range(40))) == expected, (kind, workers)
-        with make_executor(kind, workers) as ex:  # a second map on the same workers
+            # the same workers serve further maps
             assert list(ex.map(tasks.square, iter(range(7)))) == [i * i for i in range(7)]
             assert list(ex.map(tasks.square, [])) == []
 
@@ -154,7 +151,7 @@ def test_input_is_taken_lazily_with_a_bounded_window(
 
 
 def test_a_task_error_comes_back_as_itself(ray_local: Any, tmp_path: Path) -> None:
-    for kind, workers in engines(ray_local):
+    for kind, workers in ENGINES:
         done = tmp_path / f"{kind}-{workers}"
         done.mkdir()
         items = [(i, 4, str(done)) for i in range(100)]
@@ -175,7 +172,7 @@ def test_a_task_error_comes_back_as_itself(ray_local: Any, tmp_path: Path) -> No
 
 
 def test_an_initializer_error_comes_back_as_itself(ray_local: Any) -> None:
-    for kind, workers in engines(ray_local):
+    for kind, workers in ENGINES:
         with (
             pytest.raises(tasks.Boom, match=r"^no system$"),
             make_executor(kind, workers, tasks.fail_initializer, ("no system",)) as ex,
@@ -187,7 +184,7 @@ def test_an_initializer_error_comes_back_as_itself(ray_local: Any) -> None:
 
 
 def test_initializer_state_is_per_worker(ray_local: Any, tmp_path: Path) -> None:
-    for kind, workers in engines(ray_local):
+    for kind, workers in ENGINES:
         token = uuid.uuid4().hex
         marks = tmp_path / f"{kind}-{workers}"
         marks.mkdir()

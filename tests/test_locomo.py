@@ -453,10 +453,12 @@ def test_bad_files(tmp_path: Path, content: bytes, message: str) -> None:
 
 
 def test_bad_paths_and_options(tmp_path: Path, tiny: Path) -> None:
-    with pytest.raises(RecallbenchError, match="no such file"):
+    with pytest.raises(RecallbenchError, match="missing.json does not exist"):
         open_source({"data": tmp_path / "missing.json"}, {})
-    with pytest.raises(RecallbenchError, match="not a regular file"):
+    with pytest.raises(RecallbenchError, match="is a directory; give a regular file"):
         open_source({"data": tmp_path}, {})
+    with pytest.raises(RecallbenchError, match="is a character device; give a regular file"):
+        open_source({"data": Path("/dev/zero")}, {})
     with pytest.raises(RecallbenchError, match="--unit must be one of session, turn, not 'chunk'"):
         open_source({"data": tiny}, {"unit": "chunk"})
     with pytest.raises(RecallbenchError, match="--dataset locomo needs --data FILE"):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import sqlite3
 from pathlib import Path
 
 import hotmem
+import orjson
 import pytest
 from conftest import (
     BASELINE,
@@ -30,6 +32,7 @@ from recallbench.artifacts import (
     read_timing,
 )
 from recallbench.datasets.fixtures import LEVEL, load_fixture_scope
+from recallbench.stages.validate import SPOOL
 from recallbench.systems.base import records_digest
 
 ENVELOPE_KINDS = ("suite", "hydrate", "runs", "roundtrip", "scores", "results", "decision")
@@ -125,6 +128,24 @@ def test_suite_records_the_identity_of_the_validated_files(staged_build: Path) -
     assert data["drops"] == [] and data["counts"]["dropped"] == {}
     assert data["scopes"] == [{"scope_id": "suite", "memories": 80, "queries": 57}]
     assert data["decision_policy"] == "fixtures rules"
+
+
+def test_suite_names_the_scope_spool_later_stages_read(staged_build: Path) -> None:
+    env = read_artifact(staged_build, "suite")
+    spool = staged_build / SPOOL
+    assert env["spool_path"] == str(spool.resolve())
+    assert env["data"]["spool"] == {
+        "file": SPOOL,
+        "sha256": file_sha256(spool),
+        "bytes": spool.stat().st_size,
+    }
+    # the spool holds the validated scope: every memory and query, as the workers take them
+    (line,) = gzip.decompress(spool.read_bytes()).splitlines()
+    item = orjson.loads(line)
+    scope, _ = load_fixture_scope(CORPUS, QUERIES)
+    assert item["scope_id"] == "suite"
+    assert [m["memory_id"] for m in item["memories"]] == [m.memory_id for m in scope.memories]
+    assert [q["query_id"] for q in item["queries"]] == [q.query_id for q in scope.queries]
 
 
 def test_timings_are_sidecars_of_the_artifact_they_describe(staged_build: Path) -> None:

@@ -357,7 +357,9 @@ def test_markdown_category_observations_and_roundtrip(lane: Run) -> None:
 def test_markdown_cost_section_comes_from_the_timings(lane: Run) -> None:
     cost = section(lane.markdown, "Cost (local diagnostic data, not a cross-machine guarantee)")
     assert any(x.startswith("| hydrate (ingest) | ") for x in cost)
-    assert any(x.startswith("| query latency p50 / p95 | ") and "(57 samples" in x for x in cost)
+    assert any(
+        x.startswith("| query latency p50 / p95 | ") and "(57 samples, repeat 1)" in x for x in cost
+    )
     assert any(x.startswith("| package size | ") for x in cost)
     # without sidecars the report says so rather than inventing figures
     bare = section(

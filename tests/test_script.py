@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -13,6 +14,7 @@ import pytest
 from conftest import BASELINE, CORPUS, QUERIES, ROOT, load_json
 
 from recallbench.artifacts import dumps, envelope_fingerprint
+from recallbench.report.plots import REPORT_PLOTS_DIR
 
 SCRIPT = "scripts/retrieval_eval.py"
 #: the one error line of the script (run_guarded's `recallbench <command>: error:` form)
@@ -66,8 +68,17 @@ def test_valid_fixtures_exit_0_and_write_every_output(tmp_path: Path) -> None:
     )
     assert out[1].startswith("rule 2: Add portable semantic embeddings next")
     assert len(out) == 2
+    # the report's plots go beside it (where its links point), listed in the envelope
+    plots = [p["file"] for p in env["plots"]]
+    assert plots == [f"{REPORT_PLOTS_DIR}/category-bars.svg", f"{REPORT_PLOTS_DIR}/recall-at-k.svg"]
+    for plot in env["plots"]:
+        svg = (out_dir / plot["file"]).read_bytes()
+        assert b"<svg" in svg
+        assert hashlib.sha256(svg).hexdigest() == plot["sha256"]
+        assert f"]({plot['file']})" in markdown  # linked from the report
     assert sorted(p.name for p in out_dir.iterdir()) == [
         "baseline.json",
+        "report-plots",
         "report.md",
         "result.json",
     ]

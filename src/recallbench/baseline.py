@@ -65,6 +65,13 @@ def _diff(a: Any, b: Any, path: str, out: list[str], limit: int = 40) -> None:
 def differences(baseline: dict[str, Any], result: dict[str, Any]) -> list[str]:
     """Paths that differ between the normalized baseline and the normalized result."""
     baseline, result = normalize(baseline), normalize(result)  # normalize is idempotent
+    source = lambda r: (r["dataset"]["dataset"], r["dataset"]["options"])  # noqa: E731
+    if source(baseline) != source(result):
+        (b_name, b_opts), (r_name, r_opts) = source(baseline), source(result)
+        return [
+            f"$.dataset: the baseline was made from dataset {b_name} {b_opts or ''}, "
+            f"this result from {r_name} {r_opts or ''}".replace("  ", " ").strip()
+        ]
     base_k, k = baseline["run"]["top_k"], result["run"]["top_k"]
     if base_k != k:  # every metric name differs; one line says why
         return [f"$.run.top_k: the baseline was made with top-k {base_k}, this run used {k}"]

@@ -149,7 +149,30 @@ def command(name: str, *, writes: bool = True, **kwargs: Any) -> Callable:
     return wrap
 
 
-class _MainGroup(click.Group):
+class OneLineErrors:
+    """A click command whose usage errors are one line too (`recallbench <cmd>: error: ...`,
+    exit 2), like every other error; `--help` and the exit codes are click's."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, *a: Any, **kw: Any) -> Any:
+        if kw.get("standalone_mode", True) is False:
+            return super().main(args, prog_name, *a, **kw)  # type: ignore[misc]
+        kw["standalone_mode"] = False
+        try:
+            rv = super().main(args, prog_name, *a, **kw)  # type: ignore[misc]
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else (prog_name or "recallbench")
+            click.echo(f"{where}: error: {exc.format_message()} (see `{where} --help`)", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo(f"{prog_name or 'recallbench'}: interrupted", err=True)
+            sys.exit(130)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+class _MainGroup(OneLineErrors, click.Group):
     """The stage commands, plus each dataset's helper group (e.g. `generate`), imported only
     when used so stage commands start fast."""
 

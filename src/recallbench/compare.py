@@ -167,6 +167,7 @@ def compare_results(
             "files": ref["dataset"]["identity"]["files"],
             "options": ref["dataset"]["options"],
             "queries": ref["counts"]["queries"],
+            "category_labels": ref["dataset"]["category_labels"],
         },
         "top_k": k,
         "seed": seed,
@@ -262,7 +263,8 @@ def render_markdown(
                     if not c["queries"]
                     else f"{_f(c['reference_mean'])} → {_f(c['challenger_mean'])} ({c['wins']}/{c['ties']}/{c['losses']})"
                 )
-            out.append(f"| {md_cell(cat)} | " + " | ".join(cells) + " |")
+            label = doc["dataset"].get("category_labels", {}).get(cat, cat)
+            out.append(f"| {md_cell(label)} | " + " | ".join(cells) + " |")
         out += [
             "",
             "Pooled slot rates (no test: they are counts over slots, not per-query values):",

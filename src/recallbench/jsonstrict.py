@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+import signal
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 _SIMPLE_KEY = re.compile(r"[^.\[\]\"\s]+")
 
@@ -123,7 +128,8 @@ class StrictObject(dict):
 
     ijson's C backend cannot carry an exception out of `map_type`, so a repeated key is
     recorded in `StrictObject.repeated` (the later value is kept meanwhile); the reader
-    checks `take_repeated()` after each record and refuses it.
+    checks `take_repeated()` after each record and refuses it. For the same reason a Ctrl-C
+    must not raise inside `__setitem__`: iterate the parser through `interrupts_between`.
     """
 
     __slots__ = ()
@@ -142,3 +148,38 @@ class StrictObject(dict):
         first = cls.repeated[0]
         cls.repeated.clear()
         return first
+
+
+def interrupts_between(items: Iterable[_T]) -> Iterator[_T]:
+    """Iterate `items` (a C-backend ijson parser with `map_type=StrictObject`) so that a
+    Ctrl-C arriving while the parser runs is held and raised between two items.
+
+    A KeyboardInterrupt raised inside a callback of the C parser (`StrictObject.__setitem__`,
+    the file's `read`) is not propagated by it: the process dies with a SystemError instead of
+    exiting 130 with one line. Only the main thread can own signal handlers; elsewhere the
+    items pass through unchanged.
+    """
+    iterator = iter(items)
+    # a handler not installed from Python (None) could not be put back: leave it alone
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is None
+    ):
+        yield from iterator
+        return
+    held: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        held.append(signum)
+
+    while True:
+        previous = signal.signal(signal.SIGINT, hold)
+        try:
+            item = next(iterator)
+        except StopIteration:
+            return
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            if held:  # delivered again to the usual handler, now outside the parser
+                held.clear()
+                signal.raise_signal(signal.SIGINT)
+        yield item

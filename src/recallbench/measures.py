@@ -175,9 +175,9 @@ CONVERSATIONAL_KS: tuple[int, ...] = (1, 5, 10)
 
 
 def conversational_measures(top_k: int, levels: Sequence[Level]) -> list[Measure]:
-    """recall, recall_any, recall_all and ndcg_any at k in (1, 5, 10) up to `top_k`, for each
-    level (prefixed by the level's prefix), the primary level first."""
-    ks = [k for k in CONVERSATIONAL_KS if k <= top_k] or [top_k]
+    """recall, recall_any, recall_all and ndcg_any at k in (1, 5, 10) up to `top_k`, and at
+    `top_k` itself, for each level (prefixed by the level's prefix), the primary level first."""
+    ks = sorted({k for k in CONVERSATIONAL_KS if k <= top_k} | {top_k})
     out: list[Measure] = []
     for level in levels:
         for k in ks:

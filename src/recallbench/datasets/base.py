@@ -89,3 +89,11 @@ def dataset_measures(name: str, top_k: int, options: Mapping[str, Any]) -> list[
 def dataset_policy(name: str) -> Callable[[Mapping[str, Any]], dict[str, Any]] | None:
     """The dataset's decision rules (module-level ``decide``), or None when it has none."""
     return getattr(dataset_module(name), "decide", None)
+
+
+def dataset_policy_name(name: str) -> str | None:
+    """The name of the dataset's decision policy (``POLICY_NAME``), or None without one."""
+    module = dataset_module(name)
+    if getattr(module, "decide", None) is None:
+        return None
+    return getattr(module, "POLICY_NAME", f"{name} rules")

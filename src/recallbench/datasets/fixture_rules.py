@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+POLICY_NAME = "hotmem-fixture-rules"
 PARAPHRASE_GAP_POINTS = 15.0
 DUPLICATE_SLOT_LIMIT = 0.20
 
@@ -92,7 +93,7 @@ def decide(scores: dict[str, Any]) -> dict[str, Any]:
     for r in rules:
         r["fired"] = r is chosen
     return {
-        "policy": "hotmem-fixture-rules",
+        "policy": POLICY_NAME,
         "rule": chosen["rule"],
         "action": chosen["action"],
         "recommendation": ACTIONS[chosen["action"]],

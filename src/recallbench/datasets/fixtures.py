@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from recallbench.datasets.fixture_rules import POLICY_NAME as POLICY_NAME  # its policy
 from recallbench.errors import ValidationFailed
 from recallbench.ids import id_problem
 from recallbench.jsonstrict import loads_object
@@ -272,10 +273,10 @@ def _duplicate_group_problems(path: Path, memories: list[tuple[int, Memory]]) ->
 
 def _read(path: Path, problems: list[str]) -> tuple[bytes, str, int]:
     """A fixture file's bytes, read once, with their sha256 and size."""
-    from recallbench.inputs import DEFAULT_INPUT_LIMIT, read_input
+    from recallbench.inputs import input_limit, read_input
 
     try:
-        raw, digest = read_input(path, "fixture file", DEFAULT_INPUT_LIMIT)
+        raw, digest = read_input(path, "fixture file", input_limit("input"))
     except Exception as exc:  # a RecallbenchError naming the path and the cause
         problems.append(str(exc))
         return b"", hashlib.sha256(b"").hexdigest(), 0

@@ -67,7 +67,7 @@ import ijson
 import orjson
 
 from recallbench.errors import RecallbenchError
-from recallbench.jsonstrict import StrictObject
+from recallbench.jsonstrict import StrictObject, interrupts_between
 from recallbench.measures import conversational_measures
 from recallbench.model import Drop, Level, Memory, Query, Scope
 
@@ -495,7 +495,11 @@ class LoCoMoSource:
             reader = _HashingReader(handle, progress)
             try:
                 for index, raw in enumerate(  # noqa: B007 - index is reported on errors
-                    _ijson_backend.items(reader, "item", use_float=True, buf_size=READ_CHUNK)
+                    interrupts_between(  # a Ctrl-C must not land inside the C parser
+                        _ijson_backend.items(
+                            reader, "item", use_float=True, buf_size=READ_CHUNK, **self._map_type()
+                        )
+                    )
                 ):
                     repeated = StrictObject.take_repeated() if self.strict_keys else None
                     if repeated is not None:

@@ -202,6 +202,10 @@ def _cost(timings: Mapping[str, Any]) -> list[str]:
     rows = []
     if hyd.get("records_per_second"):
         rows.append(f"| hydrate (ingest) | {hyd['records_per_second']:.0f} records/s |")
+    elif runs.get("ingest_seconds"):
+        rows.append(
+            f"| ingest into transient stores (inside query) | {runs['ingest_seconds']:.2f} s |"
+        )
     if rt.get("snapshot_records_per_second"):
         rows += [
             f"| snapshot | {rt['snapshot_records_per_second']:.0f} records/s |",

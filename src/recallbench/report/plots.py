@@ -117,9 +117,8 @@ def headline_measures(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     means = [m for m in result["run"]["measures"] if m["level"] == primary and not m["pooled"]]
     if not means:
         return []
-    k = result["run"]["top_k"]
-    if not any(m["k"] == k for m in means):
-        k = max(m["k"] for m in means if m["k"] <= k)
+    top_k = result["run"]["top_k"]
+    k = max([m["k"] for m in means if m["k"] <= top_k] or [m["k"] for m in means])
     return [m for m in means if m["k"] == k]
 
 

@@ -25,7 +25,10 @@ STORES_DIR = "stores"
 
 
 def stores_root(build_dir: Path) -> Path:
-    return Path(build_dir) / STORES_DIR
+    """BUILD/stores (refused when it is a symlink: stores never live outside the build dir)."""
+    from recallbench.buildpaths import safe_child
+
+    return safe_child(Path(build_dir), STORES_DIR)
 
 
 def truncation(system: Any, suite_env: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from recallbench.artifacts import envelope, inputs_of, require_made_from
+from recallbench.buildpaths import safe_child
 from recallbench.errors import RecallbenchError
 from recallbench.metrics import percentile
 from recallbench.stages import tasks
@@ -76,7 +77,7 @@ def run_query(
     system = get_system(hyd["system"])
     kept = hyd["mode"] == "kept"
     levels = [lv["name"] for lv in suite_env["data"]["levels"]]
-    root = stores_root(build_dir) if kept else Path(build_dir) / WORK_DIR
+    root = stores_root(build_dir) if kept else safe_child(Path(build_dir), WORK_DIR)
     counts = suite_env["data"]["counts"]
     slices = slice_count(execution, kept, counts["scopes"])
     items = (

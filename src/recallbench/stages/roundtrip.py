@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from recallbench.artifacts import envelope, inputs_of, require_made_from
+from recallbench.buildpaths import safe_child
 from recallbench.stages import tasks
 from recallbench.stages.execution import Execution, Stopwatch, cache_spec, run_tasks
 from recallbench.stages.hydrate import stores_root
@@ -100,7 +101,7 @@ def run_roundtrip(
     watch = Stopwatch()
     hyd, runs = hydrate_env["data"], runs_env["data"]
     system = get_system(hyd["system"])
-    work = Path(build_dir) / ROUNDTRIP_DIR
+    work = safe_child(Path(build_dir), ROUNDTRIP_DIR)
     if work.exists():
         shutil.rmtree(work)
     scope_ids = [s["scope_id"] for s in runs["scopes"]]

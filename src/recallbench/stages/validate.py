@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from recallbench.artifacts import envelope
-from recallbench.datasets.base import dataset_policy, open_source
+from recallbench.datasets.base import dataset_policy, dataset_policy_name, open_source
 from recallbench.errors import ArtifactError, RecallbenchError
 from recallbench.model import Drop, Scope
 
@@ -202,7 +202,7 @@ def _validate(
         "category_labels": {c: source.category_labels.get(c, c) for c in categories},
         "drop_rules": dict(source.drop_rules),
         "notes": list(source.notes),
-        "decision_policy": None if policy is None else f"{dataset} rules",
+        "decision_policy": None if policy is None else dataset_policy_name(dataset),
         "counts": {
             "scopes": len(scopes),
             "memories": memories,

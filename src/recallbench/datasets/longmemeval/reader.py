@@ -27,7 +27,7 @@ import ijson
 import orjson
 
 from recallbench.errors import RecallbenchError
-from recallbench.jsonstrict import StrictObject
+from recallbench.jsonstrict import StrictObject, interrupts_between
 
 try:  # the C backend is ~10x faster; fall back to whatever ijson picked
     import ijson.backends.yajl2_c as _ijson_backend
@@ -279,8 +279,10 @@ class DataFile:
             reader = _HashingReader(handle, progress)
             try:
                 for index, raw in enumerate(  # noqa: B007 - index is reported on errors
-                    _ijson_backend.items(
-                        reader, "item", use_float=True, buf_size=READ_CHUNK, **self._map_type()
+                    interrupts_between(  # a Ctrl-C must not land inside the C parser
+                        _ijson_backend.items(
+                            reader, "item", use_float=True, buf_size=READ_CHUNK, **self._map_type()
+                        )
                     )
                 ):
                     repeated = StrictObject.take_repeated() if self.strict_keys else None
