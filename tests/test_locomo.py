@@ -435,7 +435,7 @@ def test_duplicate_sample_id(tmp_path: Path) -> None:
     [
         (b"", "expected a JSON array of LoCoMo samples, found an empty file"),
         (b'{"sample_id": "x"}', "expected a JSON array of LoCoMo samples, found '{'"),
-        (b"[]", "the array holds no samples"),
+        (b"[]", "the array holds no records"),
         (b"[1]", "record[0]: must be an object, not an integer"),
         (
             b'[{"sample_id": "a", "qa": [], "conversation": {}}, {"sam',

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from recallbench.artifacts import file_sha256
 from recallbench.cli import main
+from recallbench.datasets import jsonstream
 from recallbench.datasets.longmemeval import reader
 from recallbench.datasets.longmemeval.generator import generate
 from recallbench.datasets.longmemeval.reader import DataFile, identify, open_source
@@ -106,7 +107,7 @@ def test_format_details(files: dict[str, Path]) -> None:
 def test_streams_one_instance_at_a_time(
     files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(reader, "READ_CHUNK", 4096)
+    monkeypatch.setattr(jsonstream, "READ_CHUNK", 4096)
     seen: list[int] = []
     source = DataFile(files["m"])
     stream = source.instances(progress=seen.append)

@@ -31,6 +31,7 @@ from recallbench.artifacts import (
     read_artifact,
     read_timing,
 )
+from recallbench.datasets.fixture_rules import POLICY_NAME
 from recallbench.datasets.fixtures import LEVEL, load_fixture_scope
 from recallbench.stages.validate import SPOOL
 from recallbench.systems.base import records_digest
@@ -127,7 +128,9 @@ def test_suite_records_the_identity_of_the_validated_files(staged_build: Path) -
     assert data["counts"]["queries"] == data["counts"]["queries_raw"] == 57
     assert data["drops"] == [] and data["counts"]["dropped"] == {}
     assert data["scopes"] == [{"scope_id": "suite", "memories": 80, "queries": 57}]
-    assert data["decision_policy"] == "fixtures rules"
+    # the suite names the rules `decide` applies to this dataset
+    assert data["decision_policy"] == POLICY_NAME
+    assert read_artifact(staged_build, "decision")["data"]["policy"] == POLICY_NAME
 
 
 def test_suite_names_the_scope_spool_later_stages_read(staged_build: Path) -> None:

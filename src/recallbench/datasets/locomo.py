@@ -61,20 +61,20 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-import ijson
-import orjson
-
+from recallbench.datasets.jsonstream import (
+    GENERATED_SIDECAR_SUFFIX as GENERATED_SIDECAR_SUFFIX,
+)
+from recallbench.datasets.jsonstream import (
+    JsonArrayFile,
+    file_sha256,
+    generated_sidecar,
+    record_error,
+)
 from recallbench.errors import RecallbenchError
-from recallbench.jsonstrict import StrictObject, interrupts_between
 from recallbench.measures import conversational_measures
 from recallbench.model import Drop, Level, Memory, Query, Scope
-
-try:  # the C backend is ~10x faster; fall back to whatever ijson picked
-    import ijson.backends.yajl2_c as _ijson_backend
-except ImportError:  # pragma: no cover - depends on the platform's wheel
-    _ijson_backend = ijson
 
 NAME = "locomo"
 #: HotMem's project/organisation scope for every stored memory.
@@ -82,8 +82,6 @@ STORE_IDENTIFIER = "locomo"
 UNITS: tuple[str, ...] = ("session", "turn")
 DEFAULT_UNIT = "session"
 #: Suffix of the sidecar the generator writes next to a synthetic file.
-GENERATED_SIDECAR_SUFFIX = ".generated.json"
-READ_CHUNK = 1 << 20
 
 CATEGORY_NAMES: dict[str, str] = {
     "1": "multi-hop",
@@ -216,8 +214,7 @@ def _type_name(value: Any) -> str:
 
 
 def _fail(path: Path, index: int, sample_id: Any, message: str) -> RecallbenchError:
-    who = f" (sample_id {sample_id!r})" if isinstance(sample_id, str) else ""
-    return RecallbenchError(f"{path}: record[{index}]{who}: {message}")
+    return record_error(path, index, "sample_id", sample_id, message)
 
 
 def check_sample(raw: Any, index: int, path: Path) -> Sample:
@@ -366,58 +363,22 @@ def check_sample(raw: Any, index: int, path: Path) -> Sample:
 # -- streaming ---------------------------------------------------------------------------
 
 
-class _HashingReader:
-    """A binary file wrapper that hashes (and reports) every byte the parser reads."""
-
-    def __init__(self, handle: BinaryIO, progress: Callable[[int], Any] | None) -> None:
-        self._handle = handle
-        self._progress = progress
-        self.digest = hashlib.sha256()
-        self.size = 0
-
-    def read(self, size: int = -1) -> bytes:
-        chunk = self._handle.read(size)
-        if chunk:
-            self.digest.update(chunk)
-            self.size += len(chunk)
-            if self._progress is not None:
-                self._progress(len(chunk))
-        return chunk
-
-    def drain(self) -> None:
-        """Hash whatever the parser did not need to read (trailing whitespace)."""
-        while self.read(READ_CHUNK):
-            pass
-
-
-def _first_byte(path: Path) -> bytes:
-    with open(path, "rb") as handle:
-        head = handle.read(4096)
-    head = head.removeprefix(b"\xef\xbb\xbf").lstrip()
-    return head[:1]
-
-
 def identify(path: Path, sha256: str) -> dict[str, Any]:
     """{"known": bool, "label": sentence}: synthetic data from our generator, or unknown."""
-    sidecar = Path(str(path) + GENERATED_SIDECAR_SUFFIX)
-    if sidecar.is_file():
-        try:
-            meta = orjson.loads(sidecar.read_bytes())
-        except (orjson.JSONDecodeError, OSError):
-            meta = None
-        if isinstance(meta, dict) and meta.get("sha256") == sha256:
-            params = meta.get("parameters")
-            params = params if isinstance(params, dict) else {}
-            counts = meta.get("counts")
-            questions = counts.get("questions_total") if isinstance(counts, dict) else None
-            return {
-                "known": True,
-                "label": (
-                    "synthetic data from the recallbench generator "
-                    f"({params.get('conversations')} conversations, {questions} questions, "
-                    f"seed {params.get('seed')}) - not LoCoMo"
-                ),
-            }
+    meta = generated_sidecar(path, sha256)
+    if meta is not None:
+        params = meta.get("parameters")
+        params = params if isinstance(params, dict) else {}
+        counts = meta.get("counts")
+        questions = counts.get("questions_total") if isinstance(counts, dict) else None
+        return {
+            "known": True,
+            "label": (
+                "synthetic data from the recallbench generator "
+                f"({params.get('conversations')} conversations, {questions} questions, "
+                f"seed {params.get('seed')}) - not LoCoMo"
+            ),
+        }
     return {
         "known": False,
         "label": "LoCoMo-format file (sha256 matches no release recorded here)",
@@ -465,6 +426,7 @@ class LoCoMoSource:
 
         self.unit = unit
         self.size_bytes = check_regular_file(self.path, "LoCoMo file", input_limit("data"))
+        self._array = JsonArrayFile(self.path, what="LoCoMo samples", id_field="sample_id")
         self.options: dict[str, Any] = {"unit": unit}
         session_level = Level("session", "", "a LoCoMo session (D<N>)")
         if unit == "session":
@@ -475,59 +437,31 @@ class LoCoMoSource:
         self._counts = _Counts()
 
     # -- the stream ----------------------------------------------------------------------
-    #: refuse an object that repeats a key (validate sets it; later passes skip the cost)
-    strict_keys = False
+    @property
+    def strict_keys(self) -> bool:
+        """Refuse an object that repeats a key (validate sets it)."""
+        return self._array.strict_keys
 
-    def _map_type(self) -> dict[str, Any]:
-        return {"map_type": StrictObject} if self.strict_keys else {}
+    @strict_keys.setter
+    def strict_keys(self, value: bool) -> None:
+        self._array.strict_keys = value
 
     def samples(self, progress: Callable[[int], Any] | None = None) -> Iterator[Sample]:
         """Every sample, checked, in file order; sets `sha256` when exhausted."""
-        first = _first_byte(self.path)
-        if first != b"[":
-            found = "an empty file" if not first else repr(first.decode(errors="replace"))
-            raise RecallbenchError(
-                f"{self.path}: expected a JSON array of LoCoMo samples, found {found}"
-            )
-        index = -1
         seen: dict[str, int] = {}
-        with open(self.path, "rb") as handle:
-            reader = _HashingReader(handle, progress)
-            try:
-                for index, raw in enumerate(  # noqa: B007 - index is reported on errors
-                    interrupts_between(  # a Ctrl-C must not land inside the C parser
-                        _ijson_backend.items(
-                            reader, "item", use_float=True, buf_size=READ_CHUNK, **self._map_type()
-                        )
-                    )
-                ):
-                    repeated = StrictObject.take_repeated() if self.strict_keys else None
-                    if repeated is not None:
-                        raise _fail(
-                            self.path,
-                            index,
-                            raw.get("sample_id"),
-                            f"an object repeats the key {repeated!r}",
-                        )
-                    sample = check_sample(raw, index, self.path)
-                    if sample.sample_id in seen:
-                        raise _fail(
-                            self.path,
-                            index,
-                            sample.sample_id,
-                            f"field 'sample_id' repeats record[{seen[sample.sample_id]}]",
-                        )
-                    seen[sample.sample_id] = index
-                    yield sample
-            except (ijson.JSONError, UnicodeDecodeError) as exc:
-                where = f"after record[{index}]" if index >= 0 else "before the first record"
-                reason = (str(exc).strip().splitlines() or ["unreadable"])[0]  # yajl adds a caret
-                raise RecallbenchError(f"{self.path}: invalid JSON {where}: {reason}") from None
-            reader.drain()
-        if index < 0:
-            raise RecallbenchError(f"{self.path}: the array holds no samples")
-        self.size_bytes = reader.size
-        self.sha256 = reader.digest.hexdigest()
+        for index, raw in self._array.stream(progress):
+            sample = check_sample(raw, index, self.path)
+            if sample.sample_id in seen:
+                raise _fail(
+                    self.path,
+                    index,
+                    sample.sample_id,
+                    f"field 'sample_id' repeats record[{seen[sample.sample_id]}]",
+                )
+            seen[sample.sample_id] = index
+            yield sample
+        self.size_bytes = self._array.size
+        self.sha256 = self._array.sha256
 
     def stream(self, progress: Callable[[int], Any] | None = None) -> Iterator[Scope | Drop]:
         """Per conversation: its drops (question order), then its scope (if any query)."""
@@ -645,11 +579,7 @@ class LoCoMoSource:
     # -- what the stages ask -------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
         if self.sha256 is None:  # not streamed (yet): hash the file on its own
-            digest = hashlib.sha256()
-            with open(self.path, "rb") as handle:
-                while chunk := handle.read(READ_CHUNK):
-                    digest.update(chunk)
-            self.sha256 = digest.hexdigest()
+            self.sha256 = file_sha256(self.path)
         known = identify(self.path, self.sha256)
         return {
             "dataset": NAME,

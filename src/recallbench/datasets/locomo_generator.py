@@ -47,6 +47,8 @@ from typing import Any
 import orjson
 
 from recallbench.datasets.locomo import GENERATED_SIDECAR_SUFFIX
+from recallbench.datasets.synthetic import COMMON_WORDS as _COMMON
+from recallbench.datasets.synthetic import allocate, pseudo_words
 from recallbench.errors import RecallbenchError
 
 GENERATOR = "recallbench.datasets.locomo_generator"
@@ -57,85 +59,6 @@ DEFAULT_QUESTIONS = (150, 250)  # real: 1,986 over 10 conversations
 
 _TOPICS = 32
 _WORDS_PER_TOPIC = 60
-_CONSONANTS = "bcdfghjklmnprstvwz"
-_VOWELS = "aeiou"
-_COMMON = [
-    "i",
-    "my",
-    "me",
-    "we",
-    "the",
-    "a",
-    "an",
-    "and",
-    "or",
-    "but",
-    "so",
-    "to",
-    "of",
-    "in",
-    "on",
-    "at",
-    "for",
-    "with",
-    "about",
-    "from",
-    "that",
-    "this",
-    "it",
-    "is",
-    "was",
-    "were",
-    "be",
-    "been",
-    "have",
-    "had",
-    "do",
-    "did",
-    "not",
-    "just",
-    "really",
-    "also",
-    "very",
-    "some",
-    "more",
-    "when",
-    "then",
-    "what",
-    "how",
-    "can",
-    "could",
-    "would",
-    "will",
-    "maybe",
-    "think",
-    "know",
-    "want",
-    "need",
-    "like",
-    "get",
-    "got",
-    "go",
-    "went",
-    "make",
-    "made",
-    "time",
-    "day",
-    "week",
-    "last",
-    "next",
-    "new",
-    "good",
-    "great",
-    "little",
-    "lot",
-    "thing",
-    "things",
-    "you",
-    "your",
-    "yes",
-    "no",
-]
 _STOCK_TURNS = ("Thanks so much!", "Talk soon!", "Take care!", "Wow, that is great!")
 _OPENERS = ("Oh, and", "By the way,", "Guess what:", "I forgot to say that", "Funny thing,")
 _SEPARATORS = ("; ", ",", " ", ";", ", ")
@@ -148,18 +71,6 @@ _TEMPLATES = {
 }
 
 
-def _allocate(total: int, weights: dict[int, int]) -> list[int]:
-    """Largest-remainder allocation of `total` items to the weighted keys, in key order."""
-    whole = sum(weights.values())
-    raw = {k: total * w / whole for k, w in weights.items()}
-    counts = {k: int(v) for k, v in raw.items()}
-    rest = total - sum(counts.values())
-    order = list(weights)
-    for k in sorted(raw, key=lambda k: (-(raw[k] - counts[k]), order.index(k)))[:rest]:
-        counts[k] += 1
-    return [k for k in weights for _ in range(counts[k])]
-
-
 def _span(value: int | tuple[int, int], name: str, minimum: int) -> tuple[int, int]:
     lo, hi = (value, value) if isinstance(value, int) else tuple(value)
     if not minimum <= lo <= hi:
@@ -170,16 +81,7 @@ def _span(value: int | tuple[int, int], name: str, minimum: int) -> tuple[int, i
 class _Vocabulary:
     def __init__(self, seed: int) -> None:
         rng = random.Random(f"locomo-vocab:{seed}")
-        seen: set[str] = set(_COMMON)
-        words: list[str] = []
-        while len(words) < _TOPICS * _WORDS_PER_TOPIC + 200:
-            n = rng.choice((2, 2, 3, 3, 4))
-            word = "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(n))
-            if rng.random() < 0.3:
-                word += rng.choice(_CONSONANTS)
-            if word not in seen:
-                seen.add(word)
-                words.append(word)
+        words = pseudo_words(rng, _TOPICS * _WORDS_PER_TOPIC + 200, (2, 2, 3, 3, 4), _COMMON)
         self.topics = [
             words[t * _WORDS_PER_TOPIC : (t + 1) * _WORDS_PER_TOPIC] for t in range(_TOPICS)
         ]
@@ -251,7 +153,7 @@ class _Conversation:
     def questions(self, gen: _Generator, counts: dict[str, Any]) -> None:
         rng = self.rng
         total = rng.randint(*gen.questions)
-        categories = _allocate(total, CATEGORY_COUNTS)
+        categories = allocate(total, CATEGORY_COUNTS)
         rng.shuffle(categories)
         answerable = [q for q, cat in enumerate(categories) if cat != 5]
         trap = answerable[len(answerable) // 2] if answerable else None

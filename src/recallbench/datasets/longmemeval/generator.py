@@ -41,6 +41,8 @@ from typing import Any
 import orjson
 
 from recallbench.datasets.longmemeval.reader import GENERATED_SIDECAR_SUFFIX
+from recallbench.datasets.synthetic import COMMON_WORDS as _COMMON
+from recallbench.datasets.synthetic import allocate, pseudo_words
 from recallbench.errors import RecallbenchError
 
 GENERATOR_VERSION = 1
@@ -60,95 +62,7 @@ ABSTENTION_SHARE = 30 / 500
 #: pool size per filler slot; 2.0 gives ~79% distinct sessions (S: ~19.2k unique of ~24k)
 POOL_SHARE = {"s": 2.0, "m": 2.0, "oracle": 1.0}
 
-_COMMON = [
-    "i",
-    "my",
-    "me",
-    "we",
-    "the",
-    "a",
-    "an",
-    "and",
-    "or",
-    "but",
-    "so",
-    "to",
-    "of",
-    "in",
-    "on",
-    "at",
-    "for",
-    "with",
-    "about",
-    "from",
-    "that",
-    "this",
-    "it",
-    "is",
-    "was",
-    "were",
-    "be",
-    "been",
-    "have",
-    "had",
-    "do",
-    "did",
-    "not",
-    "just",
-    "really",
-    "also",
-    "very",
-    "some",
-    "more",
-    "most",
-    "when",
-    "then",
-    "what",
-    "which",
-    "who",
-    "how",
-    "can",
-    "could",
-    "would",
-    "should",
-    "will",
-    "maybe",
-    "think",
-    "know",
-    "want",
-    "need",
-    "like",
-    "get",
-    "got",
-    "go",
-    "went",
-    "make",
-    "made",
-    "time",
-    "day",
-    "week",
-    "last",
-    "next",
-    "new",
-    "good",
-    "great",
-    "little",
-    "lot",
-    "thing",
-    "things",
-    "you",
-    "your",
-    "yes",
-    "no",
-    "thanks",
-    "please",
-    "help",
-    "idea",
-    "plan",
-]
 _UNICODE = ("café", "naïve", "résumé", "Zürich", "jalapeño", "façade", "smörgåsbord", "😊")
-_CONSONANTS = "bcdfghjklmnprstvwz"
-_VOWELS = "aeiou"
 _TOPICS = 48
 _WORDS_PER_TOPIC = 120
 
@@ -169,30 +83,10 @@ _EVIDENCE_OPENERS = (
 _ASSISTANT_OPENERS = ("As I suggested earlier,", "To recap my recommendation,", "In short,")
 
 
-def _allocate(total: int, weights: dict[str, int]) -> list[str]:
-    """Largest-remainder allocation of `total` items to the weighted keys, in key order."""
-    whole = sum(weights.values())
-    raw = {k: total * w / whole for k, w in weights.items()}
-    counts = {k: int(v) for k, v in raw.items()}
-    rest = total - sum(counts.values())
-    for k in sorted(raw, key=lambda k: (-(raw[k] - counts[k]), list(weights).index(k)))[:rest]:
-        counts[k] += 1
-    return [k for k in weights for _ in range(counts[k])]
-
-
 class _Vocabulary:
     def __init__(self, seed: int) -> None:
         rng = random.Random(f"vocab:{seed}")
-        seen: set[str] = set()
-        words: list[str] = []
-        while len(words) < _TOPICS * _WORDS_PER_TOPIC:
-            n = rng.choice((2, 2, 3, 3, 3, 4))
-            word = "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(n))
-            if rng.random() < 0.3:
-                word += rng.choice(_CONSONANTS)
-            if word not in seen and word not in _COMMON:
-                seen.add(word)
-                words.append(word)
+        words = pseudo_words(rng, _TOPICS * _WORDS_PER_TOPIC, (2, 2, 3, 3, 3, 4), _COMMON)
         self.topics = [
             words[t * _WORDS_PER_TOPIC : (t + 1) * _WORDS_PER_TOPIC] for t in range(_TOPICS)
         ]
@@ -281,7 +175,7 @@ class _Generator:
     # -- questions ------------------------------------------------------------------
     def instances(self) -> Iterator[dict[str, Any]]:
         rng = random.Random(f"questions:{self.seed}")
-        types = _allocate(self.questions, TYPE_COUNTS)
+        types = allocate(self.questions, TYPE_COUNTS)
         rng.shuffle(types)
         n_abs = round(self.questions * ABSTENTION_SHARE)
         if n_abs == 0 and self.questions >= 5:

@@ -15,24 +15,18 @@ and the field path, e.g.::
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, NamedTuple
 
-import ijson
-import orjson
-
+from recallbench.datasets.jsonstream import (
+    GENERATED_SIDECAR_SUFFIX as GENERATED_SIDECAR_SUFFIX,
+)
+from recallbench.datasets.jsonstream import JsonArrayFile, generated_sidecar, record_error
 from recallbench.errors import RecallbenchError
-from recallbench.jsonstrict import StrictObject, interrupts_between
-
-try:  # the C backend is ~10x faster; fall back to whatever ijson picked
-    import ijson.backends.yajl2_c as _ijson_backend
-except ImportError:  # pragma: no cover - depends on the platform's wheel
-    _ijson_backend = ijson
 
 #: sha256 -> what the file is. Only files whose digests are published in the project's
 #: reference notes are listed; any other file is "unknown" and gets a warning.
@@ -51,11 +45,8 @@ KNOWN_RELEASES: dict[str, dict[str, Any]] = {
     },
 }
 
-#: Suffix of the sidecar the generator writes next to a synthetic file.
-GENERATED_SIDECAR_SUFFIX = ".generated.json"
 
 ROLES = ("user", "assistant")
-READ_CHUNK = 1 << 20
 
 
 class Turn(NamedTuple):
@@ -81,31 +72,8 @@ class Instance:
     answer_session_ids: tuple[str, ...] | None
 
 
-class _HashingReader:
-    """A binary file wrapper that hashes (and reports) every byte the parser reads."""
-
-    def __init__(self, handle: BinaryIO, progress: Callable[[int], Any] | None) -> None:
-        self._handle = handle
-        self._progress = progress
-        self.digest = hashlib.sha256()
-
-    def read(self, size: int = -1) -> bytes:
-        chunk = self._handle.read(size)
-        if chunk:
-            self.digest.update(chunk)
-            if self._progress is not None:
-                self._progress(len(chunk))
-        return chunk
-
-    def drain(self) -> None:
-        """Hash whatever the parser did not need to read (trailing whitespace)."""
-        while self.read(READ_CHUNK):
-            pass
-
-
 def _fail(path: Path, index: int, qid: Any, message: str) -> RecallbenchError:
-    who = f" (question_id {qid!r})" if isinstance(qid, str) else ""
-    return RecallbenchError(f"{path}: record[{index}]{who}: {message}")
+    return record_error(path, index, "question_id", qid, message)
 
 
 def _type_name(value: Any) -> str:
@@ -238,13 +206,6 @@ def _turn_problem(turn: Any, where: str) -> str:
     return f"field '{where}.has_answer' must be a boolean, not {_type_name(has_answer)}"
 
 
-def _first_byte(path: Path) -> bytes:
-    with open(path, "rb") as handle:
-        head = handle.read(4096)
-    head = head.removeprefix(b"\xef\xbb\xbf").lstrip()
-    return head[:1]
-
-
 class DataFile:
     """A LongMemEval file on disk, read as a stream."""
 
@@ -255,53 +216,26 @@ class DataFile:
         self.size = check_regular_file(self.path, "LongMemEval file", input_limit("data"))
         self.sha256: str | None = None
         self.records = 0
+        self._array = JsonArrayFile(self.path, what="question objects", id_field="question_id")
 
-    #: refuse an object that repeats a key (validate sets it; later passes read the same
-    #: bytes, checked by sha256, and skip the cost)
-    strict_keys = False
+    @property
+    def strict_keys(self) -> bool:
+        """Refuse an object that repeats a key (validate sets it)."""
+        return self._array.strict_keys
 
-    def _map_type(self) -> dict[str, Any]:
-        return {"map_type": StrictObject} if self.strict_keys else {}
+    @strict_keys.setter
+    def strict_keys(self, value: bool) -> None:
+        self._array.strict_keys = value
 
     def instances(self, progress: Callable[[int], Any] | None = None) -> Iterator[Instance]:
         """Yield every record, checked, in file order; set `sha256` when exhausted.
 
         `progress` is called with the number of bytes read, chunk by chunk.
         """
-        first = _first_byte(self.path)
-        if first != b"[":
-            found = "an empty file" if not first else f"{first.decode(errors='replace')!r}"
-            raise RecallbenchError(
-                f"{self.path}: expected a JSON array of question objects, found {found}"
-            )
-        index = -1
-        with open(self.path, "rb") as handle:
-            reader = _HashingReader(handle, progress)
-            try:
-                for index, raw in enumerate(  # noqa: B007 - index is reported on errors
-                    interrupts_between(  # a Ctrl-C must not land inside the C parser
-                        _ijson_backend.items(
-                            reader, "item", use_float=True, buf_size=READ_CHUNK, **self._map_type()
-                        )
-                    )
-                ):
-                    repeated = StrictObject.take_repeated() if self.strict_keys else None
-                    if repeated is not None:
-                        raise _fail(
-                            self.path,
-                            index,
-                            raw.get("question_id"),
-                            f"an object repeats the key {repeated!r}",
-                        )
-                    yield check_record(raw, index, self.path)
-            except ijson.JSONError as exc:
-                where = f"after record[{index}]" if index >= 0 else "before the first record"
-                raise RecallbenchError(f"{self.path}: invalid JSON {where}: {exc}") from None
-            reader.drain()
-        if index < 0:
-            raise RecallbenchError(f"{self.path}: the array holds no records")
-        self.records = index + 1
-        self.sha256 = reader.digest.hexdigest()
+        for index, raw in self._array.stream(progress):
+            yield check_record(raw, index, self.path)
+        self.records = self._array.records
+        self.sha256 = self._array.sha256
 
 
 def identify(path: Path, sha256: str) -> dict[str, Any]:
@@ -317,25 +251,20 @@ def identify(path: Path, sha256: str) -> dict[str, Any]:
             **release,
             "label": f"{release['file']} ({release['release']} release, sha256 matches)",
         }
-    sidecar = Path(str(path) + GENERATED_SIDECAR_SUFFIX)
-    if sidecar.is_file():
-        try:
-            meta = orjson.loads(sidecar.read_bytes())
-        except orjson.JSONDecodeError:
-            meta = None
-        if isinstance(meta, dict) and meta.get("sha256") == sha256:
-            params = meta.get("parameters", {})
-            return {
-                "kind": "synthetic",
-                "known": True,
-                "generator": meta.get("generator"),
-                "parameters": params,
-                "label": (
-                    "synthetic data from the recallbench generator "
-                    f"(shape {params.get('shape')}, {params.get('questions')} questions, "
-                    f"seed {params.get('seed')}) - not LongMemEval"
-                ),
-            }
+    meta = generated_sidecar(path, sha256)
+    if meta is not None:
+        params = meta.get("parameters", {})
+        return {
+            "kind": "synthetic",
+            "known": True,
+            "generator": meta.get("generator"),
+            "parameters": params,
+            "label": (
+                "synthetic data from the recallbench generator "
+                f"(shape {params.get('shape')}, {params.get('questions')} questions, "
+                f"seed {params.get('seed')}) - not LongMemEval"
+            ),
+        }
     return {
         "kind": "unknown",
         "known": False,
