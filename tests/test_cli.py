@@ -500,8 +500,7 @@ def test_validate_with_a_missing_file_is_one_problem(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "Traceback" not in result.output
     assert result.stderr.splitlines() == [
-        f"fixture file {missing} does not exist",
-        "recallbench validate: error: 1 problem(s); nothing written",
+        f"recallbench validate: error: fixture file {missing} does not exist",
     ]
 
 
@@ -553,7 +552,7 @@ def test_validate_refuses_ids_that_would_break_outputs(
     result = cli(build, "validate", "--corpus", corpus, "--queries", QUERIES)
     assert result.exit_code == 1
     lines = result.stderr.splitlines()
-    (problem,) = [x for x in lines if x.startswith(f"{corpus}:7: ")]
+    (problem,) = [x for x in lines if f"{corpus}:7: " in x]
     assert f"field 'memory_id' {bad_id!r}" in problem and reason in problem
     if not bad_id.isprintable():  # shown escaped: the terminal line cannot be reordered
         assert bad_id not in result.stderr
@@ -567,8 +566,7 @@ def test_validate_refuses_a_duplicate_json_key(tmp_path: Path) -> None:
     result = cli(build, "validate", "--corpus", corpus, "--queries", QUERIES)
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
-        f'{corpus}:4: duplicate key "fact" at fact',
-        "recallbench validate: error: 1 problem(s); nothing written",
+        f'recallbench validate: error: {corpus}:4: duplicate key "fact" at fact',
     ]
     assert_only_the_released_lock(build)
 
@@ -593,8 +591,7 @@ def test_validate_of_a_special_file_fails_fast(tmp_path: Path, kind: str) -> Non
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert proc.stderr.splitlines() == [
-        f"fixture file {special} {said}; give a regular file",
-        "recallbench validate: error: 1 problem(s); nothing written",
+        f"recallbench validate: error: fixture file {special} {said}; give a regular file",
     ]
     assert not (build / "suite.json").exists()
 

@@ -67,6 +67,8 @@ def run_guarded(command: str, fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except ValidationFailed as exc:
+        if len(exc.problems) == 1:  # one problem: one line
+            raise CommandError(command, exc.problems[0]) from None
         for problem in exc.problems:
             click.echo(problem, err=True)
         raise CommandError(command, f"{len(exc.problems)} problem(s); nothing written") from None
@@ -95,7 +97,10 @@ class Context:
     def read(self, kind: str) -> dict[str, Any]:
         from recallbench.artifacts import read_artifact
 
-        return read_artifact(self.build_dir, kind)
+        env = read_artifact(self.build_dir, kind)
+        if kind == "suite":  # the spool lies beside suite.json, wherever the build dir is now
+            env["spool_path"] = str(self.build_dir / env["data"]["spool"]["file"])
+        return env
 
     def read_current(self, kind: str) -> dict[str, Any]:
         """Read artifact `kind`, refusing it when anything upstream was remade since."""
