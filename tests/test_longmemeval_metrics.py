@@ -123,7 +123,8 @@ def test_conversational_measure_names_and_cutoffs() -> None:
         "turn_ndcg_any@1",
     ]
     assert {m.k for m in conversational_measures(5, levels)} == {1, 5}
-    assert {m.k for m in conversational_measures(3, levels)} == {1}
+    # the run's own top-k is always a cutoff too: nothing between 1 and top-k goes unscored
+    assert {m.k for m in conversational_measures(3, levels)} == {1, 3}
     assert [m.name for m in lme_measures(10, {"unit": "session"})] == names[:12]
     assert [m.name for m in lme_measures(10, {"unit": "turn"})] == names
 

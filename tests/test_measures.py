@@ -395,9 +395,9 @@ def test_conversational_measures_session_only() -> None:
     at10 = conversational_measures(10, session)
     assert [m.name for m in at10] == _names("", (1, 5, 10))
     assert [m.k for m in at10] == [1] * 4 + [5] * 4 + [10] * 4
-    # cutoffs above the run's top-k are left out
-    assert [m.name for m in conversational_measures(3, session)] == _names("", (1,))
-    assert [m.name for m in conversational_measures(50, session)] == _names("", (1, 5, 10))
+    # cutoffs above the run's top-k are left out; the run's top-k itself is always one
+    assert [m.name for m in conversational_measures(3, session)] == _names("", (1, 3))
+    assert [m.name for m in conversational_measures(50, session)] == _names("", (1, 5, 10, 50))
 
 
 def test_conversational_measures_session_and_turn() -> None:

@@ -89,7 +89,7 @@ def test_result_has_every_required_key(lane: Run) -> None:
     assert ds["categories"] == list(CATEGORIES)
     assert ds["levels"] == [{"name": "memory", "prefix": "", "description": "one fixture memory"}]
     assert ds["options"] == {} and ds["drop_rules"] == {}
-    assert ds["decision_policy"] == "fixtures rules"
+    assert ds["decision_policy"] == "hotmem-fixture-rules"
     assert ds["identity"]["known"] is True
     assert ds["identity"]["files"] == [
         {
