@@ -641,7 +641,7 @@ def open_source(paths: Mapping[str, Path], options: Mapping[str, Any]) -> LoCoMo
 
 
 def measures(top_k: int, options: Mapping[str, Any]) -> list[Any]:
-    """recall, recall_any, recall_all, ndcg_any at k = 1, 5, 10 (up to top-k), per level."""
+    """recall, recall_any, recall_all, ndcg_any at k = 1, 5, 10 (up to top-k) and top-k, per level."""
 
     levels = [Level("session")]
     if (options.get("unit") or DEFAULT_UNIT) == "turn":

@@ -111,8 +111,8 @@ def _fmt(x: float | None) -> str:
 
 
 def headline_measures(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The primary level's mean measures at the run's top-k (or the largest k scored below
-    it: conversational measures are scored at k in 1, 5, 10 only)."""
+    """The primary level's mean measures at the run's top-k (or, for a result made before
+    every dataset scored at its top-k, the largest k scored below it)."""
     primary = result["dataset"]["levels"][0]["name"]
     means = [m for m in result["run"]["measures"] if m["level"] == primary and not m["pooled"]]
     if not means:

@@ -324,7 +324,7 @@ def _levels(unit: str) -> tuple:
 
 
 def measures(top_k: int, options: dict[str, Any]) -> list[Any]:
-    """recall, recall_any, recall_all, ndcg_any at k = 1, 5, 10 (up to top-k), per level."""
+    """recall, recall_any, recall_all, ndcg_any at k = 1, 5, 10 (up to top-k) and top-k, per level."""
     from recallbench.measures import conversational_measures
 
     return conversational_measures(top_k, _levels(options.get("unit", "session")))
