@@ -36,6 +36,8 @@ def test_truncation_report_counts_what_the_model_never_sees() -> None:
         "texts_over_limit": 1,
         "tokens_total": sum(counts),
         "tokens_unseen": counts[1] - 256,
+        "tokens_of_long_texts": counts[1],
+        "share_unseen_of_long_texts": (counts[1] - 256) / counts[1],
         "share_unseen": (counts[1] - 256) / sum(counts),
     }
     assert truncation_report(get_system("hotmem").embedder, [long]) is None  # hash: no limit

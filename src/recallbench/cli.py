@@ -497,6 +497,14 @@ def prep_cmd(ctx: Context, cache: Path, system: str, workers: int) -> None:
 
     manifest = run_prep(ctx.read("suite"), cache, system, workers=workers)
     ctx.say(f"{cache}: {manifest['count']} vectors ({manifest['embedder_identity']})")
+    t = manifest.get("truncation")
+    if t and t["texts_over_limit"]:
+        click.echo(
+            f"note: {t['texts_over_limit']} of {t['texts']} stored texts exceed the embedder's "
+            f"{t['max_tokens']}-token window; the model never sees "
+            f"{t['share_unseen_of_long_texts']:.1%} of their tokens",
+            err=True,
+        )
 
 
 @command("check-baseline", writes=False)

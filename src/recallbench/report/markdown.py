@@ -321,8 +321,11 @@ def render_markdown(
             "## Embedder input limit",
             "",
             f"{t['texts_over_limit']} of {t['texts']} stored texts exceed the embedder's "
-            f"{t['max_tokens']}-token window; {_fmt(t['share_unseen'], pct=True)} of their "
-            f"tokens ({t['tokens_unseen']:,} of {t['tokens_total']:,}) were never seen by the model.",
+            f"{t['max_tokens']}-token window: the model never saw "
+            f"{_fmt(t['share_unseen_of_long_texts'], pct=True)} of their tokens "
+            f"({t['tokens_unseen']:,} of {t['tokens_of_long_texts']:,}; "
+            f"{_fmt(t['share_unseen'], pct=True)} of all {t['tokens_total']:,} stored tokens). "
+            "A long text is ranked by its opening only.",
             "",
         ]
     out += ["## Five worst queries", ""]

@@ -234,8 +234,8 @@ def truncation_report(embedder: Embedder | None, texts: Sequence[str]) -> dict[s
     """How much of `texts` the embedder's model never sees (None: no embedder or no limit).
 
     `texts_over_limit`: texts longer than `max_tokens`; `tokens_unseen`: the tokens past the
-    limit, summed over those texts; `share_unseen` = tokens_unseen / tokens_total, over all
-    texts. Token counts include the model's special tokens (for BERT-style models, [CLS]
+    limit, summed over those texts; `share_unseen_of_long_texts` = tokens_unseen / the
+    tokens of those texts; `share_unseen` = tokens_unseen / tokens_total, over all texts. Token counts include the model's special tokens (for BERT-style models, [CLS]
     and [SEP] count toward the limit, as they do in the model).
     """
     if embedder is None or embedder.max_tokens is None:
@@ -251,6 +251,8 @@ def truncation_report(embedder: Embedder | None, texts: Sequence[str]) -> dict[s
         "texts_over_limit": len(over),
         "tokens_total": total,
         "tokens_unseen": unseen,
+        "tokens_of_long_texts": sum(over),
+        "share_unseen_of_long_texts": unseen / sum(over) if over else 0.0,
         "share_unseen": unseen / total if total else 0.0,
     }
 
