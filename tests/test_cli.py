@@ -847,3 +847,53 @@ def test_data_options_of_another_dataset_are_usage_errors(tmp_path: Path) -> Non
     result = cli(tmp_path / "build", "validate", "--dataset", "longmemeval")
     assert result.exit_code == 2
     assert "--dataset longmemeval needs --data FILE" in result.stderr
+
+
+def test_the_size_limit_applies_to_dataset_files_and_can_be_raised(
+    big_longmemeval: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RECALLBENCH_MAX_INPUT_BYTES below a data file's size refuses it in one line naming
+    the limit and the variable; raised above it, the same file validates."""
+    build = tmp_path / "build"
+    size = big_longmemeval.stat().st_size
+    args = ["--build-dir", build, "validate", "--dataset", "longmemeval", "--data", big_longmemeval]
+    monkeypatch.setenv("RECALLBENCH_MAX_INPUT_BYTES", str(size - 1))
+    refused = recallbench(*args)
+    assert refused.returncode == 1
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith(f"recallbench validate: error: LongMemEval file {big_longmemeval}")
+    assert "RECALLBENCH_MAX_INPUT_BYTES" in line
+    assert not (build / "suite.json").exists()
+    monkeypatch.setenv("RECALLBENCH_MAX_INPUT_BYTES", str(size))
+    assert recallbench("-q", *args).returncode == 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to see open files")
+def test_ctrl_c_during_the_script_exits_130_and_writes_nothing(
+    big_longmemeval: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / "result.json"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "retrieval_eval.py"
+    env = {**os.environ, "NO_PROGRESS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "--longmemeval", big_longmemeval, "--output", output],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _opened(proc.pid, big_longmemeval.resolve()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert out == ""
+    assert err.splitlines() == ["recallbench retrieval_eval: interrupted; nothing half-written"]
+    assert not output.exists()
