@@ -13,7 +13,10 @@ def _stages(session: nox.Session) -> list[str]:
 
 
 def _install(session: nox.Session) -> None:
-    session.install("-e", ".[dev,docs]")
+    """Everything `make` installs: torch (a CPU build, first), the project with its dev,
+    docs, semantic and ray extras, and the example plugin, so no test is skipped."""
+    session.install("torch==2.13.0")
+    session.install("-e", ".[dev,docs,semantic,ray]", "-e", "examples/plugin-system")
 
 
 @nox.session
@@ -71,6 +74,7 @@ def baseline(session: nox.Session) -> None:
         "benchmarks/retrieval/baseline.json",
         "--out",
         "docs/img",
+        "--compare",
     )
 
 

@@ -62,12 +62,18 @@ def machine() -> dict[str, Any]:
 
 
 def measured(
-    cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None
+    cmd: list[str],
+    *,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    check: bool = True,
 ) -> dict[str, Any]:
     """Run `cmd`; its wall seconds, CPU seconds and the peak summed RSS of its process tree.
 
-    CPU seconds are the process's and its waited-for descendants' user + system time
-    (`RUSAGE_CHILDREN`); processes it did not wait for (Ray's workers) are not counted.
+    A failing command stops the benchmark, unless `check` is false: then the figures carry
+    its last line of stderr as "error". CPU seconds are the process's and its waited-for
+    descendants' user + system time (`RUSAGE_CHILDREN`); processes it did not wait for (Ray's
+    workers) are not counted.
     """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -85,10 +91,15 @@ def measured(
     elapsed = time.perf_counter() - start
     out, err = proc.communicate()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    error = None
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.decode().strip()}")
+        error = f"{' '.join(cmd)} failed ({proc.returncode}): {err.decode().strip()}"
+        if check:
+            raise SystemExit(error)
+        error = (err.decode().strip().splitlines() or [f"exit {proc.returncode}"])[-1]
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {
+        "error": error,
         "wall_s": elapsed,
         "cpu_s": cpu,
         "peak_rss_mb": peak / 2**20,

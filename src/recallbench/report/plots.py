@@ -459,8 +459,31 @@ def write_baseline_plots(baseline: Path, out_dir: Path) -> list[Path]:
     return list(files)
 
 
+#: the systems of the docs' comparison plot (the field's references beside HotMem)
+DOCS_COMPARE_SYSTEMS = ("hotmem", "bm25", "minilm", "hybrid-rrf")
+
+
+def docs_compare_plots(systems: Sequence[str] = DOCS_COMPARE_SYSTEMS) -> dict[str, bytes]:
+    """The docs' comparison plots: `systems` on the committed fixture suite, compared as
+    `recallbench compare` does by default (seed 0, 10,000 resamples)."""
+    import tempfile
+
+    from recallbench.compare import compare_results
+    from recallbench.options import fixture_dir
+    from recallbench.pipeline import run_pipeline
+
+    base = fixture_dir()
+    paths = {"corpus": base / "corpus.jsonl", "queries": base / "queries.jsonl"}
+    results = []
+    for name in systems:
+        with tempfile.TemporaryDirectory(prefix="recallbench-docs-") as work:
+            results.append(run_pipeline("fixtures", paths, Path(work), system=name).result)
+    doc = compare_results(results, list(systems), seed=0, resamples=10_000)
+    return {f"compare-{Path(f).name}": svg for f, svg in compare_plots(doc).items()}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """python -m recallbench.report.plots --baseline FILE --out DIR"""
+    """python -m recallbench.report.plots --baseline FILE --out DIR [--compare]"""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -469,9 +492,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--baseline", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help=f"also draw the comparison of {', '.join(DOCS_COMPARE_SYSTEMS)} on the fixtures",
+    )
     args = parser.parse_args(argv)
     for path in write_baseline_plots(args.baseline, args.out):
         print(f"wrote {path}", file=sys.stderr)
+    if args.compare:
+        from recallbench.artifacts import publish
+
+        files = {args.out / name: svg for name, svg in docs_compare_plots().items()}
+        publish(files)
+        for path in files:
+            print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
