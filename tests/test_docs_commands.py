@@ -81,3 +81,22 @@ def test_own_store_page_followed_verbatim(scratch_venv: Path, tmp_path: Path) ->
     assert re.search(r"^mine\s+available", listing, re.M), listing
     compare_md = (tmp_path / "build" / "compare.md").read_text(encoding="utf-8")
     assert "## bm25 against mine" in compare_md
+
+
+def test_the_example_plugin_compares_with_the_reference(tmp_path: Path) -> None:
+    """`pip install ./examples/plugin-system` (make setup does) then
+    `recallbench compare --system lancedb --system bm25` works: the plugin is found through
+    its entry point and compared per query with paired statistics."""
+    from click.testing import CliRunner
+
+    from recallbench.cli import main
+
+    result = CliRunner().invoke(
+        main,
+        ["--build-dir", str(tmp_path), "compare", "--system", "lancedb", "--system", "bm25"],
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("bm25 vs lancedb: ndcg@5 ")
+    compare_md = (tmp_path / "compare.md").read_text(encoding="utf-8")
+    assert "## bm25 against lancedb" in compare_md
+    assert "| lancedb | lancedb | " in compare_md
