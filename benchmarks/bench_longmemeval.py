@@ -24,7 +24,7 @@ Target of issue 11 (reported, not asserted): S-shaped, 2 workers, harness overhe
 end <= 5%. JSON: build/bench_longmemeval.json. The machine's load average is recorded
 before and after: other work on the machine inflates wall times (CPU times much less).
 
-    python benchmarks/bench_longmemeval.py [--questions 200] [--repeat 3] [--no-ray] ...
+    python benchmarks/bench_longmemeval.py [--questions 500] [--repeat 3] [--no-ray] ...
 """
 
 from __future__ import annotations
@@ -288,7 +288,7 @@ def print_lane(label: str, r: dict[str, Any], unit: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--questions", type=int, default=200, help="S-shaped questions")
+    parser.add_argument("--questions", type=int, default=500, help="S-shaped questions")
     parser.add_argument("--session-chars", type=int, default=4000)
     parser.add_argument("--m-questions", type=int, default=5, help="M-shaped (0: skip)")
     parser.add_argument("--locomo", type=int, default=10, help="LoCoMo conversations (0: skip)")

@@ -161,14 +161,6 @@ def stage_files(
     return files
 
 
-def write_envelope(
-    build_dir: Path, env: Mapping[str, Any], timing: Mapping[str, Any] | None = None
-) -> Path:
-    """Publish an envelope (and its timing sidecar) under its kind's file name."""
-    publish(stage_files(build_dir, env, timing))
-    return artifact_path(build_dir, env["artifact"])
-
-
 def check_envelope(env: Any, kind: str, where: str, command: str) -> dict[str, Any]:
     """`env` if it is an intact `kind` envelope of our schema; else an ArtifactError."""
     if not isinstance(env, dict) or env.get("artifact") != kind or "data" not in env:

@@ -81,7 +81,6 @@ NAME = "locomo"
 STORE_IDENTIFIER = "locomo"
 UNITS: tuple[str, ...] = ("session", "turn")
 DEFAULT_UNIT = "session"
-#: Suffix of the sidecar the generator writes next to a synthetic file.
 
 CATEGORY_NAMES: dict[str, str] = {
     "1": "multi-hop",

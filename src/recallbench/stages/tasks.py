@@ -16,7 +16,6 @@ exhausted: the convention of turn-level retrievers in the LongMemEval paper.
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -490,7 +489,3 @@ def embed_batch(texts: list[str]) -> dict[str, Any]:
 def worker_dir(root: Path, index: int) -> Path:
     """The directory of scope `index`'s store under `root`."""
     return Path(root) / f"{index:05d}"
-
-
-def pid_dir(root: Path) -> Path:
-    return Path(root) / f"w{os.getpid()}"

@@ -4,7 +4,7 @@ The suite artifact (suite.json) records the dataset's identity (files and sha256
 reader options, levels, categories, drop rules with every drop and its reason, the scope
 index (scope id, memories, queries) and counts. Beside it, validate writes the scope spool
 (``scopes.jsonl.gz``): every scope as one line of plain JSON, exactly what a worker needs.
-The data file is read once, here; later stages stream the spool (`scopes_of`), whose
+The data file is read once, here; later stages stream the spool (`scope_items`), whose
 sha256 suite.json records, and never parse the data file again.
 """
 
@@ -230,22 +230,13 @@ def _validate(
     return env
 
 
-def scopes_of(
-    suite_env: Mapping[str, Any], progress: Callable[[int], Any] | None = None
-) -> Iterator[tuple[int, Scope]]:
-    """(index, scope) for every scope of the suite, streamed from validate's spool.
+def scope_items(suite_env: Mapping[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(index, scope as plain data, as workers take it) for every scope of the suite,
+    streamed from validate's spool.
 
     The spool's sha256 must be the one suite.json records (checked as it is read; an
     ArtifactError at the end otherwise), so every stage sees exactly the validated scopes.
     """
-    for index, raw in scope_items(suite_env):
-        from recallbench.stages.tasks import scope_from_item
-
-        yield index, scope_from_item(raw)
-
-
-def scope_items(suite_env: Mapping[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(index, plain scope dict) from the spool, as workers take them."""
     spool = suite_env["data"]["spool"]
     path = Path(suite_env.get("spool_path") or "")
     rerun = "run `recallbench validate` again"
