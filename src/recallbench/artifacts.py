@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -92,6 +92,17 @@ def _file_mode() -> int:
     return 0o666 & ~umask
 
 
+def _create_temp(path: Path) -> tuple[int, str]:
+    """A new temp file beside `path` (O_EXCL; no `tempfile`/`random` import at start-up)."""
+    for attempt in range(100):
+        tmp = path.parent / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.{attempt}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), str(tmp)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{path}: cannot create a temp file beside it")
+
+
 def publish(files: Mapping[Path, bytes]) -> None:
     """Write every file to a temp file beside it, then rename them all into place.
 
@@ -103,11 +114,11 @@ def publish(files: Mapping[Path, bytes]) -> None:
         for path, payload in files.items():
             path = Path(path)
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            fd, tmp = _create_temp(path)
             staged.append((tmp, path))
             with os.fdopen(fd, "wb") as handle:
                 handle.write(payload)
-            os.chmod(tmp, _file_mode())  # mkstemp makes 0600; give the file the usual mode
+            os.chmod(tmp, _file_mode())  # created 0600; give the file the usual mode
         for tmp, path in staged:
             os.replace(tmp, path)
     except BaseException:

@@ -21,10 +21,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from recallbench.errors import RecallbenchError
-from recallbench.model import Drop, Level, Scope
+
+if TYPE_CHECKING:  # the CLI imports this module for its names: keep start-up light
+    from recallbench.model import Drop, Level, Scope
 
 #: dataset name -> module that defines ``open_source`` (imported only when used)
 DATASETS: dict[str, str] = {
