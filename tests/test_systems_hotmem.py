@@ -37,7 +37,8 @@ def test_hotmem_rejects_its_corruptions_with_its_own_reasons(tmp_path: Path) -> 
     ).read_bytes()
     lines = gzip.decompress((stale / "memories.jsonl.gz").read_bytes()).splitlines()
     assert len(lines) == len(RECORDS)
-    assert orjson.loads(lines[0])["fact_text"] != RECORDS[0].text
+    edited = orjson.loads(lines[-1])  # the last record is the one edited
+    assert edited["fact_text"] != {r.memory_id: r.text for r in RECORDS}[edited["id"]]
 
 
 def test_the_digest_catches_a_row_deleted_behind_hotmems_back(tmp_path: Path) -> None:

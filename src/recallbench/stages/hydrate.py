@@ -32,14 +32,33 @@ def stores_root(build_dir: Path) -> Path:
 
 
 def truncation(system: Any, suite_env: Mapping[str, Any]) -> dict[str, Any] | None:
-    """How many stored texts exceed the system's embedder input limit (None: no limit)."""
+    """How many stored texts exceed the system's embedder input limit (None: no limit),
+    counted scope by scope (the texts of one scope in memory at a time)."""
     embedder = getattr(system, "embedder", None)
     if embedder is None or getattr(embedder, "max_tokens", None) is None:
         return None
     from recallbench.systems.base import truncation_report
 
-    texts = [m["text"] for _, scope in scope_items(suite_env) for m in scope["memories"]]
-    return truncation_report(embedder, texts)
+    total: dict[str, Any] = {}
+    for _, scope in scope_items(suite_env):
+        part = truncation_report(embedder, [m["text"] for m in scope["memories"]])
+        for key in (
+            "texts",
+            "texts_over_limit",
+            "tokens_total",
+            "tokens_unseen",
+            "tokens_of_long_texts",
+        ):
+            total[key] = total.get(key, 0) + part[key]
+        total["max_tokens"] = part["max_tokens"]
+    if not total:
+        return None
+    long_tokens, all_tokens = total["tokens_of_long_texts"], total["tokens_total"]
+    total["share_unseen_of_long_texts"] = (
+        total["tokens_unseen"] / long_tokens if long_tokens else 0.0
+    )
+    total["share_unseen"] = total["tokens_unseen"] / all_tokens if all_tokens else 0.0
+    return total
 
 
 def run_hydrate(

@@ -75,13 +75,12 @@ def run_prep(
     except BaseException:
         writer.abort()
         raise
-    from recallbench.systems.base import truncation_report
+    from recallbench.stages.hydrate import truncation
 
-    memory_texts = [m["text"] for _, scope in scope_items(suite_env) for m in scope["memories"]]
     manifest = writer.finish(
         {
             "source": cache_source(suite_env),
-            "truncation": truncation_report(system.embedder, memory_texts),
+            "truncation": truncation(system, suite_env),
             "system": system_name,
             "texts": {"seen": texts_seen, "distinct": len(seen)},
             "recallbench_version": __version__,

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import io
 import json
 import logging
+import struct
 import tempfile
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -229,33 +230,46 @@ class HotMemClone:
         return [raw_byte_corruption(package_dir, work_dir), _stale_manifest(package_dir, work_dir)]
 
 
-def _gzip(data: bytes) -> bytes:
-    """Compressed as `write_package` does: level 9, no file name, mtime 0."""
-    out = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=out, mtime=0) as gz:
-        gz.write(data)
-    return out.getvalue()
+class _GzipWithPrefix:
+    """Gzip members of `prefix + tail` for many tails: the prefix is compressed once and the
+    compressor copied per tail (gzip header with mtime 0, level 9, as `write_package`)."""
+
+    def __init__(self, prefix: bytes) -> None:
+        self._deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+        self._head = self._deflate.compress(prefix)
+        self._crc = zlib.crc32(prefix)
+        self._size = len(prefix)
+
+    def member(self, tail: bytes) -> bytes:
+        deflate = self._deflate.copy()
+        body = self._head + deflate.compress(tail) + deflate.flush()
+        crc = zlib.crc32(tail, self._crc)
+        size = (self._size + len(tail)) & 0xFFFFFFFF
+        header = b"\x1f\x8b\x08\x00" + b"\x00\x00\x00\x00" + b"\x02\xff"
+        return header + body + struct.pack("<II", crc, size)
 
 
 def _stale_manifest(package_dir: Path, work_dir: Path) -> Corruption:
     """`stale_manifest`: one record's `fact_text` edited and the payload re-compressed validly
     (HotMem's canonical JSON, gzip mtime 0), `manifest.json` kept.
 
-    The edit replaces one character, tried at successive positions until the re-compressed
-    payload keeps the size the manifest records: HotMem's size check then passes and its
-    decompressed sha256 (`decompressed_digest_mismatch`) is what must catch the change.
-    When no such edit is found, the text is extended and the size check catches it.
+    The last record is edited: one character replaced, tried at successive positions until
+    the re-compressed payload keeps the size the manifest records, so HotMem's size check
+    passes and its decompressed sha256 (`decompressed_digest_mismatch`) is what must catch
+    the change. The unchanged records are compressed once, whatever the store's size. When
+    no such edit is found, the text is extended and the size check catches it.
     """
     dest = copy_package(package_dir, work_dir, "stale_manifest")
     payload = dest / PAYLOAD_GZ
     original = payload.read_bytes()
     lines = gzip.decompress(original).splitlines(keepends=True)
-    record = json.loads(lines[0])
+    record = json.loads(lines[-1])
     text = record["fact_text"]
+    packer = _GzipWithPrefix(b"".join(lines[:-1]))
 
     def rewritten(new_text: str) -> bytes:
         edited = dict(record, fact_text=new_text)
-        return _gzip(b"".join([canonical_line(edited).encode(), *lines[1:]]))
+        return packer.member(canonical_line(edited).encode())  # ends with its newline
 
     how, blob = "extended", rewritten(edit_text(text))
     for i in range(min(len(text), 200)):
@@ -329,6 +343,9 @@ class HotMemSystem(TimedCalls):
             raise FileNotFoundError(f"{path}: no HotMem store here")
         with self._inside():
             db = MemoryDB(path)
+            # opening rebuilds the FTS index in a transaction HotMem leaves open: end it, or
+            # the write lock stays held and other workers opening the same store time out
+            db.commit()
         silence_hotmem_tracing()
         inner = self.embedder.inner
         embedder = inner if vectors is None else _CachedEmbedder(inner.descriptor, vectors)
