@@ -11,7 +11,7 @@ BUILD ?= build
 STAMP := $(VENV)/.recallbench-installed
 RB := $(BIN)/recallbench --build-dir "$(BUILD)"
 
-.PHONY: setup setup-semantic eval test lint docs baseline bench bench-longmemeval clean
+.PHONY: setup setup-semantic eval test lint docs baseline bench bench-longmemeval bench-peer bench-large bench-large-full clean
 
 setup: $(STAMP)
 
@@ -56,8 +56,18 @@ baseline: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_pipeline.py
 
-bench-longmemeval: $(STAMP)  # about 7 minutes on 2 cores
+bench-longmemeval: $(STAMP)  # about 5 minutes on 2 cores
 	$(BIN)/python benchmarks/bench_longmemeval.py
+
+# The peer is never a dependency: python3 -m venv /tmp/mce-venv && /tmp/mce-venv/bin/pip install memory-core-eval
+bench-peer: $(STAMP)
+	$(BIN)/python benchmarks/bench_peer.py $(if $(MCEVAL),--mceval $(MCEVAL))
+
+bench-large: $(STAMP)  # 20,000 memories x 200 queries, a few minutes
+	$(BIN)/python benchmarks/bench_large_fixture.py
+
+bench-large-full: $(STAMP)  # 20,000 x 2,000: about 15 minutes with 1 worker, 9 with 2
+	$(BIN)/python benchmarks/bench_large_fixture.py --queries 2000
 
 # `make clean` empties BUILD (everything recallbench wrote; README.md stays) and removes .nox.
 # It refuses a BUILD that is empty, or is / or a directory containing this one or $HOME
