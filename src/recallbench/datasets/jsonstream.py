@@ -43,6 +43,19 @@ def record_error(
     return RecallbenchError(f"{path}: record[{index}]{who}: {message}")
 
 
+def type_name(value: Any) -> str:
+    """A JSON value's type in words, for messages ("a string", "an object", "null", ...)."""
+    return {
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
+
+
 class _HashingReader:
     """A binary file wrapper that hashes (and reports) every byte the parser reads."""
 

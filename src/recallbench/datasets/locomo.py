@@ -72,6 +72,7 @@ from recallbench.datasets.jsonstream import (
     generated_sidecar,
     record_error,
 )
+from recallbench.datasets.jsonstream import type_name as _type_name
 from recallbench.errors import RecallbenchError
 from recallbench.measures import conversational_measures
 from recallbench.model import Drop, Level, Memory, Query, Scope
@@ -198,18 +199,6 @@ class Sample:
     questions: tuple[Question, ...]
     empty_sessions: int
     dates_without_sessions: int
-
-
-def _type_name(value: Any) -> str:
-    return {
-        str: "a string",
-        list: "a list",
-        dict: "an object",
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        type(None): "null",
-    }.get(type(value), type(value).__name__)
 
 
 def _fail(path: Path, index: int, sample_id: Any, message: str) -> RecallbenchError:

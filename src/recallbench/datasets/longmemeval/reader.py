@@ -26,6 +26,7 @@ from recallbench.datasets.jsonstream import (
     GENERATED_SIDECAR_SUFFIX as GENERATED_SIDECAR_SUFFIX,
 )
 from recallbench.datasets.jsonstream import JsonArrayFile, generated_sidecar, record_error
+from recallbench.datasets.jsonstream import type_name as _type_name
 from recallbench.errors import RecallbenchError
 
 #: sha256 -> what the file is. Only files whose digests are published in the project's
@@ -74,18 +75,6 @@ class Instance:
 
 def _fail(path: Path, index: int, qid: Any, message: str) -> RecallbenchError:
     return record_error(path, index, "question_id", qid, message)
-
-
-def _type_name(value: Any) -> str:
-    return {
-        str: "a string",
-        list: "a list",
-        dict: "an object",
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        type(None): "null",
-    }.get(type(value), type(value).__name__)
 
 
 def check_record(raw: Any, index: int, path: Path) -> Instance:
