@@ -37,18 +37,18 @@ label the file "synthetic ... not LoCoMo".
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import os
 import random
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from recallbench.datasets.locomo import GENERATED_SIDECAR_SUFFIX
 from recallbench.datasets.synthetic import COMMON_WORDS as _COMMON
-from recallbench.datasets.synthetic import allocate, pseudo_words
+from recallbench.datasets.synthetic import (
+    allocate,
+    pseudo_words,
+    write_json_array,
+    write_sidecar,
+)
 from recallbench.errors import RecallbenchError
 
 GENERATOR = "recallbench.datasets.locomo_generator"
@@ -352,33 +352,19 @@ def generate(
     span_q = _span(questions_per_conversation, "questions_per_conversation", 1)
     gen = _Generator(conversations, span_s, span_t, span_q, seed)
     counts = _new_counts()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256()
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
 
-            def write(chunk: bytes) -> None:
-                digest.update(chunk)
-                handle.write(chunk)
+    def records() -> Iterator[dict[str, Any]]:
+        for c in range(conversations):
+            conv = _Conversation(gen, c)
+            conv.questions(gen, counts)
+            counts["conversations"] += 1
+            counts["sessions"] += len(conv.sessions)
+            counts["turns"] += sum(len(s["turns"]) for s in conv.sessions)
+            counts["turns_with_images"] += conv.images
+            counts["session_dates_without_sessions"] += len(conv.extra_dates)
+            yield conv.record()
 
-            write(b"[\n")
-            for c in range(conversations):
-                conv = _Conversation(gen, c)
-                conv.questions(gen, counts)
-                counts["conversations"] += 1
-                counts["sessions"] += len(conv.sessions)
-                counts["turns"] += sum(len(s["turns"]) for s in conv.sessions)
-                counts["turns_with_images"] += conv.images
-                counts["session_dates_without_sessions"] += len(conv.extra_dates)
-                write((b",\n" if c else b"") + orjson.dumps(conv.record()))
-            write(b"\n]\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    written = write_json_array(Path(path), records())
     counts["questions_total"] = sum(counts["questions"].values())
     sidecar = {
         "generator": GENERATOR,
@@ -391,27 +377,10 @@ def generate(
             "questions_per_conversation": list(span_q),
             "seed": seed,
         },
-        "sha256": digest.hexdigest(),
-        "size_bytes": out.stat().st_size,
+        **written,
         "counts": counts,
     }
-    sidecar_path = Path(str(out) + GENERATED_SIDECAR_SUFFIX)
-    _atomic_write(
-        sidecar_path, orjson.dumps(sidecar, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-    )
-    return sidecar
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return write_sidecar(Path(path), sidecar)
 
 
 def _cli() -> Any:

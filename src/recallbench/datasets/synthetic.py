@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import random
-from collections.abc import Collection, Hashable, Sequence
-from typing import TypeVar
+import tempfile
+from collections.abc import Collection, Hashable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
 
 K = TypeVar("K", bound=Hashable)
 
@@ -126,3 +132,42 @@ def pseudo_words(
             seen.add(word)
             words.append(word)
     return words
+
+
+def write_json_array(out: Path, records: Iterable[Any]) -> dict[str, Any]:
+    """Stream `records` to `out` as a JSON array, one record per line, through a temp file
+    renamed into place (a failure leaves nothing); {"sha256", "size_bytes"} of the bytes."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+
+            def write(chunk: bytes) -> None:
+                digest.update(chunk)
+                handle.write(chunk)
+
+            write(b"[\n")
+            for n, record in enumerate(records):
+                write((b",\n" if n else b"") + orjson.dumps(record))
+            write(b"\n]\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return {"sha256": digest.hexdigest(), "size_bytes": out.stat().st_size}
+
+
+def write_sidecar(out: Path, sidecar: dict[str, Any]) -> dict[str, Any]:
+    """Write the generator's sidecar (`<out>.generated.json`: what made the file, its
+    sha256) that readers use to label the file synthetic; return it."""
+    from recallbench.artifacts import atomic_write_bytes
+    from recallbench.datasets.jsonstream import GENERATED_SIDECAR_SUFFIX
+
+    atomic_write_bytes(
+        Path(str(out) + GENERATED_SIDECAR_SUFFIX),
+        orjson.dumps(sidecar, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS),
+    )
+    return sidecar

@@ -30,19 +30,18 @@ reader uses to label the data "synthetic" instead of "unknown".
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import os
 import random
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from recallbench.datasets.longmemeval.reader import GENERATED_SIDECAR_SUFFIX
 from recallbench.datasets.synthetic import COMMON_WORDS as _COMMON
-from recallbench.datasets.synthetic import allocate, pseudo_words
+from recallbench.datasets.synthetic import (
+    allocate,
+    pseudo_words,
+    write_json_array,
+    write_sidecar,
+)
 from recallbench.errors import RecallbenchError
 
 GENERATOR_VERSION = 1
@@ -317,26 +316,7 @@ def generate(
     if shape != "oracle" and spq < 2:
         raise RecallbenchError("--sessions-per-question must be at least 2")
     gen = _Generator(shape, questions, seed, spq, session_chars, has_answer_keys, turn_labels_only)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256()
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-
-            def write(chunk: bytes) -> None:
-                digest.update(chunk)
-                handle.write(chunk)
-
-            write(b"[\n")
-            for n, record in enumerate(gen.instances()):
-                write((b",\n" if n else b"") + orjson.dumps(record))
-            write(b"\n]\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    written = write_json_array(Path(out), gen.instances())
     sidecar = {
         "generator": "recallbench.datasets.longmemeval.generator",
         "generator_version": GENERATOR_VERSION,
@@ -350,14 +330,9 @@ def generate(
             "has_answer_keys": has_answer_keys,
             "turn_labels_only": turn_labels_only,
         },
-        "sha256": digest.hexdigest(),
-        "size_bytes": out.stat().st_size,
+        **written,
     }
-    sidecar_path = Path(str(out) + GENERATED_SIDECAR_SUFFIX)
-    sidecar_path.write_bytes(
-        orjson.dumps(sidecar, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-    )
-    return sidecar
+    return write_sidecar(Path(out), sidecar)
 
 
 def _cli() -> Any:
