@@ -40,16 +40,8 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_longmemeval import ROOT, machine, measured, write_json  # noqa: E402
 
-CATEGORIES = (
-    "exact_lexical",
-    "semantic_paraphrase",
-    "identifier_or_entity_name",
-    "temporal_or_revision",
-    "near_duplicate_diversity",
-    "negative_or_no_answer",
-    "cross_project_isolation",
-    "snapshot_hydration_equivalence",
-)
+from recallbench.datasets.fixtures import CATEGORIES  # noqa: E402
+
 PROJECTS = ("acme", "borealis", "cinder", "delta", "ember", "falcon", "nimbus", "orchid")
 AREAS = ("finance", "logistics", "engineering", "support", "people", "office")
 VERBS = ("requires", "allows", "forbids", "records", "schedules", "reviews", "limits", "tracks")

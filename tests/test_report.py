@@ -31,7 +31,7 @@ from recallbench.report.result import (
     per_query_values,
 )
 from recallbench.stages.decide import decide
-from recallbench.stages.report import build_report, run_report
+from recallbench.stages.report import build_report
 from recallbench.stages.roundtrip import run_roundtrip
 from recallbench.stages.score import run_score
 
@@ -146,10 +146,11 @@ def test_generated_at_can_be_fixed_and_is_only_in_the_markdown(lane: Run) -> Non
         envs["suite"], envs["hydrate"], envs["runs"], envs["roundtrip"], envs["scores"]
     )
     assert lines[3:] == lane.markdown.splitlines()[3:]
-    # run_report: the same envelope without the plots, the same Markdown without their links
-    env, markdown = run_report(
-        envs["suite"], envs["hydrate"], envs["runs"], envs["roundtrip"], envs["scores"]
+    # without plots: the same envelope without the plot list, the Markdown without links
+    bare = build_report(
+        envs["suite"], envs["hydrate"], envs["runs"], envs["roundtrip"], envs["scores"], plots=False
     )
+    env, markdown = bare.envelope, bare.markdown
     assert env["data"] == report.envelope["data"]
     assert env["fingerprint"] == report.envelope["fingerprint"]
     assert "plots" not in env and "![" not in markdown
@@ -403,11 +404,11 @@ def test_markdown_conclusion_without_decision_rules(lane: Run) -> None:
     assert not any(re.match(r"\d\. ", x) for x in conclusion)
 
 
-def test_run_report_refuses_stale_scores(lane: Run) -> None:
+def test_build_report_refuses_stale_scores(lane: Run) -> None:
     envs = lane.envelopes
     stale = envelope("scores", envs["scores"]["data"], {**envs["scores"]["inputs"], "runs": "x"})
     with pytest.raises(ArtifactError, match=r"scores\.json is stale.*recallbench score"):
-        run_report(envs["suite"], envs["hydrate"], envs["runs"], envs["roundtrip"], stale)
+        build_report(envs["suite"], envs["hydrate"], envs["runs"], envs["roundtrip"], stale)
 
 
 def test_configuration_rows_do_not_depend_on_key_order(lane: Run) -> None:
@@ -587,7 +588,8 @@ def test_score_only_drift_is_reported(tmp_path: Path) -> None:
     runs = envelope("runs", data, runs["inputs"])
     rt, _ = run_roundtrip(suite, hydrate, runs, tmp_path)
     scores = run_score(suite, runs, rt)
-    results, markdown = run_report(suite, hydrate, runs, rt, scores)
+    report = build_report(suite, hydrate, runs, rt, scores, plots=False)
+    results, markdown = report.envelope, report.markdown
     result = results["data"]
     assert rt["data"]["per_query"]["q-lexical-001"]["max_score_drift"] == pytest.approx(0.05)
     assert "No query changed order or score" not in markdown

@@ -92,7 +92,7 @@ def _file_mode() -> int:
     return 0o666 & ~umask
 
 
-def _create_temp(path: Path) -> tuple[int, str]:
+def create_temp(path: Path) -> tuple[int, str]:
     """A new temp file beside `path` (O_EXCL; no `tempfile`/`random` import at start-up)."""
     for attempt in range(100):
         tmp = path.parent / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.{attempt}.tmp"
@@ -114,7 +114,7 @@ def publish(files: Mapping[Path, bytes]) -> None:
         for path, payload in files.items():
             path = Path(path)
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = _create_temp(path)
+            fd, tmp = create_temp(path)
             staged.append((tmp, path))
             with os.fdopen(fd, "wb") as handle:
                 handle.write(payload)

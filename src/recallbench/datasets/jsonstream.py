@@ -3,8 +3,8 @@
 `JsonArrayFile.records()` parses one record at a time with ijson (its C backend when
 present) while the same bytes are hashed (sha256) and counted for a progress bar, so a
 2.7 GB file never loads whole and its digest describes exactly what was parsed. With
-`strict_keys` an object that repeats a key is refused (validate sets it; later passes read
-the same bytes, checked by digest, and skip the cost). A Ctrl-C is held until the parser is
+`strict_keys` an object that repeats a key is refused (validate asks for it; later passes
+read the same bytes, checked by digest, and skip the cost). A Ctrl-C is held until the parser is
 between two records. Every error is one line naming the file and the record.
 
 `generated_sidecar(path, sha256)` reads the sidecar a recallbench generator writes next to
@@ -93,7 +93,6 @@ class JsonArrayFile:
         self.path = Path(path)
         self.what = what  # e.g. "question objects", in messages
         self.id_field = id_field  # e.g. "question_id", to name a record in messages
-        self.strict_keys = False
         self.sha256: str | None = None
         self.size = 0
         self.records = 0
@@ -102,15 +101,18 @@ class JsonArrayFile:
         ident = raw.get(self.id_field) if isinstance(raw, dict) else None
         return record_error(self.path, index, self.id_field, ident, message)
 
-    def stream(self, progress: Progress | None = None) -> Iterator[tuple[int, Any]]:
-        """(index, raw record) in file order; one-line errors for bad JSON or repeated keys."""
+    def stream(
+        self, progress: Progress | None = None, *, strict_keys: bool = False
+    ) -> Iterator[tuple[int, Any]]:
+        """(index, raw record) in file order; one-line errors for bad JSON and, with
+        `strict_keys`, for an object that repeats a key."""
         first = _first_byte(self.path)
         if first != b"[":
             found = "an empty file" if not first else repr(first.decode(errors="replace"))
             raise RecallbenchError(
                 f"{self.path}: expected a JSON array of {self.what}, found {found}"
             )
-        options = {"map_type": StrictObject} if self.strict_keys else {}
+        options = {"map_type": StrictObject} if strict_keys else {}
         index = -1
         with open(self.path, "rb") as handle:
             reader = _HashingReader(handle, progress)
@@ -120,7 +122,7 @@ class JsonArrayFile:
             try:
                 # a Ctrl-C must not land inside the C parser's callbacks
                 for index, raw in enumerate(interrupts_between(parser)):  # noqa: B007
-                    repeated = StrictObject.take_repeated() if self.strict_keys else None
+                    repeated = StrictObject.take_repeated() if strict_keys else None
                     if repeated is not None:
                         raise self.fail(index, raw, f"an object repeats the key {repeated!r}")
                     yield index, raw

@@ -425,19 +425,13 @@ class LoCoMoSource:
         self._counts = _Counts()
 
     # -- the stream ----------------------------------------------------------------------
-    @property
-    def strict_keys(self) -> bool:
-        """Refuse an object that repeats a key (validate sets it)."""
-        return self._array.strict_keys
-
-    @strict_keys.setter
-    def strict_keys(self, value: bool) -> None:
-        self._array.strict_keys = value
+    #: refuse an object that repeats a key (validate sets it; later passes skip the cost)
+    strict_keys = False
 
     def samples(self, progress: Callable[[int], Any] | None = None) -> Iterator[Sample]:
         """Every sample, checked, in file order; sets `sha256` when exhausted."""
         seen: dict[str, int] = {}
-        for index, raw in self._array.stream(progress):
+        for index, raw in self._array.stream(progress, strict_keys=self.strict_keys):
             sample = check_sample(raw, index, self.path)
             if sample.sample_id in seen:
                 raise _fail(

@@ -12,7 +12,7 @@ which every later stage checks before it trusts a store.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,34 +31,50 @@ def stores_root(build_dir: Path) -> Path:
     return safe_child(Path(build_dir), STORES_DIR)
 
 
-def truncation(system: Any, suite_env: Mapping[str, Any]) -> dict[str, Any] | None:
-    """How many stored texts exceed the system's embedder input limit (None: no limit),
-    counted scope by scope (the texts of one scope in memory at a time)."""
-    embedder = getattr(system, "embedder", None)
-    if embedder is None or getattr(embedder, "max_tokens", None) is None:
-        return None
-    from recallbench.systems.base import truncation_report
+class Truncation:
+    """Counts, scope by scope as the stage streams them, how many stored texts exceed the
+    system's embedder input limit and the share of their tokens the model never sees.
+    `report()` is None when the system has no embedder or no limit."""
 
-    total: dict[str, Any] = {}
-    for _, scope in scope_items(suite_env):
-        part = truncation_report(embedder, [m["text"] for m in scope["memories"]])
-        for key in (
-            "texts",
-            "texts_over_limit",
-            "tokens_total",
-            "tokens_unseen",
-            "tokens_of_long_texts",
-        ):
-            total[key] = total.get(key, 0) + part[key]
-        total["max_tokens"] = part["max_tokens"]
-    if not total:
-        return None
-    long_tokens, all_tokens = total["tokens_of_long_texts"], total["tokens_total"]
-    total["share_unseen_of_long_texts"] = (
-        total["tokens_unseen"] / long_tokens if long_tokens else 0.0
-    )
-    total["share_unseen"] = total["tokens_unseen"] / all_tokens if all_tokens else 0.0
-    return total
+    COUNTS = ("texts", "texts_over_limit", "tokens_total", "tokens_unseen", "tokens_of_long_texts")
+
+    def __init__(self, system: Any) -> None:
+        embedder = getattr(system, "embedder", None)
+        limited = embedder is not None and getattr(embedder, "max_tokens", None) is not None
+        self._embedder = embedder if limited else None
+        self._total: dict[str, Any] = {}
+
+    @property
+    def counting(self) -> bool:
+        return self._embedder is not None
+
+    def add(self, scope: Mapping[str, Any]) -> None:
+        if self._embedder is None:
+            return
+        from recallbench.systems.base import truncation_report
+
+        part = truncation_report(self._embedder, [m["text"] for m in scope["memories"]])
+        for key in self.COUNTS:
+            self._total[key] = self._total.get(key, 0) + part[key]
+        self._total["max_tokens"] = part["max_tokens"]
+
+    def report(self) -> dict[str, Any] | None:
+        if not self._total:
+            return None
+        total = dict(self._total)
+        long_tokens, all_tokens = total["tokens_of_long_texts"], total["tokens_total"]
+        total["share_unseen_of_long_texts"] = (
+            total["tokens_unseen"] / long_tokens if long_tokens else 0.0
+        )
+        total["share_unseen"] = total["tokens_unseen"] / all_tokens if all_tokens else 0.0
+        return total
+
+
+def counted(items: Iterator[tuple[int, dict[str, Any]]], tally: Truncation) -> Iterator[Any]:
+    """The (index, scope) items, each counted by `tally` as it passes."""
+    for index, scope in items:
+        tally.add(scope)
+        yield index, scope
 
 
 def run_hydrate(
@@ -82,6 +98,7 @@ def run_hydrate(
         shutil.rmtree(root)
     stores = None
     timing: dict[str, Any] = {"execution": execution.describe()}
+    tally = Truncation(system)
     if keep:
         cache = cache_spec(execution, system, suite_env)
         items = (
@@ -90,7 +107,7 @@ def run_hydrate(
                 "scope": scope,
                 "directory": str(tasks.worker_dir(root, i).resolve()),
             }
-            for i, scope in scope_items(suite_env)
+            for i, scope in counted(scope_items(suite_env), tally)
         )
         stores, ingest, inside = [], 0.0, 0.0
         for result in run_tasks(
@@ -118,6 +135,9 @@ def run_hydrate(
             records=records,
             records_per_second=records / ingest if ingest > 0 else None,
         )
+    if not keep and tally.counting:  # transient stores: count in a pass of its own
+        for _ in counted(scope_items(suite_env), tally):
+            pass
     data = {
         "system": system.name,
         "configuration": system.configuration(),
@@ -128,7 +148,7 @@ def run_hydrate(
         },
         "mode": "kept" if keep else "transient",
         "stores": stores,
-        "truncation": truncation(system, suite_env),
+        "truncation": tally.report(),
     }
     timing["wall_seconds"] = watch.seconds()
     return envelope("hydrate", data, inputs_of(suite_env)), timing

@@ -13,6 +13,7 @@ from typing import Any
 from recallbench import __version__
 from recallbench.errors import RecallbenchError
 from recallbench.stages.execution import Execution, cache_source, run_tasks
+from recallbench.stages.hydrate import Truncation, counted
 from recallbench.stages.validate import scope_items
 
 PREP_BATCH = 64
@@ -30,6 +31,7 @@ def run_prep(
     if system.embedder is None:
         raise RecallbenchError(f"{system.name} has no embedder: it needs no vector cache")
     writer = CacheWriter(Path(cache_dir), system.embedder.identity())
+    tally = Truncation(system)  # counted on the same pass over the spool
     seen: set[bytes] = set()
     batches: deque[list[bytes]] = deque()
     texts_seen = 0
@@ -40,7 +42,7 @@ def run_prep(
         nonlocal texts_seen
         batch: list[str] = []
         keys: list[bytes] = []
-        for _, scope in scope_items(suite_env):
+        for _, scope in counted(scope_items(suite_env), tally):
             for text in [q["text"] for q in scope["queries"]] + [
                 m["text"] for m in scope["memories"]
             ]:
@@ -75,12 +77,10 @@ def run_prep(
     except BaseException:
         writer.abort()
         raise
-    from recallbench.stages.hydrate import truncation
-
     manifest = writer.finish(
         {
             "source": cache_source(suite_env),
-            "truncation": truncation(system, suite_env),
+            "truncation": tally.report(),
             "system": system_name,
             "texts": {"seen": texts_seen, "distinct": len(seen)},
             "recallbench_version": __version__,

@@ -78,30 +78,6 @@ def build_report(
     return Report(env, render_markdown(result, timings or {}, when, __version__, links), svgs)
 
 
-def run_report(
-    suite_env: Mapping[str, Any],
-    hydrate_env: Mapping[str, Any],
-    runs_env: Mapping[str, Any],
-    roundtrip_env: Mapping[str, Any],
-    scores_env: Mapping[str, Any],
-    *,
-    timings: Mapping[str, Any] | None = None,
-    generated_at: str | None = None,
-) -> tuple[dict[str, Any], str]:
-    """The `results` envelope and the Markdown report without plots (see `build_report`)."""
-    report = build_report(
-        suite_env,
-        hydrate_env,
-        runs_env,
-        roundtrip_env,
-        scores_env,
-        timings=timings,
-        generated_at=generated_at,
-        plots=False,
-    )
-    return report.envelope, report.markdown
-
-
 def timings_for(build_dir: Path, *envs: Mapping[str, Any]) -> dict[str, Any]:
     """kind -> timing sidecar of each envelope (only sidecars that match it)."""
     out = {}

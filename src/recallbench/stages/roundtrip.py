@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,41 +38,41 @@ def sample_scopes(scope_ids: list[str], size: int) -> set[str]:
     return set(ranked[:size])
 
 
+def expected(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a scope's queries must give again: per query its search limit and ranked hits."""
+    return {
+        "limits": {r["query_id"]: r["limit"] for r in rows},
+        "before": {
+            r["query_id"]: [{"memory_id": h["memory_id"], "score": h["score"]} for h in r["hits"]]
+            for r in rows
+        },
+    }
+
+
 def _requery(
-    suite_env: Mapping[str, Any],
-    runs: Mapping[str, Any],
+    item: Mapping[str, Any],
     done: Mapping[str, Any],
     slices: int,
     system: str,
     execution: Execution,
+    cache: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """Search a round-tripped scope's remaining queries again on its clone, in slices."""
-    rows = [r for r in runs["queries"] if r["scope_id"] == done["scope_id"]]
-    scope = next(s for i, s in scope_items(suite_env) if i == done["index"])
+    scope = item["scope"]
     first = set(done["per_query"])
     rest = {**scope, "queries": [q for q in scope["queries"] if q["query_id"] not in first]}
-    items = (
-        {
-            "scope": part,
-            "clone": done["clone"],
-            "limits": {r["query_id"]: r["limit"] for r in rows},
-            "before": {
-                r["query_id"]: [
-                    {"memory_id": h["memory_id"], "score": h["score"]} for h in r["hits"]
-                ]
-                for r in rows
-            },
-        }
+    parts = (
+        {"scope": part, "clone": done["clone"], "limits": item["limits"], "before": item["before"]}
         for part in query_slices(rest, slices)
         if part["queries"]
     )
     out: dict[str, Any] = {}
     for result in run_tasks(
         tasks.requery_clone,
-        items,
+        parts,
         system=system,
         execution=execution,
-        cache=None,
+        cache=cache,
         total=slices,
         desc="snapshot-roundtrip (search again)",
     ):
@@ -132,13 +132,7 @@ def run_roundtrip(
             "kept": kept,
             "expect": {k: runs["scopes"][i][k] for k in ("records", "digest")},
             "work": str(tasks.worker_dir(work, i).resolve()),
-            "limits": {r["query_id"]: r["limit"] for r in rows_of.get(scope["scope_id"], [])},
-            "before": {
-                r["query_id"]: [
-                    {"memory_id": h["memory_id"], "score": h["score"]} for h in r["hits"]
-                ]
-                for r in rows_of.get(scope["scope_id"], [])
-            },
+            **expected(rows_of.get(scope["scope_id"], [])),
         }
         for i, scope in scope_items(suite_env)
         if scope["scope_id"] in chosen
@@ -157,15 +151,23 @@ def run_roundtrip(
         "cold_start_to_first_query_seconds": None,
     }
     slices = slice_count(execution, True, len(chosen))
+    held: dict[int, dict[str, Any]] = {}  # with slices: the items, to search their rest
     if slices > 1:  # one scope, several workers: the clone is searched again in slices
-        items = ({**item, "requery": False} for item in items)
+
+        def holding(items: Any) -> Any:
+            for item in items:
+                held[item["index"]] = item
+                yield {**item, "requery": False}
+
+        items = holding(items)
     pending_requery: list[dict[str, Any]] = []
+    cache = cache_spec(execution, system, suite_env)
     for result in run_tasks(
         tasks.roundtrip_scope,
         items,
         system=hyd["system"],
         execution=execution,
-        cache=cache_spec(execution, system, suite_env),
+        cache=cache,
         total=len(chosen),
         desc="snapshot-roundtrip",
     ):
@@ -202,7 +204,8 @@ def run_roundtrip(
         if timing["cold_start_to_first_query_seconds"] is None:
             timing["cold_start_to_first_query_seconds"] = t["cold_start_to_first_query_seconds"]
     for done in pending_requery:
-        per_query.update(_requery(suite_env, runs, done, slices, hyd["system"], execution))
+        item = held[done["index"]]
+        per_query.update(_requery(item, done, slices, hyd["system"], execution, cache))
     identical = sum(1 for d in per_query.values() if d["identical"])
     checks = [
         {**c, "reasons": sorted(c["reasons"]), "all_rejected": c["rejected"] == c["scopes"]}

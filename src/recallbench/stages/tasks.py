@@ -111,8 +111,9 @@ def store_facts(store: Any) -> dict[str, Any]:
     return {"records": store.count(), "digest": store.digest()}
 
 
-def check_store(store: Any, expect: Mapping[str, Any], where: Path, rerun: str) -> None:
-    """Refuse a store whose record count or content digest differs from `expect`."""
+def check_store(store: Any, expect: Mapping[str, Any], where: Path, rerun: str) -> dict[str, Any]:
+    """The store's facts; refuse a store whose record count or content digest differs
+    from `expect`."""
     facts = store_facts(store)
     if facts["records"] != expect["records"]:
         raise StoreDamaged(
@@ -123,6 +124,7 @@ def check_store(store: Any, expect: Mapping[str, Any], where: Path, rerun: str) 
         raise StoreDamaged(
             f"{where}: store content differs from what hydrate recorded (digest); run `{rerun}` again"
         )
+    return facts
 
 
 def build_store(scope: Scope, directory: Path) -> tuple[Any, dict[str, Any]]:
@@ -302,7 +304,7 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
         except FileNotFoundError:
             raise StoreDamaged(f"{directory}: no store; run `recallbench hydrate` first") from None
         try:
-            check_store(store, item["expect"], directory, "recallbench hydrate")
+            facts = check_store(store, item["expect"], directory, "recallbench hydrate")
         except BaseException:
             store.close()
             raise
@@ -310,7 +312,8 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
         remove_tree(directory)
         store, timing = build_store(scope, directory)
     try:
-        facts = store_facts(store)
+        if not item["kept"]:
+            facts = store_facts(store)
         rows, latencies = search_scope(store, scope, item["levels"], item["top_k"], item["repeat"])
     finally:
         store.close()

@@ -14,7 +14,6 @@ import gzip
 import hashlib
 import io
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from recallbench.artifacts import envelope
+from recallbench.artifacts import create_temp, envelope
 from recallbench.datasets.base import dataset_policy, dataset_policy_name, open_source
 from recallbench.errors import ArtifactError, RecallbenchError
 from recallbench.model import Drop, Scope
@@ -80,9 +79,7 @@ class _SpoolWriter:
     def __init__(self, final: Path) -> None:
         self.final = Path(final)
         self.final.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{self.final.name}.", suffix=".tmp", dir=self.final.parent
-        )
+        fd, tmp = create_temp(self.final)
         self.tmp = Path(tmp)
         self._raw = os.fdopen(fd, "wb")
         self._gz = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=1, mtime=0)
