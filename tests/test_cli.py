@@ -32,7 +32,7 @@ from recallbench.artifacts import STAGE_NAMES, read_artifact
 from recallbench.cli import main
 from recallbench.datasets.fixtures import load_fixture_scope
 from recallbench.lock import LOCK_NAME, build_lock
-from recallbench.stages.validate import SPOOL
+from recallbench.spool import SPOOL
 from recallbench.systems.base import records_digest
 
 ALL_COMMANDS = (
@@ -273,25 +273,35 @@ def test_a_missing_scope_spool_asks_for_validate(tmp_path: Path) -> None:
     assert not (build / "hydrate.json").exists()
 
 
-@pytest.mark.parametrize("damage", ["truncated", "replaced"])
-def test_a_damaged_scope_spool_is_refused(tmp_path: Path, damage: str) -> None:
-    build = tmp_path / "build"
-    run_stages(build, ["validate"])
-    spool = build / SPOOL
+def damage_spool(spool: Path, damage: str) -> None:
+    """truncated: half the file; replaced: another well-formed scope of the same size (only
+    the digests differ); flipped: one byte of a memory's text changed."""
     data = spool.read_bytes()
     if damage == "truncated":
         spool.write_bytes(data[: len(data) // 2])
-    else:  # a valid gzip stream of other (still well-formed) scopes: only the digest differs
-        import gzip
-
-        lines = gzip.decompress(data).splitlines(keepends=True)
-        scope = orjson.loads(lines[0])
+    elif damage == "replaced":
+        scope = orjson.loads(data)
         scope["memories"] = scope["memories"][1:]
-        spool.write_bytes(gzip.compress(orjson.dumps(scope) + b"\n", mtime=0))
-    line = assert_one_line_error(cli(build, "hydrate"), "hydrate")
+        line = orjson.dumps(scope) + b"\n"
+        spool.write_bytes(line + b" " * (len(data) - len(line)))
+    else:
+        at = data.index(b'"text":"') + len(b'"text":"')
+        spool.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :])
+
+
+@pytest.mark.parametrize("damage", ["truncated", "replaced", "flipped"])
+@pytest.mark.parametrize("stage", ["hydrate", "query"])
+def test_a_damaged_scope_spool_is_refused(tmp_path: Path, damage: str, stage: str) -> None:
+    """hydrate streams the whole spool (checked against its sha256); query hands each task
+    where its scope lies, and the task checks that line's sha256 (and the file's size)."""
+    build = tmp_path / "build"
+    run_stages(build, ["validate", "hydrate"] if stage == "query" else ["validate"])
+    spool = build / SPOOL
+    damage_spool(spool, damage)
+    line = assert_one_line_error(cli(build, stage), stage)
     assert f"{spool.resolve()}" in line
     assert line.endswith("run `recallbench validate` again")
-    assert not (build / "hydrate.json").exists()
+    assert not (build / ("runs.json" if stage == "query" else "hydrate.json")).exists()
 
 
 def test_roundtrip_refuses_runs_made_from_another_hydrate(build: Path) -> None:

@@ -28,7 +28,7 @@ from conftest import (
 from recallbench.lock import LOCK_NAME
 from recallbench.pipeline import write_run
 from recallbench.report.plots import REPORT_PLOTS_DIR
-from recallbench.stages.validate import SPOOL
+from recallbench.spool import SPOOL
 
 Listing = dict[str, tuple[int, int]]
 

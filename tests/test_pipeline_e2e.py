@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import gzip
+import hashlib
 import sqlite3
 from pathlib import Path
 
@@ -33,7 +33,7 @@ from recallbench.artifacts import (
 )
 from recallbench.datasets.fixture_rules import POLICY_NAME
 from recallbench.datasets.fixtures import LEVEL, load_fixture_scope
-from recallbench.stages.validate import SPOOL
+from recallbench.spool import SPOOL
 from recallbench.systems.base import records_digest
 
 ENVELOPE_KINDS = ("suite", "hydrate", "runs", "roundtrip", "scores", "results", "decision")
@@ -127,7 +127,9 @@ def test_suite_records_the_identity_of_the_validated_files(staged_build: Path) -
     assert data["counts"]["memories"] == 80
     assert data["counts"]["queries"] == data["counts"]["queries_raw"] == 57
     assert data["drops"] == [] and data["counts"]["dropped"] == {}
-    assert data["scopes"] == [{"scope_id": "suite", "memories": 80, "queries": 57}]
+    assert [{k: v for k, v in s.items() if k != "spool"} for s in data["scopes"]] == [
+        {"scope_id": "suite", "memories": 80, "queries": 57}
+    ]
     # the suite names the rules `decide` applies to this dataset
     assert data["decision_policy"] == POLICY_NAME
     assert read_artifact(staged_build, "decision")["data"]["policy"] == POLICY_NAME
@@ -142,8 +144,14 @@ def test_suite_names_the_scope_spool_later_stages_read(staged_build: Path) -> No
         "sha256": file_sha256(spool),
         "bytes": spool.stat().st_size,
     }
-    # the spool holds the validated scope: every memory and query, as the workers take them
-    (line,) = gzip.decompress(spool.read_bytes()).splitlines()
+    # the spool holds the validated scope: every memory and query, as the workers take them;
+    # the scope index says where its line lies and what its sha256 is
+    (line,) = spool.read_bytes().splitlines(keepends=True)
+    assert env["data"]["scopes"][0]["spool"] == {
+        "offset": 0,
+        "bytes": len(line),
+        "sha256": hashlib.sha256(line).hexdigest(),
+    }
     item = orjson.loads(line)
     scope, _ = load_fixture_scope(CORPUS, QUERIES)
     assert item["scope_id"] == "suite"

@@ -260,7 +260,8 @@ def validate_cmd(
     """
     from recallbench import progress
     from recallbench.artifacts import artifact_path
-    from recallbench.stages.validate import SPOOL, publish_suite, run_validate
+    from recallbench.spool import SPOOL
+    from recallbench.stages.validate import publish_suite, run_validate
 
     paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text)
     size = sum(p.stat().st_size for p in paths.values() if p.is_file())

@@ -64,13 +64,14 @@ def run_pipeline(
     Stores and packages go under `work_dir` (`stores/`, `work/`, `roundtrip/`); nothing is
     written elsewhere. The artifacts are returned, not written (see `Run.files`).
     """
+    from recallbench.spool import SPOOL
     from recallbench.stages.decide import run_decide
     from recallbench.stages.hydrate import run_hydrate
     from recallbench.stages.query import run_query
     from recallbench.stages.report import build_report
     from recallbench.stages.roundtrip import DEFAULT_SAMPLE, run_roundtrip
     from recallbench.stages.score import run_score
-    from recallbench.stages.validate import SPOOL, run_validate
+    from recallbench.stages.validate import run_validate
 
     execution = execution or Execution()
     work_dir = Path(work_dir)

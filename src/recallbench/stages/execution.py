@@ -70,11 +70,14 @@ def run_tasks(
     desc: str,
     unit: str = "scope",
     query_total: int | None = None,
+    window: int | None = None,
 ) -> Iterator[dict[str, Any]]:
     """fn over items through the configured executor, results in item order.
 
     With one in-process worker, the bar counts queries (`query_total`) as they are
-    searched; otherwise it counts finished scopes.
+    searched; otherwise it counts finished scopes. `window` items per worker may be taken
+    and not yet yielded (default: the executor's, 2); small items (a scope's place in the
+    spool) afford a deeper one, so a slow task at the head of the order idles no worker.
     """
     from recallbench.executor import make_executor
 
@@ -92,6 +95,7 @@ def run_tasks(
             (config,),
             tasks.close_worker,
             ray_address=execution.ray_address,
+            max_in_flight=window * execution.workers if window else None,
         ) as engine,
     ):
         if by_query:

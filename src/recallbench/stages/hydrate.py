@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from recallbench.artifacts import envelope, inputs_of
+from recallbench.spool import stream_scopes
 from recallbench.stages import tasks
 from recallbench.stages.execution import Execution, Stopwatch, cache_spec, run_tasks
-from recallbench.stages.validate import scope_items
 
 STORES_DIR = "stores"
 
@@ -107,7 +107,7 @@ def run_hydrate(
                 "scope": scope,
                 "directory": str(tasks.worker_dir(root, i).resolve()),
             }
-            for i, scope in counted(scope_items(suite_env), tally)
+            for i, scope in counted(stream_scopes(suite_env), tally)
         )
         stores, ingest, inside = [], 0.0, 0.0
         for result in run_tasks(
@@ -136,7 +136,7 @@ def run_hydrate(
             records_per_second=records / ingest if ingest > 0 else None,
         )
     if not keep and tally.counting:  # transient stores: count in a pass of its own
-        for _ in counted(scope_items(suite_env), tally):
+        for _ in counted(stream_scopes(suite_env), tally):
             pass
     data = {
         "system": system.name,

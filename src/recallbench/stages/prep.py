@@ -12,9 +12,9 @@ from typing import Any
 
 from recallbench import __version__
 from recallbench.errors import RecallbenchError
+from recallbench.spool import stream_scopes
 from recallbench.stages.execution import Execution, cache_source, run_tasks
 from recallbench.stages.hydrate import Truncation, counted
-from recallbench.stages.validate import scope_items
 
 PREP_BATCH = 64
 
@@ -42,7 +42,7 @@ def run_prep(
         nonlocal texts_seen
         batch: list[str] = []
         keys: list[bytes] = []
-        for _, scope in counted(scope_items(suite_env), tally):
+        for _, scope in counted(stream_scopes(suite_env), tally):
             for text in [q["text"] for q in scope["queries"]] + [
                 m["text"] for m in scope["memories"]
             ]:

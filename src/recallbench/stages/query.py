@@ -16,14 +16,18 @@ from recallbench.artifacts import envelope, inputs_of, require_made_from
 from recallbench.buildpaths import safe_child
 from recallbench.errors import RecallbenchError
 from recallbench.metrics import percentile
+from recallbench.spool import scope_refs
 from recallbench.stages import tasks
 from recallbench.stages.execution import Execution, Stopwatch, cache_spec, run_tasks
 from recallbench.stages.hydrate import stores_root
-from recallbench.stages.validate import scope_items
 
 #: Per-call search limit (the scope document's MAX_SEARCH_LIMIT).
 MAX_SEARCH_LIMIT = 10_000
 WORK_DIR = "work"
+#: tasks per worker taken ahead of the one whose result is due: a query task is a scope's
+#: place in the spool (a few numbers), so a deep window costs nothing and keeps every worker
+#: busy while the head of the order is still running
+QUERY_WINDOW = 16
 
 
 def latency_summary(latency_ms: Mapping[str, list[float]]) -> dict[str, Any]:
@@ -45,13 +49,22 @@ def slice_count(execution: Execution, kept: bool, scopes: int) -> int:
     return 1
 
 
+def query_spans(queries: int, slices: int) -> list[tuple[int, int] | None]:
+    """`queries` cut into at most `slices` contiguous (start, stop) spans, in order; [None]
+    (all of them, one task) when there is nothing to cut."""
+    if slices <= 1 or queries <= 1:
+        return [None]
+    size = -(-queries // slices)
+    return [(i, min(i + size, queries)) for i in range(0, queries, size)]
+
+
 def query_slices(scope: dict[str, Any], slices: int) -> list[dict[str, Any]]:
     """The (plain) scope with its queries cut into `slices` contiguous parts, in order."""
     queries = scope["queries"]
-    if slices <= 1 or len(queries) <= 1:
-        return [scope]
-    size = -(-len(queries) // slices)
-    return [{**scope, "queries": queries[i : i + size]} for i in range(0, len(queries), size)]
+    return [
+        scope if span is None else {**scope, "queries": queries[span[0] : span[1]]}
+        for span in query_spans(len(queries), slices)
+    ]
 
 
 def run_query(
@@ -80,19 +93,23 @@ def run_query(
     root = stores_root(build_dir) if kept else safe_child(Path(build_dir), WORK_DIR)
     counts = suite_env["data"]["counts"]
     slices = slice_count(execution, kept, counts["scopes"])
+    index = suite_env["data"]["scopes"]
+    # each task reads its own scope from the spool: the parent hands out only where it lies
     items = (
         {
             "index": i,
-            "scope": part,
-            "directory": str(tasks.worker_dir(root, i).resolve()),
+            "ref": ref,
+            "queries": span,
+            # a kept store's directory; for transient stores the root of the workers' own
+            "directory": str((tasks.worker_dir(root, i) if kept else root).resolve()),
             "kept": kept,
             "expect": hyd["stores"][i] if kept else None,
             "levels": levels,
             "top_k": top_k,
             "repeat": repeat,
         }
-        for i, scope in scope_items(suite_env)
-        for part in query_slices(scope, slices)
+        for i, ref in scope_refs(suite_env)
+        for span in query_spans(index[i]["queries"], slices)
     )
     rows, scopes, latency = [], [], {}
     inside = task_seconds = ingest = 0.0
@@ -106,6 +123,7 @@ def run_query(
             total=counts["scopes"] * slices,
             desc="query",
             query_total=counts["queries"],
+            window=QUERY_WINDOW,
         ):
             rows.extend(result["rows"])
             if not scopes or scopes[-1]["scope_id"] != result["scope_id"]:

@@ -19,11 +19,11 @@ from typing import Any
 
 from recallbench.artifacts import envelope, inputs_of, require_made_from
 from recallbench.buildpaths import safe_child
+from recallbench.spool import read_scope, scope_refs
 from recallbench.stages import tasks
 from recallbench.stages.execution import Execution, Stopwatch, cache_spec, run_tasks
 from recallbench.stages.hydrate import stores_root
 from recallbench.stages.query import query_slices, slice_count
-from recallbench.stages.validate import scope_items
 
 DEFAULT_SAMPLE = 20
 ROUNDTRIP_DIR = "roundtrip"
@@ -124,18 +124,19 @@ def run_roundtrip(
     rows_of: dict[str, list[dict[str, Any]]] = {}
     for row in runs["queries"]:
         rows_of.setdefault(row["scope_id"], []).append(row)
+    # only the sampled scopes' lines of the spool are read
     items = (
         {
             "index": i,
-            "scope": scope,
+            "scope": read_scope(ref),
             "directory": str(tasks.worker_dir(stores_root(build_dir), i).resolve()),
             "kept": kept,
-            "expect": {k: runs["scopes"][i][k] for k in ("records", "digest")},
+            "expect": {k: v for k, v in runs["scopes"][i].items() if k in ("records", "digest")},
             "work": str(tasks.worker_dir(work, i).resolve()),
-            **expected(rows_of.get(scope["scope_id"], [])),
+            **expected(rows_of.get(ref["scope_id"], [])),
         }
-        for i, scope in scope_items(suite_env)
-        if scope["scope_id"] in chosen
+        for i, ref in scope_refs(suite_env)
+        if ref["scope_id"] in chosen
     )
     per_query: dict[str, Any] = {}
     records = {"source": 0, "packaged": 0, "verified": 0, "clone": 0}

@@ -16,6 +16,8 @@ exhausted: the convention of turn-level retrievers in the LongMemEval paper.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -41,12 +43,27 @@ def scope_to_item(scope: Scope) -> dict[str, Any]:
     }
 
 
-def scope_from_item(raw: Mapping[str, Any]) -> Scope:
+def scope_from_item(raw: Mapping[str, Any], span: Sequence[int] | None = None) -> Scope:
+    """A scope from plain data; with `span` (start, stop), only those of its queries."""
+    queries = raw["queries"] if span is None else raw["queries"][span[0] : span[1]]
     return Scope(
         raw["scope_id"],
         tuple(Memory.from_dict(m) for m in raw["memories"]),
-        tuple(Query.from_dict(q) for q in raw["queries"]),
+        tuple(Query.from_dict(q) for q in queries),
     )
+
+
+def scope_of(item: Mapping[str, Any]) -> Scope:
+    """A task's scope: given as plain data (item["scope"]) or read here from its line of the
+    spool (item["ref"], see `recallbench.spool`); item["queries"], when there, is the
+    (start, stop) slice of its queries the task searches."""
+    if "ref" in item:
+        from recallbench.spool import read_scope
+
+        raw = read_scope(item["ref"])
+    else:
+        raw = item["scope"]
+    return scope_from_item(raw, item.get("queries"))
 
 
 def init_worker(config: Mapping[str, Any]) -> None:
@@ -70,7 +87,10 @@ def init_worker(config: Mapping[str, Any]) -> None:
             source=spec["source"],
             verify_files=False,
         )
-    _STATE.update(system=system, cache=cache, progress=None)
+    from recallbench.systems.base import timed_lookup
+
+    lookup = timed_lookup(cache.lookup) if cache is not None else None
+    _STATE.update(system=system, cache=cache, lookup=lookup, progress=None)
 
 
 def close_worker() -> None:
@@ -90,8 +110,8 @@ def _system() -> Any:
 
 
 def _vectors() -> Any:
-    cache = _STATE.get("cache")
-    return cache.lookup if cache is not None else None
+    """The vector cache's lookup, timed as the harness's work (never the system's)."""
+    return _STATE.get("lookup")
 
 
 def attach(directory: Path) -> Any:
@@ -106,6 +126,29 @@ def remove_tree(directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
+def empty_dir(directory: Path) -> None:
+    """Remove what `directory` holds (not the directory itself); nothing when it is missing."""
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+
+
+def transient_dir(root: Path) -> Path:
+    """This worker's directory for transient stores under `root`: one store at a time is
+    built, searched and removed there (emptied, not re-created, between scopes)."""
+    slot = _STATE.get("slot")
+    if slot is None:
+        slot = _STATE["slot"] = f"worker-{os.getpid()}-{os.urandom(4).hex()}"
+    return Path(root) / slot
+
+
 def store_facts(store: Any) -> dict[str, Any]:
     """What identifies a store's content, read through the system's own API."""
     return {"records": store.count(), "digest": store.digest()}
@@ -113,14 +156,14 @@ def store_facts(store: Any) -> dict[str, Any]:
 
 def check_store(store: Any, expect: Mapping[str, Any], where: Path, rerun: str) -> dict[str, Any]:
     """The store's facts; refuse a store whose record count or content digest differs
-    from `expect`."""
+    from `expect` (the digest only when `expect` has one)."""
     facts = store_facts(store)
     if facts["records"] != expect["records"]:
         raise StoreDamaged(
             f"{where}: store holds {facts['records']} records, hydrate.json says "
             f"{expect['records']}; run `{rerun}` again"
         )
-    if facts["digest"] != expect["digest"]:
+    if expect.get("digest") is not None and facts["digest"] != expect["digest"]:
         raise StoreDamaged(
             f"{where}: store content differs from what hydrate recorded (digest); run `{rerun}` again"
         )
@@ -154,7 +197,7 @@ def build_store(scope: Scope, directory: Path) -> tuple[Any, dict[str, Any]]:
 
 def hydrate_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     """Build the scope's store in item["directory"] and keep it; its facts and timing."""
-    scope = scope_from_item(item["scope"])
+    scope = scope_of(item)
     directory = Path(item["directory"])
     remove_tree(directory)
     system = _system()
@@ -291,11 +334,15 @@ def search_scope(
 
 def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     """Search every query of one scope: open the kept store (checking it is the one hydrate
-    recorded) or build a transient one, search, close (and delete a transient store)."""
-    scope = scope_from_item(item["scope"])
+    recorded) or build a transient one, search, close (and delete a transient store).
+
+    The store's facts: a kept store's record count and digest (checked against hydrate's);
+    a transient store's record count (its content is the spool's, which suite.json digests).
+    """
+    started = time.perf_counter()
+    scope = scope_of(item)
     system = _system()
     inside = system.seconds_inside()
-    started = time.perf_counter()
     directory = Path(item["directory"])
     timing: dict[str, Any] = {}
     if item["kept"]:
@@ -309,16 +356,16 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
             store.close()
             raise
     else:
-        remove_tree(directory)
+        directory = transient_dir(directory)
+        empty_dir(directory)
         store, timing = build_store(scope, directory)
+        facts = {"records": timing["records"]}
     try:
-        if not item["kept"]:
-            facts = store_facts(store)
         rows, latencies = search_scope(store, scope, item["levels"], item["top_k"], item["repeat"])
     finally:
         store.close()
         if not item["kept"]:
-            remove_tree(directory)
+            empty_dir(directory)
     return {
         "index": item["index"],
         "scope_id": scope.scope_id,
@@ -376,7 +423,7 @@ def _search_again(
 def requery_clone(item: Mapping[str, Any]) -> dict[str, Any]:
     """A slice of a scope's queries searched again on the clone a round trip restored
     (opened read-only by each worker): {"per_query": drift per query}."""
-    scope = scope_from_item(item["scope"])
+    scope = scope_of(item)
     clone = attach(Path(item["clone"]))
     try:
         return {"per_query": _search_again(clone, scope.queries, item["limits"], item["before"])}
@@ -393,7 +440,7 @@ def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     """
     from recallbench.systems.base import SnapshotRejected
 
-    scope = scope_from_item(item["scope"])
+    scope = scope_of(item)
     system = _system()
     clone_path = system.clone
     work = Path(item["work"])
@@ -410,7 +457,8 @@ def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     else:
         source, _ = build_store(scope, work / "source")
     try:
-        check_store(source, item["expect"], Path(item["directory"]), rerun)
+        # a kept store is checked against hydrate's digest; a rebuilt one gives its own
+        source_facts = check_store(source, item["expect"], Path(item["directory"]), rerun)
         start = time.perf_counter()
         package = clone_path.snapshot(source, work / "package")
         snapshot_s = time.perf_counter() - start
@@ -459,7 +507,7 @@ def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
             "verified": verified,
             "clone": clone_facts["records"],
         },
-        "clone_digest_matches": clone_facts["digest"] == item["expect"]["digest"],
+        "clone_digest_matches": clone_facts["digest"] == source_facts["digest"],
         "per_query": per_query,
         "clone": str(work / "clone"),
         "corruptions": corruptions,

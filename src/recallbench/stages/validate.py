@@ -2,29 +2,26 @@
 
 The suite artifact (suite.json) records the dataset's identity (files and sha256), the
 reader options, levels, categories, drop rules with every drop and its reason, the scope
-index (scope id, memories, queries) and counts. Beside it, validate writes the scope spool
-(``scopes.jsonl.gz``): every scope as one line of plain JSON, exactly what a worker needs.
-The data file is read once, here; later stages stream the spool (`scope_items`), whose
-sha256 suite.json records, and never parse the data file again.
+index (scope id, memories, queries, where its line of the spool lies) and counts. Beside it,
+validate writes the scope spool (``scopes.jsonl``, see `recallbench.spool`): every scope as
+one line of plain JSON, exactly what a worker needs. The data file is read once, here; later
+stages read the spool, whose digests suite.json records, and never parse the data file again.
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import io
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from recallbench.artifacts import create_temp, envelope
+from recallbench.artifacts import envelope
 from recallbench.datasets.base import dataset_policy, dataset_policy_name, open_source
-from recallbench.errors import ArtifactError, RecallbenchError
+from recallbench.errors import RecallbenchError
 from recallbench.model import Drop, Scope
+from recallbench.spool import SpoolWriter
+from recallbench.stages.tasks import scope_to_item
 
 
 def _id_problem(value: str) -> str | None:
@@ -70,47 +67,6 @@ def check_scope(scope: Scope, levels: list[str], seen_queries: dict[str, str]) -
                 )
 
 
-SPOOL = "scopes.jsonl.gz"
-
-
-class _SpoolWriter:
-    """Scopes as gzip'd JSON lines in a temp file beside the spool's final path."""
-
-    def __init__(self, final: Path) -> None:
-        self.final = Path(final)
-        self.final.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = create_temp(self.final)
-        self.tmp = Path(tmp)
-        self._raw = os.fdopen(fd, "wb")
-        self._gz = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=1, mtime=0)
-
-    def add(self, scope: Scope) -> None:
-        from recallbench.stages.tasks import scope_to_item
-
-        self._gz.write(orjson.dumps(scope_to_item(scope)) + b"\n")
-
-    def close(self) -> dict[str, Any]:
-        from recallbench.artifacts import _file_mode
-
-        self._gz.close()
-        self._raw.close()
-        os.chmod(self.tmp, _file_mode())
-        return {"file": SPOOL, "sha256": _sha256(self.tmp), "bytes": self.tmp.stat().st_size}
-
-    def abort(self) -> None:
-        self._gz.close()
-        self._raw.close()
-        self.tmp.unlink(missing_ok=True)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def run_validate(
     dataset: str,
     paths: Mapping[str, Path],
@@ -124,7 +80,7 @@ def run_validate(
     The scope spool is written to a temp file beside `spool`; the envelope's
     ``spool_tmp`` names it and `publish_suite` moves it into place with suite.json.
     """
-    writer = _SpoolWriter(spool)
+    writer = SpoolWriter(spool)
     try:
         return _validate(dataset, paths, options, progress, writer)
     except BaseException:
@@ -147,7 +103,7 @@ def _validate(
     paths: Mapping[str, Path],
     options: Mapping[str, Any] | None,
     progress: Callable[[int], Any] | None,
-    writer: _SpoolWriter,
+    writer: SpoolWriter,
 ) -> dict[str, Any]:
     source = open_source(dataset, paths, options)
     source.strict_keys = True  # a repeated key in one object is an error, not last-wins
@@ -166,7 +122,7 @@ def _validate(
             drops.append(item.to_dict())
             continue
         check_scope(item, levels, seen_queries)
-        writer.add(item)
+        place = writer.add(scope_to_item(item))
         for query in item.queries:
             raw[query.category] += 1
             scored[query.category] += 1
@@ -176,6 +132,7 @@ def _validate(
                 "scope_id": item.scope_id,
                 "memories": len(item.memories),
                 "queries": len(item.queries),
+                "spool": place,
             }
         )
     for drop in drops:
@@ -226,44 +183,3 @@ def _validate(
     env["spool_path"] = str(writer.final.resolve())
     env["spool_tmp"] = str(writer.tmp)
     return env
-
-
-def scope_items(suite_env: Mapping[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(index, scope as plain data, as workers take it) for every scope of the suite,
-    streamed from validate's spool.
-
-    The spool's sha256 must be the one suite.json records (checked as it is read; an
-    ArtifactError at the end otherwise), so every stage sees exactly the validated scopes.
-    """
-    spool = suite_env["data"]["spool"]
-    path = Path(suite_env.get("spool_path") or "")
-    rerun = "run `recallbench validate` again"
-    if not path.is_file():
-        raise ArtifactError(f"{path}: the scope spool validate wrote is missing; {rerun}")
-    digest = hashlib.sha256()
-
-    class _Hashing:
-        def __init__(self, handle: Any) -> None:
-            self.handle = handle
-
-        def read(self, size: int = -1) -> bytes:
-            chunk = self.handle.read(size)
-            digest.update(chunk)
-            return chunk
-
-    index = 0
-    with open(path, "rb") as handle:
-        hashing = _Hashing(handle)
-        try:
-            raw = gzip.GzipFile(fileobj=hashing, mode="rb")  # type: ignore[arg-type]
-            # GzipFile's own readline is Python-level and slow; a C buffer reads lines fast
-            with io.BufferedReader(raw, buffer_size=1 << 20) as lines:  # type: ignore[arg-type]
-                for line in lines:
-                    yield index, orjson.loads(line)
-                    index += 1
-        except (OSError, EOFError, orjson.JSONDecodeError) as exc:
-            raise ArtifactError(f"{path}: damaged scope spool ({exc}); {rerun}") from None
-        while hashing.read(1 << 20):
-            pass
-    if digest.hexdigest() != spool["sha256"] or index != suite_env["data"]["counts"]["scopes"]:
-        raise ArtifactError(f"{path}: not the scope spool suite.json describes; {rerun}")

@@ -159,10 +159,11 @@ class HotMemStore:
         return self.db.count()
 
     def digest(self) -> str:
-        """Over (id, fact_text) of every row, read back with `MemoryDB.iter_rows`."""
+        """Over (id, fact_text) of every row, read back with `MemoryDB.iter_rows` (the
+        reading is HotMem's time, the hashing ours)."""
         with self._system._inside():
-            rows = self.db.iter_rows(include_embedding=False)
-            return records_digest((r["id"], r["fact_text"]) for r in rows)
+            pairs = [(r["id"], r["fact_text"]) for r in self.db.iter_rows(include_embedding=False)]
+        return records_digest(pairs)
 
     def close(self) -> None:
         with self._system._inside():

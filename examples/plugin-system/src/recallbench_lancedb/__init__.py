@@ -187,8 +187,8 @@ class LanceDBStore:
     def digest(self) -> str:
         """Over (memory id, text) of every row, read back from the table."""
         with self._system._inside():
-            pairs = zip(self._column("memory_id"), self._column("text"), strict=True)
-            return records_digest(pairs)
+            pairs = list(zip(self._column("memory_id"), self._column("text"), strict=True))
+        return records_digest(pairs)
 
     def close(self) -> None:
         self._table = None
