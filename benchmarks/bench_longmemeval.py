@@ -128,6 +128,14 @@ def query_figures(fig: dict[str, Any], timing: dict[str, Any], scopes: int) -> d
         overhead_end_to_end=timing["harness_overhead_end_to_end"],
         task_s_per_scope=timing["seconds_in_tasks"] / scopes,
         wall_ms_per_scope=1000 * timing["wall_seconds"] / scopes,
+        harness_parts={
+            part: timing.get(part)
+            for part in (
+                "seconds_reading_scope",
+                "seconds_in_cache_lookups",
+                "seconds_removing_store",
+            )
+        },
     )
     return fig
 
@@ -279,6 +287,16 @@ def print_lane(label: str, r: dict[str, Any], unit: str) -> None:
                 f"{pct(x['overhead_end_to_end']):>8}"
             )
         print(line)
+    for name in steps:
+        x = r[name]
+        if x.get("harness_parts") and x.get("seconds_inside_system"):
+            inside = x["seconds_inside_system"]
+            parts = ", ".join(
+                f"{part.removeprefix('seconds_').replace('_', ' ')} {pct(v / inside)}"
+                for part, v in x["harness_parts"].items()
+                if v is not None
+            )
+            print(f"  {name} harness time within tasks, as a share of inside: {parts}")
     for key in ("runs_identical_across_workers", "ray_runs_identical_to_local"):
         if key in r:
             print(f"  {key.replace('_', ' ')}: {r[key]}")

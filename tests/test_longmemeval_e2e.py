@@ -21,6 +21,7 @@ from recallbench.artifacts import STAGES, file_sha256
 from recallbench.cli import main
 from recallbench.datasets.longmemeval.generator import generate
 from recallbench.pipeline import Run, run_pipeline, write_run
+from recallbench.stages import query as query_stage
 from recallbench.stages.execution import Execution
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,9 +200,14 @@ def test_rankings_are_top_k_dataset_ids_and_scores_descend(lane: dict, data: Pat
         assert row["scope_id"] == row["query_id"]  # one scope per question
 
 
+@pytest.mark.parametrize("batched", [False, True])
 def test_one_and_two_workers_give_identical_artifacts(
-    lane: dict, data: Path, tmp_path: Path
+    lane: dict, data: Path, tmp_path: Path, batched: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Also when several questions go to a worker as one task (a shallow window makes the
+    11 questions enough to batch)."""
+    if batched:
+        monkeypatch.setattr(query_stage, "QUERY_WINDOW", 1)
     run: Run = run_pipeline(
         "longmemeval",
         {"data": data},
@@ -213,10 +219,9 @@ def test_one_and_two_workers_give_identical_artifacts(
     write_run(run, tmp_path)
     for name in ("runs.json", "scores.json", "results.json", "hydrate.json", "roundtrip.json"):
         assert (tmp_path / name).read_bytes() == (lane["build"] / name).read_bytes(), name
-    assert load(tmp_path / "timings" / "runs.json")["execution"] == {
-        "executor": "local",
-        "workers": 2,
-    }
+    timing = load(tmp_path / "timings" / "runs.json")
+    assert timing["execution"] == {"executor": "local", "workers": 2}
+    assert timing["tasks_per_batch"] == (4 if batched else 1)
     assert not (tmp_path / "work").exists()
 
 

@@ -71,6 +71,7 @@ def run_tasks(
     unit: str = "scope",
     query_total: int | None = None,
     window: int | None = None,
+    batch: int = 1,
 ) -> Iterator[dict[str, Any]]:
     """fn over items through the configured executor, results in item order.
 
@@ -100,10 +101,27 @@ def run_tasks(
     ):
         if by_query:
             tasks.set_progress(bar.update)
+        if batch > 1 and not serial:
+            for results in engine.map(tasks.run_batch, batches(fn, items, batch)):
+                bar.update(len(results))
+                yield from results
+            return
         for result in engine.map(fn, items):
             if not by_query:
                 bar.update(1)
             yield result
+
+
+def batches(fn: Callable[[Any], Any], items: Iterable[Any], size: int) -> Iterator[dict[str, Any]]:
+    """Consecutive items in groups of `size`, each group one task (`tasks.run_batch`)."""
+    group: list[Any] = []
+    for item in items:
+        group.append(item)
+        if len(group) == size:
+            yield {"fn": fn, "items": group}
+            group = []
+    if group:
+        yield {"fn": fn, "items": group}
 
 
 class Stopwatch:

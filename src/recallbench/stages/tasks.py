@@ -100,6 +100,12 @@ def close_worker() -> None:
     _STATE.clear()
 
 
+def run_batch(batch: Mapping[str, Any]) -> list[Any]:
+    """Several consecutive items as one task: batch["fn"] over batch["items"], in order."""
+    fn = batch["fn"]
+    return [fn(item) for item in batch["items"]]
+
+
 def set_progress(callback: Callable[[int], Any] | None) -> None:
     """In-process executors only: called with 1 per query searched (a progress bar)."""
     _STATE["progress"] = callback
@@ -339,12 +345,17 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     The store's facts: a kept store's record count and digest (checked against hydrate's);
     a transient store's record count (its content is the spool's, which suite.json digests).
     """
+    from recallbench.systems.base import HarnessCallbacks
+
     started = time.perf_counter()
     scope = scope_of(item)
+    reading = time.perf_counter() - started
+    lookups = HarnessCallbacks.seconds
     system = _system()
     inside = system.seconds_inside()
     directory = Path(item["directory"])
     timing: dict[str, Any] = {}
+    removing = 0.0
     if item["kept"]:
         try:
             store = attach(directory)
@@ -365,7 +376,9 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     finally:
         store.close()
         if not item["kept"]:
+            start = time.perf_counter()
             empty_dir(directory)
+            removing = time.perf_counter() - start
     return {
         "index": item["index"],
         "scope_id": scope.scope_id,
@@ -376,6 +389,9 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
             **timing,
             "seconds_inside": system.seconds_inside() - inside,
             "seconds_task": time.perf_counter() - started,
+            "seconds_reading_scope": reading,
+            "seconds_in_cache_lookups": HarnessCallbacks.seconds - lookups,
+            "seconds_removing_store": removing,
         },
     }
 
