@@ -38,7 +38,14 @@ from typing import Any
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_longmemeval import ROOT, machine, measured, write_json  # noqa: E402
+from bench_longmemeval import (  # noqa: E402
+    ROOT,
+    add_bytecode_option,
+    bytecode_cache,
+    machine,
+    measured,
+    write_json,
+)
 
 from recallbench.datasets.fixtures import CATEGORIES  # noqa: E402
 
@@ -171,7 +178,9 @@ def main() -> None:
     )
     parser.add_argument("--generate-only", type=Path, metavar="DIR", help="write the suite, stop")
     parser.add_argument("--json", type=Path, default=ROOT / "build" / "bench_large_fixture.json")
+    add_bytecode_option(parser)
     args = parser.parse_args()
+    bytecode_cache(not args.no_bytecode_cache)
     if args.generate_only:
         print(
             orjson.dumps(generate_suite(args.generate_only, args.memories, args.queries)).decode()

@@ -48,7 +48,15 @@ from typing import Any
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_longmemeval import RB, ROOT, machine, measured, write_json  # noqa: E402
+from bench_longmemeval import (  # noqa: E402
+    RB,
+    ROOT,
+    add_bytecode_option,
+    bytecode_cache,
+    machine,
+    measured,
+    write_json,
+)
 
 INSTALL = "python3 -m venv /tmp/mce-venv && /tmp/mce-venv/bin/pip install memory-core-eval"
 CONFIGS = {
@@ -118,7 +126,9 @@ def main() -> None:
     parser.add_argument("--mceval", default=None, help="the mceval executable")
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "bench-peer")
     parser.add_argument("--json", type=Path, default=ROOT / "build" / "bench_peer.json")
+    add_bytecode_option(parser)
     args = parser.parse_args()
+    bytecode_cache(not args.no_bytecode_cache)
     mceval = find_mceval(args.mceval)
     if mceval is None:
         print(

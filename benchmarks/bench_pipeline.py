@@ -2,7 +2,8 @@
 """Start-up and stage-split cost of the fixture suite: reports figures, asserts nothing.
 
 Measures on the committed fixture suite, as medians of --runs rounds (after one warm-up
-round: page cache, .pyc files). Within a round every variant runs once, one after the
+round: page cache, and .pyc files, cached in build/pycache even where the environment sets
+PYTHONDONTWRITEBYTECODE; `--no-bytecode-cache` measures without). Within a round every variant runs once, one after the
 other, so a ratio compares runs made under the same machine load:
 
   - a bare interpreter (`python -c pass`) and `python -c "import recallbench.cli"`,
@@ -37,7 +38,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_longmemeval import ROOT, machine, write_json  # noqa: E402
+from bench_longmemeval import (  # noqa: E402
+    ROOT,
+    add_bytecode_option,
+    bytecode_cache,
+    machine,
+    write_json,
+)
 
 from recallbench.artifacts import STAGE_NAMES  # noqa: E402
 
@@ -149,7 +156,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="timed rounds (median)")
     parser.add_argument("--json", type=Path, default=ROOT / "build" / "bench_pipeline.json")
+    add_bytecode_option(parser)
     args = parser.parse_args()
+    bytecode_cache(not args.no_bytecode_cache)
     before = machine()
 
     variants = {
