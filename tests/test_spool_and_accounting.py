@@ -180,3 +180,22 @@ def test_hotmem_digest_reads_inside_and_hashes_outside(
     store.close()
     assert digest == records_digest((f"m{i}", f"text {i}") for i in range(4))
     assert system.seconds_inside() - before == 0.0  # the clock only moved while hashing
+
+
+def test_a_suite_from_the_gzip_spool_era_is_refused(tmp_path: Path) -> None:
+    """suite.json written by a recallbench whose spool was scopes.jsonl.gz (no per-scope
+    places): both readers refuse it in one line, before reading anything."""
+    suite = write_spool(tmp_path)
+    old = {
+        "data": {
+            **suite["data"],
+            "spool": {**suite["data"]["spool"], "file": "scopes.jsonl.gz"},
+            "scopes": [{"scope_id": s["scope_id"]} for s in suite["data"]["scopes"]],
+        },
+        "spool_path": str(tmp_path / "scopes.jsonl.gz"),
+    }
+    for read in (scope_refs, stream_scopes):
+        with pytest.raises(ArtifactError) as caught:
+            next(read(old))
+        assert "made by another recallbench version" in str(caught.value)
+        assert str(caught.value).endswith("run `recallbench validate` again")

@@ -76,6 +76,17 @@ def spool_path(suite_env: Mapping[str, Any]) -> Path:
     return Path(suite_env.get("spool_path") or "")
 
 
+def _check_format(suite_env: Mapping[str, Any], path: Path) -> None:
+    """Refuse a suite.json whose spool is not this format (an older recallbench's gzip'd
+    spool without per-scope places) before any of it is read."""
+    data = suite_env["data"]
+    if data["spool"].get("file") != SPOOL or any("spool" not in s for s in data["scopes"]):
+        raise ArtifactError(
+            f"{path}: suite.json was made by another recallbench version (its scope spool "
+            f"is not {SPOOL} with each scope's place); {RERUN}"
+        )
+
+
 def _check_present(path: Path, size: int) -> None:
     try:
         actual = path.stat().st_size if path.is_file() else None
@@ -95,6 +106,7 @@ def stream_scopes(suite_env: Mapping[str, Any]) -> Iterator[tuple[int, dict[str,
     """
     spool = suite_env["data"]["spool"]
     path = spool_path(suite_env)
+    _check_format(suite_env, path)
     _check_present(path, spool["bytes"])
     digest = hashlib.sha256()
     index = 0
@@ -116,6 +128,7 @@ def scope_refs(suite_env: Mapping[str, Any]) -> Iterator[tuple[int, dict[str, An
     task needs to read its scope itself (`read_scope`). Checks the spool is there first."""
     data = suite_env["data"]
     path = spool_path(suite_env)
+    _check_format(suite_env, path)
     _check_present(path, data["spool"]["bytes"])
     where = str(path.resolve())
     for index, entry in enumerate(data["scopes"]):
