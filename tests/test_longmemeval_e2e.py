@@ -221,7 +221,7 @@ def test_one_and_two_workers_give_identical_artifacts(
         assert (tmp_path / name).read_bytes() == (lane["build"] / name).read_bytes(), name
     timing = load(tmp_path / "timings" / "runs.json")
     assert timing["execution"] == {"executor": "local", "workers": 2}
-    assert timing["tasks_per_batch"] == (4 if batched else 1)
+    assert timing["scopes_per_task"] == (4 if batched else 1)
     assert not (tmp_path / "work").exists()
 
 

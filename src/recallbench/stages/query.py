@@ -1,9 +1,12 @@
 """query: every query of every scope through the system's production search.
 
-Kept stores (see hydrate) are opened read-only and checked first (record count and content
-digest through the system's own API); transient stores are built, searched and removed
-inside one task per scope. runs.json holds, per query, the ranked hits, each level's
-ranking and gold, and the facts that explain misses; latencies go to the timing sidecar.
+Each task reads its own scope from validate's spool (the parent hands out only where each
+scope's line lies; several scopes per task when there are many). Kept stores (see hydrate)
+are opened read-only and checked first (record count and content digest through the
+system's own API); transient stores are built, searched and removed inside the task, in the
+worker's own directory. runs.json holds, per query, the ranked hits, each level's ranking
+and gold, and the facts that explain misses; latencies, the time inside the system and the
+harness's parts go to the timing sidecar.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ def batch_size(execution: Execution, tasks_total: int) -> int:
     """Scopes per task sent to a worker: up to QUERY_BATCH when there are many more tasks
     than workers (fewer round trips through the parent, whose time per task then bounds
     how many workers it can feed), one otherwise (so the work still spreads evenly)."""
+    if execution.executor == "local" and execution.workers == 1:
+        return 1  # everything runs in this process: nothing to send
     return max(1, min(QUERY_BATCH, tasks_total // (execution.workers * QUERY_WINDOW)))
 
 
@@ -165,7 +170,7 @@ def run_query(
     workers = execution.workers
     timing = {
         "execution": execution.describe(),
-        "tasks_per_batch": batch if execution.workers > 1 or execution.executor != "local" else 1,
+        "scopes_per_task": batch,
         "repeat": repeat,
         "latency": latency_summary(latency),
         "wall_seconds": wall,
