@@ -45,6 +45,8 @@ from typing import Any
 import orjson
 import psutil
 
+from recallbench.stages.tasks import HARNESS_PARTS
+
 ROOT = Path(__file__).resolve().parents[1]
 RB = str(Path(sys.executable).parent / "recallbench")
 
@@ -153,14 +155,7 @@ def query_figures(fig: dict[str, Any], timing: dict[str, Any], scopes: int) -> d
         overhead_end_to_end=timing["harness_overhead_end_to_end"],
         task_s_per_scope=timing["seconds_in_tasks"] / scopes,
         wall_ms_per_scope=1000 * timing["wall_seconds"] / scopes,
-        harness_parts={
-            part: timing.get(part)
-            for part in (
-                "seconds_reading_scope",
-                "seconds_in_cache_lookups",
-                "seconds_removing_store",
-            )
-        },
+        harness_parts={part: timing.get(part) for part in HARNESS_PARTS},
     )
     return fig
 

@@ -110,6 +110,14 @@ class Scope:
     def memory_by_id(self) -> dict[str, Memory]:
         return {m.memory_id: m for m in self.memories}
 
+    def holders(self, level: str) -> dict[str, list[Memory]]:
+        """`level` id -> the memories that hold it, in memory order."""
+        out: dict[str, list[Memory]] = {}
+        for m in self.memories:
+            for unit in m.units.get(level, ()):
+                out.setdefault(unit, []).append(m)
+        return out
+
 
 @dataclass(frozen=True)
 class Drop:

@@ -148,12 +148,3 @@ def generated_sidecar(path: Path, sha256: str) -> dict[str, Any] | None:
     if isinstance(meta, dict) and meta.get("sha256") == sha256:
         return meta
     return None
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file read in chunks (for a source asked to identify itself unstreamed)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(READ_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -63,12 +63,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recallbench.artifacts import file_sha256
 from recallbench.datasets.jsonstream import (
     GENERATED_SIDECAR_SUFFIX as GENERATED_SIDECAR_SUFFIX,
 )
 from recallbench.datasets.jsonstream import (
     JsonArrayFile,
-    file_sha256,
     generated_sidecar,
     record_error,
 )

@@ -31,7 +31,7 @@ def cache_spec(
     """The vector cache as workers open it, after one full check (files' sha256) here."""
     if execution.cache is None:
         return None
-    from recallbench.cache import VectorCache
+    from recallbench.cache import check_manifest, read_manifest
     from recallbench.errors import RecallbenchError
 
     if getattr(system, "embedder", None) is None:
@@ -41,11 +41,14 @@ def cache_spec(
         "embedder_identity": system.embedder.identity(),
         "source": cache_source(suite_env),
     }
-    VectorCache.open(
-        Path(spec["directory"]),
+    directory = Path(spec["directory"])
+    # the manifest and the files' sha256, checked without loading the keys (workers do)
+    check_manifest(
+        directory,
+        read_manifest(directory),
         embedder_identity=spec["embedder_identity"],
         source=spec["source"],
-    ).close()
+    )
     return spec
 
 

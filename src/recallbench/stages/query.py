@@ -31,10 +31,6 @@ WORK_DIR = "work"
 #: place in the spool (a few numbers), so a deep window costs nothing and keeps every worker
 #: busy while the head of the order is still running
 QUERY_WINDOW = 16
-#: the parts of the harness's own time within query tasks the timing sidecar reports:
-#: reading and checking the scope's spool line, the vector cache's lookups (called by the
-#: system, not counted as its time), deleting transient stores
-HARNESS_PARTS = ("seconds_reading_scope", "seconds_in_cache_lookups", "seconds_removing_store")
 #: at most this many scopes go to a worker as one task (see `batch_size`)
 QUERY_BATCH = 4
 
@@ -132,7 +128,7 @@ def run_query(
     batch = batch_size(execution, counts["scopes"] * slices)
     rows, scopes, latency = [], [], {}
     inside = task_seconds = ingest = 0.0
-    harness = dict.fromkeys(HARNESS_PARTS, 0.0)
+    harness = dict.fromkeys(tasks.HARNESS_PARTS, 0.0)
     try:
         for result in run_tasks(
             tasks.query_scope,
@@ -153,7 +149,7 @@ def run_query(
             inside += result["timing"]["seconds_inside"]
             task_seconds += result["timing"]["seconds_task"]
             ingest += result["timing"].get("ingest_seconds", 0.0)
-            for part in HARNESS_PARTS:
+            for part in tasks.HARNESS_PARTS:
                 harness[part] += result["timing"][part]
     finally:
         if not kept:
@@ -181,6 +177,6 @@ def run_query(
         "harness_overhead_end_to_end": (wall * workers - inside) / inside if inside else None,
         "share_inside_system": inside / (wall * workers) if wall else None,
         # parts of the harness's time within the tasks, summed over workers (seconds)
-        **{part: harness[part] for part in HARNESS_PARTS},
+        **{part: harness[part] for part in tasks.HARNESS_PARTS},
     }
     return envelope("runs", data, inputs_of(suite_env, hydrate_env)), timing

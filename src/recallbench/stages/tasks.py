@@ -29,6 +29,11 @@ from recallbench.model import Memory, Query, Scope, level_ranking
 
 _STATE: dict[str, Any] = {}
 
+#: the parts of the harness's own time within a query task, in its timing (the query
+#: sidecar sums them): reading and checking the scope's spool line, the vector cache's
+#: lookups (called by the system, not counted as its time), deleting a transient store
+HARNESS_PARTS = ("seconds_reading_scope", "seconds_in_cache_lookups", "seconds_removing_store")
+
 
 class StoreDamaged(RecallbenchError):
     """The store on disk is not the store the upstream artifact describes."""
@@ -261,6 +266,7 @@ def search_scope(
     memories = scope.memory_by_id()
     count = store.count()
     progress = _STATE.get("progress")
+    holders_at: dict[str, dict[str, list[Memory]]] = {}  # per level, made at the first miss
     rows, latencies = [], {}
     for q in scope.queries:
         hits, limit, samples = _widened_search(store, q, memories, levels, top_k, count)
@@ -317,8 +323,10 @@ def search_scope(
             for level, gone in missed.items():
                 deep_ranking = level_ranking(deep, memories, level)
                 entries = []
+                if gone and level not in holders_at:
+                    holders_at[level] = scope.holders(level)
                 for unit in gone:
-                    holders = [m for m in scope.memories if unit in m.units.get(level, ())]
+                    holders = holders_at[level].get(unit, [])
                     entry = {
                         "id": unit,
                         "grade": q.relevance[level][unit],

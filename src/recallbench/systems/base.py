@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
+from recallbench.artifacts import atomic_write_bytes, file_sha256
 from recallbench.errors import RecallbenchError
 
 MANIFEST = "manifest.json"
@@ -293,28 +292,6 @@ def records_digest(pairs: Iterable[tuple[str, str]]) -> str:
     return h.hexdigest()
 
 
-def write_atomic(path: Path, payload: bytes) -> None:
-    """Write one file atomically (temp file in the same directory, then rename)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def package_size(package_dir: Path) -> int:
     """Bytes in every file of a package, subdirectories included."""
     return sum(p.stat().st_size for p in Path(package_dir).rglob("*") if p.is_file())
@@ -337,7 +314,7 @@ def write_manifest(
         },
         **extra,
     }
-    write_atomic(package_dir / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS))
+    atomic_write_bytes(package_dir / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS))
     return manifest
 
 
@@ -345,7 +322,7 @@ def check_manifest(package_dir: Path, package_format: str) -> dict[str, Any]:
     """Read a `write_manifest` manifest and check every file it lists against it.
 
     Reasons: `unreadable`, `format`, `missing_file`, `checksum_mismatch` (size or sha256).
-    The caller checks the record count (`record_count_mismatch`) and its own fields.
+    The caller checks the record count (`check_record_count`) and its own fields.
     """
     package_dir = Path(package_dir)
     try:
@@ -366,6 +343,18 @@ def check_manifest(package_dir: Path, package_format: str) -> dict[str, Any]:
                 "checksum_mismatch", f"{name} does not match its sha256 in the manifest"
             )
     return manifest
+
+
+def check_record_count(package_dir: Path, manifest: Mapping[str, Any], records_file: str) -> int:
+    """The records (lines) of a package's JSONL file; `record_count_mismatch` unless it is
+    the count the manifest records."""
+    count = (Path(package_dir) / records_file).read_bytes().count(b"\n")
+    expected = manifest.get("record_count")
+    if count != expected:
+        raise SnapshotRejected(
+            "record_count_mismatch", f"{count} records, manifest says {expected}"
+        )
+    return count
 
 
 def copy_package(package_dir: Path, work_dir: Path, name: str) -> Path:

@@ -22,23 +22,23 @@ from typing import Any
 import bm25s
 import numpy as np
 
+from recallbench.artifacts import atomic_write_bytes
 from recallbench.systems.base import (
     Corruption,
     Hit,
     PackageInfo,
-    SnapshotRejected,
     StoreRecord,
     TimedCalls,
     VectorLookup,
     check_manifest,
     check_new_ids,
+    check_record_count,
     jsonl_bytes,
     jsonl_records,
     package_size,
     raw_byte_corruption,
     records_digest,
     stale_jsonl_corruption,
-    write_atomic,
     write_manifest,
 )
 from recallbench.systems.registry import register
@@ -75,7 +75,7 @@ class BM25Store:
     def ingest(self, records: Sequence[StoreRecord]) -> int:
         check_new_ids((r.memory_id for r in self._records), records)
         self._add(list(records))
-        write_atomic(self.directory / RECORDS, jsonl_bytes(self._records))
+        atomic_write_bytes(self.directory / RECORDS, jsonl_bytes(self._records))
         return len(self._records)
 
     def _scores(self, query: str) -> np.ndarray:
@@ -126,13 +126,7 @@ class BM25Clone:
 
     def verify(self, package_dir: Path, work_dir: Path) -> int:
         manifest = check_manifest(package_dir, PACKAGE_FORMAT)
-        count = (Path(package_dir) / RECORDS).read_bytes().count(b"\n")
-        if count != manifest.get("record_count"):
-            raise SnapshotRejected(
-                "record_count_mismatch",
-                f"{count} records, manifest says {manifest.get('record_count')}",
-            )
-        return count
+        return check_record_count(package_dir, manifest, RECORDS)
 
     def restore(self, package_dir: Path, directory: Path) -> BM25Store:
         self.verify(package_dir, directory)
@@ -177,7 +171,7 @@ class BM25System(TimedCalls):
         directory.mkdir(parents=True, exist_ok=True)
         if (directory / RECORDS).exists():
             raise FileExistsError(f"{directory / RECORDS}: a store already exists here")
-        write_atomic(directory / RECORDS, b"")
+        atomic_write_bytes(directory / RECORDS, b"")
         return BM25Store(self, directory, [])
 
     def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> BM25Store:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from recallbench.artifacts import atomic_write_bytes
 from recallbench.errors import RecallbenchError
 from recallbench.systems.base import (
     Corruption,
@@ -35,13 +36,13 @@ from recallbench.systems.base import (
     VectorLookup,
     check_manifest,
     check_new_ids,
+    check_record_count,
     jsonl_bytes,
     jsonl_records,
     package_size,
     raw_byte_corruption,
     records_digest,
     stale_jsonl_corruption,
-    write_atomic,
     write_manifest,
 )
 from recallbench.systems.registry import register
@@ -135,8 +136,8 @@ class DenseStore:
         self._records.extend(records)
         self._vectors = np.vstack([self._vectors, vectors]) if len(records) else self._vectors
         self._ids = np.array([r.memory_id for r in self._records], dtype=object)
-        write_atomic(self.directory / VECTORS, _npy_bytes(self._vectors))
-        write_atomic(self.directory / RECORDS, jsonl_bytes(self._records))
+        atomic_write_bytes(self.directory / VECTORS, _npy_bytes(self._vectors))
+        atomic_write_bytes(self.directory / RECORDS, jsonl_bytes(self._records))
         return len(self._records)
 
     def ingest(self, records: Sequence[StoreRecord]) -> int:
@@ -198,12 +199,7 @@ class DenseClone:
                 "embedder_mismatch",
                 f"vectors made by {manifest.get('embedder')!r}, this system embeds with {ours!r}",
             )
-        count = (package_dir / RECORDS).read_bytes().count(b"\n")
-        expected = manifest.get("record_count")
-        if count != expected:
-            raise SnapshotRejected(
-                "record_count_mismatch", f"{count} records, manifest says {expected}"
-            )
+        count = check_record_count(package_dir, manifest, RECORDS)
         try:
             _read_vectors(package_dir / VECTORS, count, self._system.embedder.dimension)
         except ValueError as exc:

@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from recallbench.artifacts import atomic_write_bytes
 from recallbench.errors import RecallbenchError
 from recallbench.systems.base import (
     MANIFEST,
@@ -45,7 +46,6 @@ from recallbench.systems.base import (
     VectorLookup,
     copy_package,
     package_size,
-    write_atomic,
 )
 from recallbench.systems.registry import get_system, register
 
@@ -163,7 +163,9 @@ class FusionClone:
             "children": self._system.child_names,
             "record_count": counts[0],
         }
-        write_atomic(package_dir / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS))
+        atomic_write_bytes(
+            package_dir / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS)
+        )
         return PackageInfo(records=counts[0], size_bytes=package_size(package_dir))
 
     def _check_manifest(self, package_dir: Path) -> int:
@@ -293,7 +295,7 @@ class FusionSystem(TimedCalls):
         directory.mkdir(parents=True, exist_ok=True)
         if (directory / MARKER).exists():
             raise FileExistsError(f"{directory / MARKER}: a store already exists here")
-        write_atomic(directory / MARKER, orjson.dumps({"children": self.child_names}))
+        atomic_write_bytes(directory / MARKER, orjson.dumps({"children": self.child_names}))
         return directory
 
     def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> FusionStore:
