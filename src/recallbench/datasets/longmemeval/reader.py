@@ -15,8 +15,6 @@ and the field path, e.g.::
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -253,16 +251,6 @@ def identify(path: Path, sha256: str) -> dict[str, Any]:
         "known": False,
         "label": "unknown file (sha256 matches no known LongMemEval release)",
     }
-
-
-def stderr_log(message: str) -> None:
-    """Default sink for the lane's notices: one line on stderr."""
-    print(message, file=sys.stderr, flush=True)
-
-
-def progress_enabled(quiet: bool) -> bool:
-    """Progress bars only on an interactive stderr, never with --quiet or NO_PROGRESS."""
-    return not quiet and sys.stderr.isatty() and not os.environ.get("NO_PROGRESS")
 
 
 def describe_file(path: Path, sha256: str, size: int) -> dict[str, Any]:
