@@ -37,7 +37,7 @@ from recallbench.executor import (
 TESTS = Path(__file__).resolve().parent
 SRC = TESTS.parent / "src"
 
-#: (kind, workers) of the three engines: serial, 2 spawned processes, 2 Ray actors
+#: (kind, workers) of the three engines: serial, 2 local processes, 2 Ray actors
 ENGINES = [("local", 1), ("local", 2), ("ray", 2)]
 
 
@@ -118,6 +118,32 @@ def test_every_engine_gives_the_same_ordered_results(ray_local: Any) -> None:
             # the same workers serve further maps
             assert list(ex.map(tasks.square, iter(range(7)))) == [i * i for i in range(7)]
             assert list(ex.map(tasks.square, [])) == []
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_forked_and_spawned_workers_give_the_same_results(method: str) -> None:
+    """Both ways a local worker starts: same ordered results, per-worker initializer state."""
+    expected = [tasks.digest(i) for i in range(40)]
+    with ProcessExecutor(2, start_method=method) as ex:
+        assert list(ex.map(tasks.digest, range(40))) == expected
+        assert len({r["pid"] for r in ex.map(tasks.whoami, range(40))}) <= 2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork is chosen on Linux only")
+def test_workers_fork_only_from_a_single_threaded_parent() -> None:
+    """`start_method`: fork when the process runs one thread (native threads counted), spawn
+    as soon as another thread runs (a fork would copy any lock that thread holds)."""
+    code = (
+        "import threading, time\n"
+        "from recallbench.executor import start_method\n"
+        "print(start_method())\n"
+        "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        "print(start_method())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.split() == ["fork", "spawn"]
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,17 @@ import pytest
 from click.testing import CliRunner, Result
 
 from recallbench.artifacts import dumps, file_sha256
-from recallbench.cache import KEYS, MANIFEST, VECTORS, VectorCache, text_key
+from recallbench.cache import (
+    FILES,
+    KEYS,
+    MANIFEST,
+    OFFSETS,
+    SCOPES,
+    VECTORS,
+    ScopeLookup,
+    VectorCache,
+    text_key,
+)
 from recallbench.cli import main
 from recallbench.datasets.longmemeval.generator import generate
 from recallbench.datasets.longmemeval.reader import open_source
@@ -102,11 +112,68 @@ def test_prep_embeds_each_distinct_text_once(setup: dict) -> None:
         "dataset": "longmemeval",
         "files": [{"role": "data", "sha256": file_sha256(setup["data"])}],
         "options": {"session_text": "user", "unit": "session"},
+        "spool_sha256": setup["suite"]["data"]["spool"]["sha256"],
     }
     assert (setup["cache"] / KEYS).stat().st_size == manifest["count"] * 32
     assert (setup["cache"] / VECTORS).stat().st_size == manifest["count"] * 64 * 4
+    assert (setup["cache"] / OFFSETS).stat().st_size == (manifest["scopes"] + 1) * 8
+    assert (setup["cache"] / SCOPES).stat().st_size == manifest["texts"]["seen"] * 4
     assert "timing" not in manifest
     assert f"{manifest['count']} vectors (hotmem-hash-v1@64)" in setup["prep_output"]
+
+
+def _open(setup: dict) -> VectorCache:
+    manifest = setup["manifest"]
+    return VectorCache.open(
+        setup["cache"], embedder_identity=manifest["embedder_identity"], source=manifest["source"]
+    )
+
+
+def test_scope_rows_are_the_rows_of_each_scopes_texts(setup: dict) -> None:
+    """scopes.bin: for every scope of the spool, its query then memory texts' rows, each
+    the row whose key is that text's sha256 (checked here for every text, not sampled)."""
+    source = open_source({"data": setup["data"]}, {})
+    scopes = [s for s in source.stream() if isinstance(s, Scope)]
+    assert setup["manifest"]["scopes"] == len(scopes)
+    keys = (setup["cache"] / KEYS).read_bytes()
+    cache = _open(setup)
+    try:
+        for index, scope in enumerate(scopes):
+            queries = [q.text for q in scope.queries]
+            memories = [m.text for m in scope.memories]
+            rows = cache.scope_rows(index, queries, memories)
+            assert len(rows) == len(queries) + len(memories)
+            for text, row in zip(queries + memories, rows, strict=True):
+                assert keys[row * 32 : (row + 1) * 32] == text_key(text)
+                assert cache.vector(row) == cache.lookup(text)
+    finally:
+        cache.close()
+
+
+def test_scope_lookup_by_identity_and_by_key(setup: dict) -> None:
+    """The texts given to `use` are found by identity; an equal copy by its sha256 (same
+    vector); a text the cache never saw raises MissingVector."""
+    source = open_source({"data": setup["data"]}, {})
+    scope = next(s for s in source.stream() if isinstance(s, Scope))
+    cache = _open(setup)
+    try:
+        lookup = ScopeLookup(cache)
+        queries = [q.text for q in scope.queries]
+        memories = [m.text for m in scope.memories]
+        lookup.use(0, queries, memories)
+        text = memories[0]
+        copy = "".join(list(text))
+        assert copy == text and copy is not text
+        expected = cache.lookup(text)
+        assert lookup(text) == lookup(copy) == expected
+        with pytest.raises(MissingVector):
+            lookup(text + " (never embedded)")
+        with pytest.raises(Exception, match="do not fit its texts"):
+            lookup.use(0, queries, memories[:-1])
+        with pytest.raises(Exception, match="no rows for scope"):
+            lookup.use(setup["manifest"]["scopes"], queries, memories)
+    finally:
+        cache.close()
 
 
 def test_cached_scores_equal_inline_scores_exactly(setup: dict, tmp_path: Path) -> None:
@@ -216,26 +283,52 @@ def test_damaged_vectors(setup: dict, tmp_path: Path) -> None:
     assert "does not match its manifest's sha256" in line
 
 
-def test_missing_vector_stops_the_run(setup: dict, tmp_path: Path) -> None:
-    cache = _copy_cache(setup, tmp_path)
+def _forge(cache: Path, name: str, blob: bytes) -> None:
+    """Replace a cache file and record its new sha256 in the manifest (a cache whose files
+    agree with its manifest, but not with the data)."""
+    (cache / name).write_bytes(blob)
+    manifest = orjson.loads((cache / MANIFEST).read_bytes())
+    manifest["files"][name]["sha256"] = file_sha256(cache / name)
+    (cache / MANIFEST).write_bytes(dumps(manifest))
+
+
+def test_rows_that_are_not_the_scopes_texts_stop_the_run(setup: dict, tmp_path: Path) -> None:
+    """A question's key zeroed in keys.bin, or a scope's rows shifted in scopes.bin (each
+    with a manifest that agrees): refused in one line, whichever worker finds it."""
     question = orjson.loads(setup["data"].read_bytes())[0]["question"]
+    validate(tmp_path / "b", setup["data"])
+    cache = _copy_cache(setup, tmp_path)
     keys = bytearray((cache / KEYS).read_bytes())
     at = bytes(keys).index(text_key(question))
     keys[at : at + 32] = b"\0" * 32
-    (cache / KEYS).write_bytes(bytes(keys))
+    _forge(cache, KEYS, bytes(keys))
+    for workers in ("1", "2"):  # a worker's error comes back as one line too
+        line = one_line_error(cached_query(tmp_path / "b", cache, "--workers", workers), "query")
+        assert "scope 0's rows are not its texts'; run `recallbench prep" in line
+    shutil.rmtree(cache)
+    cache = _copy_cache(setup, tmp_path)
+    rows = (cache / SCOPES).read_bytes()
+    _forge(cache, SCOPES, rows[4:] + rows[:4])  # every row one place earlier
+    line = one_line_error(cached_query(tmp_path / "b", cache), "query")
+    assert "scope 0's rows are not its texts'" in line
+
+
+def test_a_cache_of_another_spool_is_refused(setup: dict, tmp_path: Path) -> None:
+    """The rows follow the spool's scopes: a cache made for another spool of the same data
+    (another recallbench's validate, say) is refused before any lookup."""
+    cache = _copy_cache(setup, tmp_path)
     manifest = orjson.loads((cache / MANIFEST).read_bytes())
-    manifest["files"][KEYS]["sha256"] = file_sha256(cache / KEYS)
+    manifest["source"]["spool_sha256"] = "0" * 64
     (cache / MANIFEST).write_bytes(dumps(manifest))
     validate(tmp_path / "b", setup["data"])
-    for workers in ("1", "2"):  # a worker's MissingVector comes back as one line too
-        line = one_line_error(cached_query(tmp_path / "b", cache, "--workers", workers), "query")
-        assert "no cached vector for a text" in line
+    line = one_line_error(cached_query(tmp_path / "b", cache), "query")
+    assert "made for another validation of this data" in line
 
 
 def test_prep_with_two_workers_writes_the_same_cache(setup: dict, tmp_path: Path) -> None:
     validate(tmp_path / "b", setup["data"])
     ok(cli(tmp_path / "b", "prep", "--cache", tmp_path / "c2", "--workers", "2"))
-    for name in (KEYS, VECTORS, MANIFEST):
+    for name in (*FILES, MANIFEST):
         assert (tmp_path / "c2" / name).read_bytes() == (setup["cache"] / name).read_bytes(), name
 
 

@@ -3,10 +3,18 @@
 Layout of a cache directory (one dataset source with its options, one embedder)::
 
     manifest.json   format, embedder identity, dimension, dtype, count, the source it was
-                    made for (dataset, files' sha256, reader options such as the unit),
-                    sizes and sha256 of the two files
+                    made for (dataset, files' sha256, reader options such as the unit, the
+                    sha256 of validate's scope spool), sizes and sha256 of the files
     keys.bin        count x 32 bytes: sha256(text as UTF-8), in row order
     vectors.bin     count x dimension float32 (native byte order, recorded in the manifest)
+    scopes.bin      for each scope of the spool, in order: the rows of its query texts,
+                    then of its memory texts (uint32, native byte order)
+    offsets.bin     scopes + 1 uint64: where each scope's rows start in scopes.bin
+
+A task looks its scope's vectors up by position (`VectorCache.scope_lookup`): the texts it
+read from the spool line, each to its row, without hashing them. The cache is bound to
+that exact spool (its sha256 is part of the source), and every scope's row count and its
+query texts' keys are checked as it is used; `lookup` finds any other text by its sha256.
 
 Vectors are stored as float32 because HotMem stores and compares packed float32
 (``hotmem.embed.pack_embedding``): a float64 vector and its float32 round trip pack to
@@ -36,12 +44,17 @@ from recallbench.errors import RecallbenchError
 from recallbench.systems.base import MissingVector
 
 FORMAT = "recallbench-vectors"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 PREP_HINT = "run `recallbench prep --cache DIR` (after `recallbench validate`)"
 MANIFEST = "manifest.json"
 KEYS = "keys.bin"
 VECTORS = "vectors.bin"
+SCOPES = "scopes.bin"
+OFFSETS = "offsets.bin"
+FILES = (KEYS, VECTORS, SCOPES, OFFSETS)
 KEY_BYTES = 32
+ROW_BYTES = 4  # uint32 in scopes.bin
+OFFSET_BYTES = 8  # uint64 in offsets.bin
 
 
 def text_key(text: str) -> bytes:
@@ -69,6 +82,9 @@ class CacheWriter:
         self.count = 0
         self._keys = open(self.directory / f".{KEYS}.tmp", "wb")  # noqa: SIM115
         self._vectors = open(self.directory / f".{VECTORS}.tmp", "wb")  # noqa: SIM115
+        self._scopes = open(self.directory / f".{SCOPES}.tmp", "wb")  # noqa: SIM115
+        self._offsets = array("Q", [0])
+        self.scopes = 0
 
     def add(self, keys: Sequence[bytes], blob: bytes, dimension: int) -> None:
         if self.dimension is None:
@@ -83,11 +99,19 @@ class CacheWriter:
         self._vectors.write(blob)
         self.count += len(keys)
 
+    def add_scope(self, rows: Sequence[int]) -> None:
+        """The next scope's rows: its query texts', then its memory texts', in order."""
+        self._scopes.write(array("I", rows).tobytes())
+        self._offsets.append(self._offsets[-1] + len(rows))
+        self.scopes += 1
+
     def finish(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         self._keys.close()
         self._vectors.close()
+        self._scopes.close()
+        (self.directory / f".{OFFSETS}.tmp").write_bytes(self._offsets.tobytes())
         files = {}
-        for name in (KEYS, VECTORS):
+        for name in FILES:
             final = self.directory / name
             os.replace(self.directory / f".{name}.tmp", final)
             files[name] = {"size_bytes": final.stat().st_size, "sha256": file_sha256(final)}
@@ -99,6 +123,7 @@ class CacheWriter:
             "dtype": "float32",
             "byteorder": sys.byteorder,
             "count": self.count,
+            "scopes": self.scopes,
             "files": files,
             **fields,
         }
@@ -106,9 +131,9 @@ class CacheWriter:
         return manifest
 
     def abort(self) -> None:
-        for handle in (self._keys, self._vectors):
+        for handle in (self._keys, self._vectors, self._scopes):
             handle.close()
-        for name in (KEYS, VECTORS):
+        for name in FILES:
             (self.directory / f".{name}.tmp").unlink(missing_ok=True)
 
 
@@ -158,12 +183,29 @@ def check_manifest(
             f"{directory}: vectors were made with reader options {made_for.get('options')}, "
             f"this run uses {source.get('options')}; {hint}"
         )
+    if made_for.get("spool_sha256") != source.get("spool_sha256"):
+        raise RecallbenchError(
+            f"{directory}: vectors were made for another validation of this data (its scope "
+            f"spool differs from the one suite.json records); {hint}"
+        )
     if manifest.get("byteorder") != sys.byteorder or manifest.get("dtype") != "float32":
         raise RecallbenchError(
             f"{directory}: vectors were written on a machine of another byte order; {hint}"
         )
     count, dim = manifest.get("count", -1), manifest.get("dimension", -1)
-    expected = {KEYS: count * KEY_BYTES, VECTORS: count * dim * 4}
+    scopes = manifest.get("scopes", -1)
+    offsets = directory / OFFSETS
+    rows = offsets.stat().st_size // OFFSET_BYTES if offsets.is_file() else 0
+    if rows:  # the last offset: how many rows scopes.bin holds
+        with open(offsets, "rb") as handle:
+            handle.seek((rows - 1) * OFFSET_BYTES)
+            rows = array("Q", handle.read(OFFSET_BYTES))[0]
+    expected = {
+        KEYS: count * KEY_BYTES,
+        VECTORS: count * dim * 4,
+        SCOPES: rows * ROW_BYTES,
+        OFFSETS: (scopes + 1) * OFFSET_BYTES,
+    }
     for name, size in expected.items():
         path = directory / name
         recorded = manifest.get("files", {}).get(name, {})
@@ -180,18 +222,20 @@ class VectorCache:
         self.directory = Path(directory)
         self.dimension = int(manifest["dimension"])
         self.count = int(manifest["count"])
-        raw = (self.directory / KEYS).read_bytes()
-        self._rows = {
-            raw[i : i + KEY_BYTES]: n for n, i in enumerate(range(0, len(raw), KEY_BYTES))
-        }
-        self._file = open(self.directory / VECTORS, "rb")  # noqa: SIM115
-        if self.count and self.dimension:
-            self._map: mmap.mmap | None = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
-            self._floats = memoryview(self._map).cast("f")
-        else:
-            self._map = None
-            self._floats = memoryview(b"").cast("f")
+        self._rows: dict[bytes, int] | None = None  # key -> row, made at the first `lookup`
+        self._maps: list[mmap.mmap] = []
+        self._floats = self._view(VECTORS, "f")
+        self._keys = self._view(KEYS, "B")
+        self._scope_rows = self._view(SCOPES, "I")
+        self._offsets = self._view(OFFSETS, "Q")
         self.hits = 0
+
+    def _view(self, name: str, fmt: str) -> memoryview:
+        with open(self.directory / name, "rb") as handle:
+            if handle.seek(0, os.SEEK_END) == 0:
+                return memoryview(b"").cast(fmt)
+            self._maps.append(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+        return memoryview(self._maps[-1]).cast(fmt)
 
     @classmethod
     def open(
@@ -212,24 +256,87 @@ class VectorCache:
         )
         return cls(directory, manifest)
 
+    def _key_rows(self) -> dict[bytes, int]:
+        if self._rows is None:
+            keys = self._keys.tobytes()
+            self._rows = {
+                keys[i : i + KEY_BYTES]: n for n, i in enumerate(range(0, len(keys), KEY_BYTES))
+            }
+        return self._rows
+
     def __contains__(self, text: str) -> bool:
-        return text_key(text) in self._rows
+        return text_key(text) in self._key_rows()
+
+    def vector(self, row: int) -> list[float]:
+        """Row `row`'s vector."""
+        self.hits += 1
+        start = row * self.dimension
+        return self._floats[start : start + self.dimension].tolist()
 
     def lookup(self, text: str) -> list[float]:
         """The cached vector of `text`; MissingVector when prep never embedded it."""
         key = text_key(text)
-        row = self._rows.get(key)
+        row = self._key_rows().get(key)
         if row is None:
             raise MissingVector(
                 f"{self.directory}: no cached vector for a text (sha256 {key.hex()[:12]}...); "
                 "the cache does not cover this data: run `recallbench prep --cache DIR` again"
             )
-        self.hits += 1
-        start = row * self.dimension
-        return self._floats[start : start + self.dimension].tolist()
+        return self.vector(row)
+
+    def scope_rows(self, index: int, queries: Sequence[str], memories: Sequence[str]) -> memoryview:
+        """The rows of scope `index` of the spool the cache was made from: one per text of
+        `queries` then `memories` (the scope's texts in spool order, as prep recorded them
+        in scopes.bin).
+
+        Checked: the scope's row count, every row within the cache, and each query text's
+        key (short texts, so a misplaced scope costs no more than a sha256 per query).
+        """
+        hint = f"run `recallbench prep --cache {self.directory}` again"
+        if not 0 <= index < len(self._offsets) - 1:
+            raise RecallbenchError(f"{self.directory}: no rows for scope {index}; {hint}")
+        rows = self._scope_rows[self._offsets[index] : self._offsets[index + 1]].tolist()
+        if len(rows) != len(queries) + len(memories) or (rows and max(rows) >= self.count):
+            raise RecallbenchError(
+                f"{self.directory}: the rows of scope {index} do not fit its texts; {hint}"
+            )
+        for text, row in zip(queries, rows, strict=False):  # rows: queries, then memories
+            if text_key(text) != self._keys[row * KEY_BYTES : (row + 1) * KEY_BYTES]:
+                raise RecallbenchError(
+                    f"{self.directory}: scope {index}'s rows are not its texts'; {hint}"
+                )
+        return rows
 
     def close(self) -> None:
-        self._floats.release()
-        if self._map is not None:
-            self._map.close()
-        self._file.close()
+        for view in (self._floats, self._keys, self._scope_rows, self._offsets):
+            view.release()
+        for mapped in self._maps:
+            mapped.close()
+
+
+class ScopeLookup:
+    """The vector lookup a store gets: the texts of the scope in hand by their row (`use`),
+    any other text by its sha256 (`VectorCache.lookup`).
+
+    A scope's texts are recognised by identity: the very string objects the task read from
+    the spool and handed to the system, each held here with its row, so nothing is hashed
+    (a 4,000-character text costs as much to hash for a dict as to sha256). A copy of a
+    text, equal but another object, takes the sha256 way and gets the same vector.
+    """
+
+    def __init__(self, cache: VectorCache) -> None:
+        self.cache = cache
+        self._by_id: dict[int, tuple[str, int]] = {}
+
+    def use(self, index: int, queries: Sequence[str], memories: Sequence[str]) -> None:
+        """From now on, scope `index`: its query and memory texts (the objects the system
+        will be given), in spool order."""
+        rows = self.cache.scope_rows(index, queries, memories)
+        texts = (*queries, *memories)
+        self._by_id = {id(text): (text, row) for text, row in zip(texts, rows, strict=True)}
+
+    def __call__(self, text: str) -> list[float]:
+        known = self._by_id.get(id(text))
+        if known is not None and known[0] is text:
+            return self.cache.vector(known[1])
+        return self.cache.lookup(text)

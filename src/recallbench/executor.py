@@ -27,8 +27,10 @@ Engines (``kind``):
 ``local``
     ``workers == 1``: `SerialExecutor`, everything in this process (the reference
     implementation, and the debugger's friend). ``workers >= 2``: `ProcessExecutor`, a
-    `concurrent.futures.ProcessPoolExecutor` of *spawned* workers (no copy of the parent's
-    memory, threads or SQLite handles).
+    `concurrent.futures.ProcessPoolExecutor` whose workers are *forked* when this process
+    runs a single thread on Linux (they start in milliseconds, recallbench and the system
+    already imported) and *spawned* otherwise (see `start_method`). The parent holds no
+    store or other SQLite handle when it starts them, and a worker builds its own state.
 ``ray``
     `RayExecutor`: ``workers`` Ray actors, on a local Ray started for the run or on the
     cluster at ``ray_address``. Needs the optional extra ``pip install -e '.[ray]'``.
@@ -181,7 +183,7 @@ class SerialExecutor:
 
 # --------------------------------------------------------------------------- local processes
 
-# Worker-side state of a local process worker (each spawned worker has its own copy).
+# Worker-side state of a local process worker (each worker process has its own copy).
 _INIT_ERROR: BaseException | None = None
 
 
@@ -233,6 +235,21 @@ def _init_process_worker(
             _INIT_ERROR = exc
 
 
+def start_method() -> str:
+    """How local workers start: ``fork`` when this process runs one thread (Linux, counted
+    in /proc/self/task, native threads included), so a worker starts in milliseconds with
+    recallbench and the system already imported; ``spawn`` otherwise. A fork copies only
+    the forking thread: a lock another thread held (a native thread pool's, a logging
+    handler's) would stay held in the child forever, so a multi-threaded parent spawns."""
+    if sys.platform.startswith("linux"):
+        try:
+            if len(os.listdir("/proc/self/task")) == 1:
+                return "fork"
+        except OSError:
+            pass
+    return "spawn"
+
+
 def _ready(_: object) -> int:
     return os.getpid()
 
@@ -244,7 +261,8 @@ def _run_in_process_worker(fn: Callable[[T], R], item: T) -> R:
 
 
 class ProcessExecutor:
-    """A `concurrent.futures.ProcessPoolExecutor` (spawned workers) with a bounded window."""
+    """A `concurrent.futures.ProcessPoolExecutor` with a bounded window; its workers start
+    by `start_method` ("fork" or "spawn"; default: `start_method()` when entered)."""
 
     def __init__(
         self,
@@ -254,9 +272,13 @@ class ProcessExecutor:
         finalizer: Callable[[], Any] | None = None,
         *,
         max_in_flight: int | None = None,
+        start_method: str | None = None,
     ) -> None:
         if workers < 2:
             raise ValueError("ProcessExecutor needs at least 2 workers; use SerialExecutor")
+        if start_method not in (None, "fork", "spawn"):
+            raise ValueError(f"start_method must be 'fork' or 'spawn', not {start_method!r}")
+        self.start_method = start_method
         self.workers = workers
         self.max_in_flight = max_in_flight or 2 * workers
         self._initializer = initializer
@@ -265,17 +287,15 @@ class ProcessExecutor:
         self._pool: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> ProcessExecutor:
-        # spawn: workers start clean (no copy of the parent's parsed data, no inherited
-        # threads or SQLite handles), so their memory is only what their items need.
         pool = ProcessPoolExecutor(
             max_workers=self.workers,
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=multiprocessing.get_context(self.start_method or start_method()),
             initializer=_init_process_worker,
             initargs=(os.getpid(), self._initializer, self._initargs, self._finalizer),
         )
         try:
-            # Start every worker now, from this thread: the pool spawns a process per
-            # submit while none is idle, and PR_SET_PDEATHSIG ties a worker to the thread
+            # Start every worker now, from this thread: the pool starts a process per
+            # submit while none is idle (forked ones all at once), and PR_SET_PDEATHSIG ties a worker to the thread
             # that spawned it. An initializer's failure is raised here, as with Ray.
             started = [
                 pool.submit(_run_in_process_worker, _ready, None) for _ in range(self.workers)

@@ -53,12 +53,14 @@ def cache_spec(
 
 
 def cache_source(suite_env: Mapping[str, Any]) -> dict[str, Any]:
-    """What a vector cache is made for: the dataset, its files' digests, the reader options."""
+    """What a vector cache is made for: the dataset, its files' digests, the reader options
+    and the scope spool validate made of them (the cache's rows follow its scopes)."""
     data = suite_env["data"]
     return {
         "dataset": data["dataset"],
         "files": [{"role": f["role"], "sha256": f["sha256"]} for f in data["identity"]["files"]],
         "options": data["options"],
+        "spool_sha256": data["spool"]["sha256"],
     }
 
 
@@ -88,10 +90,9 @@ def run_tasks(
     config = {"system": system, "cache": dict(cache) if cache else None}
     serial = execution.executor == "local" and execution.workers == 1
     by_query = serial and query_total is not None
+    # the workers start before the bar: a bar's monitor thread would make local workers
+    # spawn instead of fork (see `recallbench.executor.start_method`)
     with (
-        progress.bar(
-            query_total if by_query else total, desc, "query" if by_query else unit
-        ) as bar,
         make_executor(
             execution.executor,
             execution.workers,
@@ -101,6 +102,9 @@ def run_tasks(
             ray_address=execution.ray_address,
             max_in_flight=window * execution.workers if window else None,
         ) as engine,
+        progress.bar(
+            query_total if by_query else total, desc, "query" if by_query else unit
+        ) as bar,
     ):
         if by_query:
             tasks.set_progress(bar.update)

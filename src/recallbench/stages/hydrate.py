@@ -101,11 +101,12 @@ def run_hydrate(
     tally = Truncation(system)
     if keep:
         cache = cache_spec(execution, system, suite_env)
+        resolved = root.resolve()  # once, not per scope
         items = (
             {
                 "index": i,
                 "scope": scope,
-                "directory": str(tasks.worker_dir(root, i).resolve()),
+                "directory": str(tasks.worker_dir(resolved, i)),
             }
             for i, scope in counted(stream_scopes(suite_env), tally)
         )

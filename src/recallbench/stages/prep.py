@@ -32,7 +32,7 @@ def run_prep(
         raise RecallbenchError(f"{system.name} has no embedder: it needs no vector cache")
     writer = CacheWriter(Path(cache_dir), system.embedder.identity())
     tally = Truncation(system)  # counted on the same pass over the spool
-    seen: set[bytes] = set()
+    rows: dict[bytes, int] = {}  # text key -> its row, in order of first appearance
     batches: deque[list[bytes]] = deque()
     texts_seen = 0
     started = time.perf_counter()
@@ -43,20 +43,24 @@ def run_prep(
         batch: list[str] = []
         keys: list[bytes] = []
         for _, scope in counted(stream_scopes(suite_env), tally):
+            scope_rows = []
             for text in [q["text"] for q in scope["queries"]] + [
                 m["text"] for m in scope["memories"]
             ]:
                 texts_seen += 1
                 key = text_key(text)
-                if key in seen:
+                row = rows.get(key)
+                scope_rows.append(len(rows) if row is None else row)
+                if row is not None:
                     continue
-                seen.add(key)
+                rows[key] = len(rows)
                 batch.append(text)
                 keys.append(key)
                 if len(batch) >= PREP_BATCH:
                     batches.append(keys)
                     yield batch
                     batch, keys = [], []
+            writer.add_scope(scope_rows)
         if batch:
             batches.append(keys)
             yield batch
@@ -82,7 +86,7 @@ def run_prep(
             "source": cache_source(suite_env),
             "truncation": tally.report(),
             "system": system_name,
-            "texts": {"seen": texts_seen, "distinct": len(seen)},
+            "texts": {"seen": texts_seen, "distinct": len(rows)},
             "recallbench_version": __version__,
         }
     )

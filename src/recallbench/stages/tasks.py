@@ -16,7 +16,6 @@ exhausted: the convention of turn-level retrievers in the LongMemEval paper.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import time
@@ -28,10 +27,13 @@ from recallbench.errors import RecallbenchError
 from recallbench.model import Memory, Query, Scope, level_ranking
 
 _STATE: dict[str, Any] = {}
+if hasattr(os, "register_at_fork"):  # a forked worker builds its own state (init_worker)
+    os.register_at_fork(after_in_child=_STATE.clear)
 
 #: the parts of the harness's own time within a query task, in its timing (the query
 #: sidecar sums them): reading and checking the scope's spool line, the vector cache's
-#: lookups (called by the system, not counted as its time), deleting a transient store
+#: lookups (called by the system, not counted as its time), and handing the previous
+#: transient store to the worker's removal thread (see `transient_store`)
 HARNESS_PARTS = ("seconds_reading_scope", "seconds_in_cache_lookups", "seconds_removing_store")
 
 
@@ -68,6 +70,13 @@ def scope_of(item: Mapping[str, Any]) -> Scope:
         raw = read_scope(item["ref"])
     else:
         raw = item["scope"]
+    by_position = _STATE.get("scope_lookup")
+    if by_position is not None and "index" in item:  # the whole scope, in spool order
+        by_position.use(
+            item["index"],
+            [q["text"] for q in raw["queries"]],
+            [m["text"] for m in raw["memories"]],
+        )
     return scope_from_item(raw, item.get("queries"))
 
 
@@ -80,9 +89,9 @@ def init_worker(config: Mapping[str, Any]) -> None:
 
     close_worker()
     system = get_system(config["system"])
-    cache = None
+    cache = scope_lookup = None
     if config.get("cache"):
-        from recallbench.cache import VectorCache
+        from recallbench.cache import ScopeLookup, VectorCache
 
         spec = config["cache"]
         # the parent verified the files' sha256 once; workers check sizes and identity
@@ -92,13 +101,17 @@ def init_worker(config: Mapping[str, Any]) -> None:
             source=spec["source"],
             verify_files=False,
         )
+        scope_lookup = ScopeLookup(cache)
     from recallbench.systems.base import timed_lookup
 
-    lookup = timed_lookup(cache.lookup) if cache is not None else None
-    _STATE.update(system=system, cache=cache, lookup=lookup, progress=None)
+    lookup = timed_lookup(scope_lookup) if scope_lookup is not None else None
+    _STATE.update(
+        system=system, cache=cache, scope_lookup=scope_lookup, lookup=lookup, progress=None
+    )
 
 
 def close_worker() -> None:
+    finish_removals()
     cache = _STATE.get("cache")
     if cache is not None:
         cache.close()
@@ -137,27 +150,69 @@ def remove_tree(directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def empty_dir(directory: Path) -> None:
-    """Remove what `directory` holds (not the directory itself); nothing when it is missing."""
-    try:
-        entries = list(os.scandir(directory))
-    except FileNotFoundError:
-        return
-    for entry in entries:
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(entry.path)
-
-
 def transient_dir(root: Path) -> Path:
-    """This worker's directory for transient stores under `root`: one store at a time is
-    built, searched and removed there (emptied, not re-created, between scopes)."""
+    """This worker's directory for transient stores under `root` (one subdirectory per
+    scope, removed by `remove_later`)."""
     slot = _STATE.get("slot")
     if slot is None:
         slot = _STATE["slot"] = f"worker-{os.getpid()}-{os.urandom(4).hex()}"
     return Path(root) / slot
+
+
+def transient_store(root: Path) -> Path:
+    """Where this worker builds its next transient store, once the previous one (closed by
+    now) is handed to the worker's removal thread.
+
+    Two directories alternate: while a store is built and searched in one, the other one's
+    store is removed on the removal thread. Unlinking a store's files is kernel work that
+    releases the GIL, so it overlaps the system's own work (it is handed over after the task
+    has read its scope, so it overlaps the system's ingest, not the reading). A directory's
+    removal has finished before it is used again.
+    """
+    pending = _STATE.pop("removing", None)
+    if pending is not None:
+        pending.result()
+    previous = _STATE.pop("used", None)
+    if previous is not None:
+        remover = _STATE.get("remover")
+        if remover is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            remover = _STATE["remover"] = ThreadPoolExecutor(1, thread_name_prefix="recallbench-rm")
+        _STATE["removing"] = remover.submit(_empty_store_dir, previous)
+    name = "b" if previous is not None and previous.name == "a" else "a"
+    directory = _STATE["used"] = transient_dir(root) / name
+    return directory
+
+
+def _empty_store_dir(directory: Path) -> None:
+    """Remove what a store directory holds, in as few system calls as it allows (each one
+    hands the GIL back and forth with the worker's main thread): list it, unlink its files."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError:  # a subdirectory
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def finish_removals() -> None:
+    """Wait for the pending removal, remove the last store, stop the removal thread."""
+    pending = _STATE.pop("removing", None)
+    if pending is not None:
+        pending.result()
+    last = _STATE.pop("used", None)
+    if last is not None:
+        _empty_store_dir(last)
+    remover = _STATE.pop("remover", None)
+    if remover is not None:
+        remover.shutdown(wait=True)
 
 
 def store_facts(store: Any) -> dict[str, Any]:
@@ -375,18 +430,15 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
             store.close()
             raise
     else:
-        directory = transient_dir(directory)
-        empty_dir(directory)
+        start = time.perf_counter()
+        directory = transient_store(directory)
+        removing = time.perf_counter() - start
         store, timing = build_store(scope, directory)
         facts = {"records": timing["records"]}
     try:
         rows, latencies = search_scope(store, scope, item["levels"], item["top_k"], item["repeat"])
     finally:
         store.close()
-        if not item["kept"]:
-            start = time.perf_counter()
-            empty_dir(directory)
-            removing = time.perf_counter() - start
     return {
         "index": item["index"],
         "scope_id": scope.scope_id,

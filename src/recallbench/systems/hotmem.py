@@ -156,7 +156,8 @@ class HotMemStore:
         return "FTS5", sorted(r["id"] for r in rows)
 
     def count(self) -> int:
-        return self.db.count()
+        with self._system._inside():
+            return self.db.count()
 
     def digest(self) -> str:
         """Over (id, fact_text) of every row, read back with `MemoryDB.iter_rows` (the
