@@ -199,3 +199,42 @@ def test_a_suite_from_the_gzip_spool_era_is_refused(tmp_path: Path) -> None:
             next(read(old))
         assert "made by another recallbench version" in str(caught.value)
         assert str(caught.value).endswith("run `recallbench validate` again")
+
+
+def test_query_batches_shrink_towards_the_end() -> None:
+    """Groups of at most `size`, in order; with the total known, never more than the
+    remaining items over 2 x workers, so the last groups are single items."""
+    from recallbench.stages.execution import batches
+
+    def sizes(**kw: Any) -> list[int]:
+        groups = list(batches(str, range(30), 4, **kw))
+        assert [i for g in groups for i in g["items"]] == list(range(30))
+        assert all(g["fn"] is str for g in groups)
+        return [len(g["items"]) for g in groups]
+
+    assert sizes() == [4] * 7 + [2]
+    tail = sizes(total=30, workers=2)
+    assert max(tail) == 4 and tail[:3] == [4, 4, 4] and tail[-3:] == [1, 1, 1]
+    assert tail == [4, 4, 4, 4, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1]
+
+
+def test_transient_stores_alternate_and_are_removed(tmp_path: Path) -> None:
+    """A worker's transient stores alternate between two directories; the previous one is
+    emptied on the removal thread once the next is asked for, the last by finish_removals."""
+    from recallbench.stages import tasks
+
+    tasks.close_worker()
+    try:
+        first = tasks.transient_store(tmp_path)
+        (first / "db").parent.mkdir(parents=True)
+        (first / "db").write_bytes(b"x" * 4096)
+        second = tasks.transient_store(tmp_path)
+        assert second.parent == first.parent and {first.name, second.name} == {"a", "b"}
+        (second / "db").parent.mkdir(parents=True)
+        (second / "db").write_bytes(b"y")
+        third = tasks.transient_store(tmp_path)  # waits for the first's removal
+        assert third == first and list(first.iterdir()) == []
+        tasks.finish_removals()
+        assert list(second.iterdir()) == [] and list(first.iterdir()) == []
+    finally:
+        tasks.close_worker()

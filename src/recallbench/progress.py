@@ -36,6 +36,9 @@ def bar(total: int | None, desc: str, unit: str = "it", **extra: Any) -> Iterato
         return
     from tqdm import tqdm
 
+    # no monitor thread: it would outlive the bar, and a parent running other threads
+    # spawns its local workers instead of forking them (recallbench.executor.start_method)
+    tqdm.monitor_interval = 0
     progress = tqdm(
         total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True, file=sys.stderr, **extra
     )

@@ -109,7 +109,8 @@ def run_tasks(
         if by_query:
             tasks.set_progress(bar.update)
         if batch > 1 and not serial:
-            for results in engine.map(tasks.run_batch, batches(fn, items, batch)):
+            groups = batches(fn, items, batch, total=total, workers=execution.workers)
+            for results in engine.map(tasks.run_batch, groups):
                 bar.update(len(results))
                 yield from results
             return
@@ -119,13 +120,29 @@ def run_tasks(
             yield result
 
 
-def batches(fn: Callable[[Any], Any], items: Iterable[Any], size: int) -> Iterator[dict[str, Any]]:
-    """Consecutive items in groups of `size`, each group one task (`tasks.run_batch`)."""
+def batches(
+    fn: Callable[[Any], Any],
+    items: Iterable[Any],
+    size: int,
+    *,
+    total: int | None = None,
+    workers: int = 1,
+) -> Iterator[dict[str, Any]]:
+    """Consecutive items in groups of at most `size`, each group one task (`tasks.run_batch`).
+
+    With `total` known, groups shrink towards the end (never more than the remaining items
+    over 2 x `workers`), so the last tasks are single items and no worker idles long while
+    another finishes a large last group.
+    """
     group: list[Any] = []
+    remaining = total
     for item in items:
         group.append(item)
-        if len(group) == size:
+        limit = size if remaining is None else max(1, min(size, remaining // (2 * workers)))
+        if len(group) >= limit:
             yield {"fn": fn, "items": group}
+            if remaining is not None:
+                remaining -= len(group)
             group = []
     if group:
         yield {"fn": fn, "items": group}
