@@ -223,6 +223,32 @@ def test_cli_report_writes_the_linked_plots(runs: dict[str, Run], tmp_path: Path
         assert data == run.plots[link]  # the CLI stage draws what the in-process run drew
 
 
+def test_a_command_keeps_matplotlibs_font_list_in_its_build_dir(
+    runs: dict[str, Run], tmp_path: Path
+) -> None:
+    """`recallbench report` in a fresh process: matplotlib's font list goes to
+    BUILD/.cache/matplotlib (nothing to HOME or TMPDIR), and the next process reads it
+    instead of building it again (the file is not rewritten)."""
+    from recallbench.artifacts import publish
+
+    build, home, tmp = tmp_path / "build", tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+    publish(runs["bm25"].files(build))
+    env = {k: v for k, v in os.environ.items() if k != "MPLCONFIGDIR"}
+    env.update(HOME=str(home), TMPDIR=str(tmp))
+    recallbench = str(Path(sys.executable).parent / "recallbench")
+    cmd = [recallbench, "--build-dir", str(build), "-q", "report"]
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    (font_list,) = (build / ".cache" / "matplotlib").glob("fontlist-*.json")
+    stamp = font_list.stat().st_mtime_ns
+    second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert font_list.stat().st_mtime_ns == stamp
+    assert list(home.iterdir()) == [] and list(tmp.iterdir()) == []
+
+
 # --- compare -------------------------------------------------------------------------------
 
 

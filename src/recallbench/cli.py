@@ -142,8 +142,10 @@ def command(name: str, *, writes: bool = True, **kwargs: Any) -> Callable:
                 if not writes or ctx is None:
                     return fn(*args, **kw)
                 from recallbench.lock import build_lock
+                from recallbench.report import MATPLOTLIB_CACHE, cache_matplotlib_in
 
                 build_dir = ctx.checked_build_dir()
+                cache_matplotlib_in(build_dir / MATPLOTLIB_CACHE)  # if the command draws
                 with build_lock(build_dir, f"recallbench {name}"):
                     return fn(*args, **kw)
 

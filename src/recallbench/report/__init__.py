@@ -1,1 +1,23 @@
-"""The result document (`result`), its Markdown view (`markdown`) and, later, its plots."""
+"""The result document (`result`), its Markdown view (`markdown`) and its plots (`plots`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: where matplotlib keeps its font list, under the build directory (see `cache_matplotlib_in`)
+MATPLOTLIB_CACHE = Path(".cache") / "matplotlib"
+
+_matplotlib_cache: Path | None = None
+
+
+def cache_matplotlib_in(directory: Path | None) -> None:
+    """Let `recallbench.report.plots`, when it first imports matplotlib, keep matplotlib's
+    font list in `directory` (a place under the build directory) instead of building it
+    again in a temporary directory, about 0.2 s a process; None: a temporary directory."""
+    global _matplotlib_cache
+    _matplotlib_cache = Path(directory) if directory is not None else None
+
+
+def matplotlib_cache() -> Path | None:
+    """The directory set by `cache_matplotlib_in`, if any."""
+    return _matplotlib_cache

@@ -21,13 +21,17 @@ document gives byte-identical files with the same matplotlib version; another ve
 lay out or serialize differently (the SVG's creator line names the version), which is why
 results.json lists the plots beside its fingerprinted data, not in it.
 
-matplotlib is imported with MPLCONFIGDIR pointed at a temporary directory (unless it is set
-or matplotlib is already imported), so it neither reads the user's matplotlibrc nor leaves a
-font cache in the home directory: recallbench writes only where it is told to.
+matplotlib is imported with MPLCONFIGDIR pointed at `BUILD/.cache/matplotlib` when the
+command has a build directory (`recallbench.report.cache_matplotlib_in`), else at a
+temporary directory (unless MPLCONFIGDIR is set or matplotlib is already imported), so it
+neither reads the user's matplotlibrc nor leaves a font cache in the home directory:
+recallbench writes only where it is told to. The font list is the only file matplotlib
+keeps there; reusing it saves rebuilding it (about 0.2 s) in every process that draws.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import math
@@ -43,10 +47,20 @@ from typing import Any
 def _import_matplotlib() -> None:
     if "matplotlib" in sys.modules or os.environ.get("MPLCONFIGDIR"):
         return
-    with tempfile.TemporaryDirectory(prefix="recallbench-matplotlib-") as tmp:
-        os.environ["MPLCONFIGDIR"] = tmp
+    from recallbench.report import matplotlib_cache
+
+    with contextlib.ExitStack() as stack:
+        where = matplotlib_cache()
+        if where is not None:
+            try:
+                where.mkdir(parents=True, exist_ok=True)
+            except OSError:
+                where = None  # not writable: a temporary directory will do
+        if where is None:
+            where = stack.enter_context(tempfile.TemporaryDirectory(prefix="recallbench-mpl-"))
+        os.environ["MPLCONFIGDIR"] = str(where)
         try:
-            import matplotlib.font_manager  # noqa: F401  (builds its font list in tmp)
+            import matplotlib.font_manager  # noqa: F401  (reads or builds its font list there)
         finally:
             os.environ.pop("MPLCONFIGDIR", None)
 
