@@ -41,9 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_longmemeval import (  # noqa: E402
     ROOT,
     add_bytecode_option,
-    bytecode_cache,
     machine,
     measured,
+    warm_caches,
     write_json,
 )
 
@@ -180,7 +180,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "build" / "bench_large_fixture.json")
     add_bytecode_option(parser)
     args = parser.parse_args()
-    bytecode_cache(not args.no_bytecode_cache)
+    warm_caches(args)
     if args.generate_only:
         print(
             orjson.dumps(generate_suite(args.generate_only, args.memories, args.queries)).decode()

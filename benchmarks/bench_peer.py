@@ -52,9 +52,9 @@ from bench_longmemeval import (  # noqa: E402
     RB,
     ROOT,
     add_bytecode_option,
-    bytecode_cache,
     machine,
     measured,
+    warm_caches,
     write_json,
 )
 
@@ -128,7 +128,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "build" / "bench_peer.json")
     add_bytecode_option(parser)
     args = parser.parse_args()
-    bytecode_cache(not args.no_bytecode_cache)
+    warm_caches(args)
     mceval = find_mceval(args.mceval)
     if mceval is None:
         print(

@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_longmemeval import (  # noqa: E402
     ROOT,
     add_bytecode_option,
-    bytecode_cache,
     machine,
+    warm_caches,
     write_json,
 )
 
@@ -158,7 +158,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "build" / "bench_pipeline.json")
     add_bytecode_option(parser)
     args = parser.parse_args()
-    bytecode_cache(not args.no_bytecode_cache)
+    warm_caches(args)
     before = machine()
 
     variants = {
