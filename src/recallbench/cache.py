@@ -11,8 +11,9 @@ Layout of a cache directory (one dataset source with its options, one embedder):
                     then of its memory texts (uint32, native byte order)
     offsets.bin     scopes + 1 uint64: where each scope's rows start in scopes.bin
 
-A task looks its scope's vectors up by position (`VectorCache.scope_lookup`): the texts it
-read from the spool line, each to its row, without hashing them. The cache is bound to
+A task looks its scope's vectors up by position (`ScopeLookup`, over
+`VectorCache.scope_rows`): the texts it read from the spool line, each to its row, without
+hashing them. The cache is bound to
 that exact spool (its sha256 is part of the source), and every scope's row count and its
 query texts' keys are checked as it is used; `lookup` finds any other text by its sha256.
 
@@ -284,7 +285,7 @@ class VectorCache:
             )
         return self.vector(row)
 
-    def scope_rows(self, index: int, queries: Sequence[str], memories: Sequence[str]) -> memoryview:
+    def scope_rows(self, index: int, queries: Sequence[str], memories: Sequence[str]) -> list[int]:
         """The rows of scope `index` of the spool the cache was made from: one per text of
         `queries` then `memories` (the scope's texts in spool order, as prep recorded them
         in scopes.bin).

@@ -295,8 +295,9 @@ class ProcessExecutor:
         )
         try:
             # Start every worker now, from this thread: the pool starts a process per
-            # submit while none is idle (forked ones all at once), and PR_SET_PDEATHSIG ties a worker to the thread
-            # that spawned it. An initializer's failure is raised here, as with Ray.
+            # submit while none is idle (forked ones all at once), and PR_SET_PDEATHSIG
+            # ties a worker to the thread that started it. An initializer's failure is
+            # raised here, as with Ray.
             started = [
                 pool.submit(_run_in_process_worker, _ready, None) for _ in range(self.workers)
             ]

@@ -151,8 +151,8 @@ def remove_tree(directory: Path) -> None:
 
 
 def transient_dir(root: Path) -> Path:
-    """This worker's directory for transient stores under `root` (one subdirectory per
-    scope, removed by `remove_later`)."""
+    """This worker's directory for transient stores under `root` (its two store
+    directories alternate there, see `transient_store`)."""
     slot = _STATE.get("slot")
     if slot is None:
         slot = _STATE["slot"] = f"worker-{os.getpid()}-{os.urandom(4).hex()}"
