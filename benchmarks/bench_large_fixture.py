@@ -38,9 +38,9 @@ from typing import Any
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_longmemeval import (  # noqa: E402
+from common import (  # noqa: E402
     ROOT,
-    add_bytecode_option,
+    add_cache_options,
     machine,
     measured,
     warm_caches,
@@ -178,7 +178,7 @@ def main() -> None:
     )
     parser.add_argument("--generate-only", type=Path, metavar="DIR", help="write the suite, stop")
     parser.add_argument("--json", type=Path, default=ROOT / "build" / "bench_large_fixture.json")
-    add_bytecode_option(parser)
+    add_cache_options(parser)
     args = parser.parse_args()
     warm_caches(args)
     if args.generate_only:

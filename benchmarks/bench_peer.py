@@ -48,10 +48,10 @@ from typing import Any
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_longmemeval import (  # noqa: E402
+from common import (  # noqa: E402
     RB,
     ROOT,
-    add_bytecode_option,
+    add_cache_options,
     machine,
     measured,
     warm_caches,
@@ -126,7 +126,7 @@ def main() -> None:
     parser.add_argument("--mceval", default=None, help="the mceval executable")
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "bench-peer")
     parser.add_argument("--json", type=Path, default=ROOT / "build" / "bench_peer.json")
-    add_bytecode_option(parser)
+    add_cache_options(parser)
     args = parser.parse_args()
     warm_caches(args)
     mceval = find_mceval(args.mceval)

@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_longmemeval import (  # noqa: E402
+from common import (  # noqa: E402
+    RB,
     ROOT,
-    add_bytecode_option,
+    add_cache_options,
     machine,
     warm_caches,
     write_json,
@@ -48,9 +49,7 @@ from bench_longmemeval import (  # noqa: E402
 
 from recallbench.artifacts import STAGE_NAMES  # noqa: E402
 
-BIN = Path(sys.executable).parent
-PY = str(BIN / "python")
-RB = str(BIN / "recallbench")
+PY = sys.executable
 FIXTURES = ROOT / "benchmarks" / "retrieval"
 #: modules whose presence in a stage's imports is worth reporting (and their cost)
 HEAVY = (
@@ -156,7 +155,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="timed rounds (median)")
     parser.add_argument("--json", type=Path, default=ROOT / "build" / "bench_pipeline.json")
-    add_bytecode_option(parser)
+    add_cache_options(parser)
     args = parser.parse_args()
     warm_caches(args)
     before = machine()
