@@ -72,15 +72,6 @@ def query_spans(queries: int, slices: int) -> list[tuple[int, int] | None]:
     return [(i, min(i + size, queries)) for i in range(0, queries, size)]
 
 
-def query_slices(scope: dict[str, Any], slices: int) -> list[dict[str, Any]]:
-    """The (plain) scope with its queries cut into `slices` contiguous parts, in order."""
-    queries = scope["queries"]
-    return [
-        scope if span is None else {**scope, "queries": queries[span[0] : span[1]]}
-        for span in query_spans(len(queries), slices)
-    ]
-
-
 def run_query(
     suite_env: Mapping[str, Any],
     hydrate_env: Mapping[str, Any],

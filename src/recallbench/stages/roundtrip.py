@@ -19,11 +19,11 @@ from typing import Any
 
 from recallbench.artifacts import envelope, inputs_of, require_made_from
 from recallbench.buildpaths import safe_child
-from recallbench.spool import read_scope, scope_refs
+from recallbench.spool import scope_refs
 from recallbench.stages import tasks
 from recallbench.stages.execution import Execution, Stopwatch, cache_spec, run_tasks
 from recallbench.stages.hydrate import stores_root
-from recallbench.stages.query import query_slices, slice_count
+from recallbench.stages.query import query_spans, slice_count
 
 DEFAULT_SAMPLE = 20
 ROUNDTRIP_DIR = "roundtrip"
@@ -52,19 +52,25 @@ def expected(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def _requery(
     item: Mapping[str, Any],
     done: Mapping[str, Any],
+    queries: int,
     slices: int,
     system: str,
     execution: Execution,
     cache: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
-    """Search a round-tripped scope's remaining queries again on its clone, in slices."""
-    scope = item["scope"]
-    first = set(done["per_query"])
-    rest = {**scope, "queries": [q for q in scope["queries"] if q["query_id"] not in first]}
+    """Search a round-tripped scope's queries after its first (`roundtrip_scope` searched
+    that one) again on its clone, in slices; each task reads the scope's line itself."""
     parts = (
-        {"scope": part, "clone": done["clone"], "limits": item["limits"], "before": item["before"]}
-        for part in query_slices(rest, slices)
-        if part["queries"]
+        {
+            "index": item["index"],
+            "ref": item["ref"],
+            "queries": (1, queries) if span is None else (1 + span[0], 1 + span[1]),
+            "clone": done["clone"],
+            "limits": item["limits"],
+            "before": item["before"],
+        }
+        for span in query_spans(queries - 1, slices)
+        if queries > 1
     )
     out: dict[str, Any] = {}
     for result in run_tasks(
@@ -124,15 +130,16 @@ def run_roundtrip(
     rows_of: dict[str, list[dict[str, Any]]] = {}
     for row in runs["queries"]:
         rows_of.setdefault(row["scope_id"], []).append(row)
-    # only the sampled scopes' lines of the spool are read
+    stores, work_root = stores_root(build_dir).resolve(), work.resolve()
+    # only the sampled scopes' lines of the spool are read, each by its task
     items = (
         {
             "index": i,
-            "scope": read_scope(ref),
-            "directory": str(tasks.worker_dir(stores_root(build_dir), i).resolve()),
+            "ref": ref,
+            "directory": str(tasks.worker_dir(stores, i)),
             "kept": kept,
             "expect": {k: v for k, v in runs["scopes"][i].items() if k in ("records", "digest")},
-            "work": str(tasks.worker_dir(work, i).resolve()),
+            "work": str(tasks.worker_dir(work_root, i)),
             **expected(rows_of.get(ref["scope_id"], [])),
         }
         for i, ref in scope_refs(suite_env)
@@ -204,9 +211,10 @@ def run_roundtrip(
             timing[key] += t[key]
         if timing["cold_start_to_first_query_seconds"] is None:
             timing["cold_start_to_first_query_seconds"] = t["cold_start_to_first_query_seconds"]
+    index = suite_env["data"]["scopes"]
     for done in pending_requery:
-        item = held[done["index"]]
-        per_query.update(_requery(item, done, slices, hyd["system"], execution, cache))
+        item, queries = held[done["index"]], index[done["index"]]["queries"]
+        per_query.update(_requery(item, done, queries, slices, hyd["system"], execution, cache))
     identical = sum(1 for d in per_query.values() if d["identical"])
     checks = [
         {**c, "reasons": sorted(c["reasons"]), "all_rejected": c["rejected"] == c["scopes"]}
