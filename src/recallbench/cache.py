@@ -84,8 +84,7 @@ class CacheWriter:
         self._keys = open(self.directory / f".{KEYS}.tmp", "wb")  # noqa: SIM115
         self._vectors = open(self.directory / f".{VECTORS}.tmp", "wb")  # noqa: SIM115
         self._scopes = open(self.directory / f".{SCOPES}.tmp", "wb")  # noqa: SIM115
-        self._offsets = array("Q", [0])
-        self.scopes = 0
+        self._offsets = array("Q", [0])  # where each scope's rows start, and the end
 
     def add(self, keys: Sequence[bytes], blob: bytes, dimension: int) -> None:
         if self.dimension is None:
@@ -104,7 +103,6 @@ class CacheWriter:
         """The next scope's rows: its query texts', then its memory texts', in order."""
         self._scopes.write(array("I", rows).tobytes())
         self._offsets.append(self._offsets[-1] + len(rows))
-        self.scopes += 1
 
     def finish(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         self._keys.close()
@@ -124,7 +122,7 @@ class CacheWriter:
             "dtype": "float32",
             "byteorder": sys.byteorder,
             "count": self.count,
-            "scopes": self.scopes,
+            "scopes": len(self._offsets) - 1,
             "files": files,
             **fields,
         }
@@ -229,7 +227,6 @@ class VectorCache:
         self._keys = self._view(KEYS, "B")
         self._scope_rows = self._view(SCOPES, "I")
         self._offsets = self._view(OFFSETS, "Q")
-        self.hits = 0
 
     def _view(self, name: str, fmt: str) -> memoryview:
         with open(self.directory / name, "rb") as handle:
@@ -270,7 +267,6 @@ class VectorCache:
 
     def vector(self, row: int) -> list[float]:
         """Row `row`'s vector."""
-        self.hits += 1
         start = row * self.dimension
         return self._floats[start : start + self.dimension].tolist()
 

@@ -76,6 +76,14 @@ def spool_path(suite_env: Mapping[str, Any]) -> Path:
     return Path(suite_env.get("spool_path") or "")
 
 
+def checked_spool(suite_env: Mapping[str, Any]) -> Path:
+    """The spool's path, once it is known to be this format's and of the recorded size."""
+    path = spool_path(suite_env)
+    _check_format(suite_env, path)
+    _check_present(path, suite_env["data"]["spool"]["bytes"])
+    return path
+
+
 def _check_format(suite_env: Mapping[str, Any], path: Path) -> None:
     """Refuse a suite.json whose spool is not this format (an older recallbench's gzip'd
     spool without per-scope places) before any of it is read."""
@@ -105,9 +113,7 @@ def stream_scopes(suite_env: Mapping[str, Any]) -> Iterator[tuple[int, dict[str,
     ArtifactError at the end otherwise), so a stage sees exactly the validated scopes.
     """
     spool = suite_env["data"]["spool"]
-    path = spool_path(suite_env)
-    _check_format(suite_env, path)
-    _check_present(path, spool["bytes"])
+    path = checked_spool(suite_env)
     digest = hashlib.sha256()
     index = 0
     with open(path, "rb", buffering=1 << 20) as lines:
@@ -126,12 +132,8 @@ def stream_scopes(suite_env: Mapping[str, Any]) -> Iterator[tuple[int, dict[str,
 def scope_refs(suite_env: Mapping[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(index, where scope `index` lies in the spool) for every scope, in order: what a
     task needs to read its scope itself (`read_scope`). Checks the spool is there first."""
-    data = suite_env["data"]
-    path = spool_path(suite_env)
-    _check_format(suite_env, path)
-    _check_present(path, data["spool"]["bytes"])
-    where = str(path.resolve())
-    for index, entry in enumerate(data["scopes"]):
+    where = str(checked_spool(suite_env).resolve())
+    for index, entry in enumerate(suite_env["data"]["scopes"]):
         yield index, {"path": where, "scope_id": entry["scope_id"], **entry["spool"]}
 
 

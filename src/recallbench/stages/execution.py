@@ -108,7 +108,7 @@ def run_tasks(
     ):
         if by_query:
             tasks.set_progress(bar.update)
-        if batch > 1 and not serial:
+        if batch > 1:
             groups = batches(fn, items, batch, total=total, workers=execution.workers)
             for results in engine.map(tasks.run_batch, groups):
                 bar.update(len(results))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from recallbench.artifacts import envelope
-from recallbench.datasets.base import dataset_policy, dataset_policy_name, open_source
+from recallbench.datasets.base import dataset_policy_name, open_source
 from recallbench.errors import RecallbenchError
 from recallbench.model import Drop, Scope
 from recallbench.spool import SpoolWriter
@@ -144,7 +144,6 @@ def _validate(
     categories = list(source.categories)
     categories += sorted(c for c in raw if c not in categories)
     by_reason: Counter[str] = Counter(d["reason"] for d in drops)
-    policy = dataset_policy(dataset)
     data = {
         "dataset": dataset,
         "identity": identity,
@@ -157,7 +156,7 @@ def _validate(
         "category_labels": {c: source.category_labels.get(c, c) for c in categories},
         "drop_rules": dict(source.drop_rules),
         "notes": list(source.notes),
-        "decision_policy": None if policy is None else dataset_policy_name(dataset),
+        "decision_policy": dataset_policy_name(dataset),
         "counts": {
             "scopes": len(scopes),
             "memories": memories,
