@@ -471,6 +471,13 @@ def test_bad_paths_and_options(tmp_path: Path, tiny: Path) -> None:
 # -- the generator -------------------------------------------------------------------------
 
 
+def test_generator_version_1_output_is_pinned(tmp_path: Path) -> None:
+    """GENERATOR_VERSION 1 means these bytes: a seed gives the conversations it always gave
+    (3 conversations, seed 0, as first written; a change to the output needs a new version)."""
+    meta = generate(tmp_path / "d.json", conversations=3, seed=0)
+    assert meta["sha256"] == "0fb0f674fdc755c14cbf7bc33a370f5f68c4d3516f8933d770488322801448c2"
+
+
 def test_generator_is_deterministic_and_fast(tmp_path: Path) -> None:
     start = time.perf_counter()
     first = generate(tmp_path / "a.json", conversations=2, seed=7)
