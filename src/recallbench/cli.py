@@ -640,10 +640,8 @@ def compare_cmd(
     """Run a dataset against several systems (or read saved results) and compare them with
     paired statistics per query: mean differences, bootstrap CIs, sign-flip p-values,
     wins/ties/losses."""
-    import tempfile
-
     from recallbench.artifacts import dumps, load_envelope
-    from recallbench.compare import compare_results, render_markdown
+    from recallbench.compare import compare_results, render_markdown, run_systems
     from recallbench.report.plots import caption, compare_plots
 
     if systems and result_files:
@@ -654,25 +652,20 @@ def compare_cmd(
         if len(set(labels)) != len(labels):
             labels = [str(p) for p in result_files]
     else:
-        from recallbench.pipeline import run_pipeline
         from recallbench.systems.registry import core_system_names
 
         paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text)
         labels = list(dict.fromkeys(systems or core_system_names()))
-        results = []
         ctx.build_dir.mkdir(parents=True, exist_ok=True)
-        for name in labels:
-            ctx.say(f"running {name} ...")
-            with tempfile.TemporaryDirectory(prefix="compare-", dir=ctx.build_dir) as work:
-                run = run_pipeline(
-                    dataset,
-                    paths,
-                    Path(work),
-                    options=options,
-                    system=name,
-                    top_k=_top_k(top_k, dataset),
-                )
-                results.append(run.result)
+        results = run_systems(
+            dataset,
+            paths,
+            labels,
+            options=options,
+            top_k=_top_k(top_k, dataset),
+            parent=ctx.build_dir,
+            say=ctx.say,
+        )
     doc = compare_results(results, labels, seed=seed, resamples=resamples)
     output = output or ctx.build_dir / "compare.json"
     report_path = report_path or ctx.build_dir / "compare.md"

@@ -17,7 +17,8 @@ No correction for multiple comparisons is applied; the report says so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -87,6 +88,34 @@ def paired_stats(
         test="exact sign-flip" if exact else f"sign-flip, {resamples} random resamples",
     )
     return out
+
+
+def run_systems(
+    dataset: str,
+    paths: Mapping[str, Path],
+    systems: Sequence[str],
+    *,
+    options: Mapping[str, Any] | None = None,
+    top_k: int = 5,
+    parent: Path | None = None,
+    say: Callable[[str], Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Each system's result document on the dataset, in order, each run in a temporary
+    directory (under `parent` when given) that is removed afterwards."""
+    import tempfile
+
+    from recallbench.pipeline import run_pipeline
+
+    results = []
+    for name in systems:
+        if say is not None:
+            say(f"running {name} ...")
+        with tempfile.TemporaryDirectory(prefix="compare-", dir=parent) as work:
+            run = run_pipeline(
+                dataset, paths, Path(work), options=options, system=name, top_k=top_k
+            )
+            results.append(run.result)
+    return results
 
 
 def _check_comparable(results: list[dict[str, Any]], labels: list[str]) -> None:

@@ -480,19 +480,12 @@ DOCS_COMPARE_SYSTEMS = ("hotmem", "bm25", "minilm", "hybrid-rrf")
 def docs_compare_plots(systems: Sequence[str] = DOCS_COMPARE_SYSTEMS) -> dict[str, bytes]:
     """The docs' comparison plots: `systems` on the committed fixture suite, compared as
     `recallbench compare` does by default (seed 0, 10,000 resamples)."""
-    import tempfile
-
-    from recallbench.compare import compare_results
+    from recallbench.compare import compare_results, run_systems
     from recallbench.options import fixture_dir
-    from recallbench.pipeline import run_pipeline
 
     base = fixture_dir()
     paths = {"corpus": base / "corpus.jsonl", "queries": base / "queries.jsonl"}
-    results = []
-    for name in systems:
-        with tempfile.TemporaryDirectory(prefix="recallbench-docs-") as work:
-            results.append(run_pipeline("fixtures", paths, Path(work), system=name).result)
-    doc = compare_results(results, list(systems), seed=0, resamples=10_000)
+    doc = compare_results(run_systems("fixtures", paths, systems), list(systems))
     return {f"compare-{Path(f).name}": svg for f, svg in compare_plots(doc).items()}
 
 
