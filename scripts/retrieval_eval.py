@@ -180,10 +180,9 @@ def main(
             )
 
         if build_dir is not None:
-            from recallbench.buildpaths import check_build_dir
-            from recallbench.lock import build_lock
+            from recallbench.lock import claimed_build_dir
 
-            with build_lock(check_build_dir(build_dir), "scripts/retrieval_eval.py"):
+            with claimed_build_dir(build_dir, "scripts/retrieval_eval.py"):
                 run = evaluate(build_dir)
                 write_run(run, build_dir)
         else:

@@ -121,11 +121,6 @@ class Context:
         self.publish(stage_files(self.build_dir, env, timing))
         return artifact_path(self.build_dir, env["artifact"])
 
-    def checked_build_dir(self) -> Path:
-        from recallbench.buildpaths import check_build_dir
-
-        return check_build_dir(self.build_dir)
-
 
 pass_ctx = click.make_pass_decorator(Context)
 
@@ -141,12 +136,9 @@ def command(name: str, *, writes: bool = True, **kwargs: Any) -> Callable:
             def body() -> Any:
                 if not writes or ctx is None:
                     return fn(*args, **kw)
-                from recallbench.lock import build_lock
-                from recallbench.report import MATPLOTLIB_CACHE, cache_matplotlib_in
+                from recallbench.lock import claimed_build_dir
 
-                build_dir = ctx.checked_build_dir()
-                cache_matplotlib_in(build_dir / MATPLOTLIB_CACHE)  # if the command draws
-                with build_lock(build_dir, f"recallbench {name}"):
+                with claimed_build_dir(ctx.build_dir, f"recallbench {name}"):
                     return fn(*args, **kw)
 
             return run_guarded(name, body)

@@ -64,7 +64,6 @@ def run_pipeline(
     Stores and packages go under `work_dir` (`stores/`, `work/`, `roundtrip/`); nothing is
     written elsewhere. The artifacts are returned, not written (see `Run.files`).
     """
-    from recallbench.report import MATPLOTLIB_CACHE, cache_matplotlib_in, matplotlib_cache
     from recallbench.spool import SPOOL
     from recallbench.stages.decide import run_decide
     from recallbench.stages.hydrate import run_hydrate
@@ -76,8 +75,6 @@ def run_pipeline(
 
     execution = execution or Execution()
     work_dir = Path(work_dir)
-    if matplotlib_cache() is None:  # the CLI sets it to its build directory's
-        cache_matplotlib_in(work_dir / MATPLOTLIB_CACHE)
     timings: dict[str, dict[str, Any]] = {}
     suite = run_validate(dataset, paths, options, spool=work_dir / SPOOL)
     os.replace(suite.pop("spool_tmp"), suite["spool_path"])
