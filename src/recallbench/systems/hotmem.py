@@ -323,18 +323,22 @@ class HotMemSystem(TimedCalls):
             "clone_format": "hotmem-interchange-v1",
         }
 
+    def _store(self, db: MemoryDB, vectors: VectorLookup | None) -> HotMemStore:
+        """A store over an open database, embedding with HotMem's embedder or `vectors`."""
+        silence_hotmem_tracing()
+        inner = self.embedder.inner
+        embedder = inner if vectors is None else _CachedEmbedder(inner.descriptor, vectors)
+        return HotMemStore(self, db, embedder)
+
     def _open(self, directory: Path, vectors: VectorLookup | None) -> HotMemStore:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / DB_NAME
         if path.exists():
             raise FileExistsError(f"{path}: a store already exists here")
-        inner = self.embedder.inner
-        embedder = inner if vectors is None else _CachedEmbedder(inner.descriptor, vectors)
         with self._inside():
-            db = MemoryDB(path)
-        silence_hotmem_tracing()
-        return HotMemStore(self, db, embedder)
+            db = MemoryDB(path)  # its ingest ends the transaction opening leaves open
+        return self._store(db, vectors)
 
     def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> HotMemStore:
         return self._open(directory, vectors)
@@ -348,10 +352,7 @@ class HotMemSystem(TimedCalls):
             # opening rebuilds the FTS index in a transaction HotMem leaves open: end it, or
             # the write lock stays held and other workers opening the same store time out
             db.commit()
-        silence_hotmem_tracing()
-        inner = self.embedder.inner
-        embedder = inner if vectors is None else _CachedEmbedder(inner.descriptor, vectors)
-        return HotMemStore(self, db, embedder)
+        return self._store(db, vectors)
 
 
 _HOTMEM = "HotMem's own search (cosine + FTS5 + importance fusion)"
