@@ -59,15 +59,9 @@ class Truncation:
         self._total["max_tokens"] = part["max_tokens"]
 
     def report(self) -> dict[str, Any] | None:
-        if not self._total:
-            return None
-        total = dict(self._total)
-        long_tokens, all_tokens = total["tokens_of_long_texts"], total["tokens_total"]
-        total["share_unseen_of_long_texts"] = (
-            total["tokens_unseen"] / long_tokens if long_tokens else 0.0
-        )
-        total["share_unseen"] = total["tokens_unseen"] / all_tokens if all_tokens else 0.0
-        return total
+        from recallbench.systems.base import truncation_shares
+
+        return truncation_shares(self._total) if self._total else None
 
 
 def counted(items: Iterator[tuple[int, dict[str, Any]]], tally: Truncation) -> Iterator[Any]:

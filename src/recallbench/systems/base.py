@@ -265,16 +265,29 @@ def truncation_report(embedder: Embedder | None, texts: Sequence[str]) -> dict[s
     limit = int(embedder.max_tokens)
     counts = [int(c) for c in embedder.token_counts(texts)]
     over = [c for c in counts if c > limit]
-    total = sum(counts)
-    unseen = sum(c - limit for c in over)
+    return truncation_shares(
+        {
+            "max_tokens": limit,
+            "texts": len(counts),
+            "texts_over_limit": len(over),
+            "tokens_total": sum(counts),
+            "tokens_unseen": sum(c - limit for c in over),
+            "tokens_of_long_texts": sum(over),
+        }
+    )
+
+
+def truncation_shares(counts: Mapping[str, Any]) -> dict[str, Any]:
+    """`counts` (as `truncation_report` gives them, or their sums over scopes) with the two
+    shares worked out from them."""
+    unseen, long, total = (
+        counts["tokens_unseen"],
+        counts["tokens_of_long_texts"],
+        counts["tokens_total"],
+    )
     return {
-        "max_tokens": limit,
-        "texts": len(counts),
-        "texts_over_limit": len(over),
-        "tokens_total": total,
-        "tokens_unseen": unseen,
-        "tokens_of_long_texts": sum(over),
-        "share_unseen_of_long_texts": unseen / sum(over) if over else 0.0,
+        **counts,
+        "share_unseen_of_long_texts": unseen / long if long else 0.0,
         "share_unseen": unseen / total if total else 0.0,
     }
 
