@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from recallbench.artifacts import atomic_write_bytes
+from recallbench.artifacts import publish
 from recallbench.errors import RecallbenchError
 from recallbench.systems.base import (
     Corruption,
@@ -136,8 +136,12 @@ class DenseStore:
         self._records.extend(records)
         self._vectors = np.vstack([self._vectors, vectors]) if len(records) else self._vectors
         self._ids = np.array([r.memory_id for r in self._records], dtype=object)
-        atomic_write_bytes(self.directory / VECTORS, _npy_bytes(self._vectors))
-        atomic_write_bytes(self.directory / RECORDS, jsonl_bytes(self._records))
+        publish(
+            {
+                self.directory / VECTORS: _npy_bytes(self._vectors),
+                self.directory / RECORDS: jsonl_bytes(self._records),
+            }
+        )
         return len(self._records)
 
     def ingest(self, records: Sequence[StoreRecord]) -> int:
