@@ -3,7 +3,6 @@ order `artifacts.STAGES` defines, for any dataset."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,13 +70,13 @@ def run_pipeline(
     from recallbench.stages.report import build_report
     from recallbench.stages.roundtrip import DEFAULT_SAMPLE, run_roundtrip
     from recallbench.stages.score import run_score
-    from recallbench.stages.validate import run_validate
+    from recallbench.stages.validate import place_spool, run_validate
 
     execution = execution or Execution()
     work_dir = Path(work_dir)
     timings: dict[str, dict[str, Any]] = {}
     suite = run_validate(dataset, paths, options, spool=work_dir / SPOOL)
-    os.replace(suite.pop("spool_tmp"), suite["spool_path"])
+    place_spool(suite)
     hydrate, timings["hydrate"] = run_hydrate(
         suite, work_dir, system, keep=keep_stores, execution=execution
     )

@@ -88,13 +88,17 @@ def run_validate(
         raise
 
 
+def place_spool(env: dict[str, Any]) -> None:
+    """Move the spool validate wrote (`spool_tmp`, taken out of `env`) into place."""
+    os.replace(Path(env.pop("spool_tmp")), env["spool_path"])
+
+
 def publish_suite(env: dict[str, Any], suite_path: Path) -> None:
     """Move the spool into place, then write suite.json (a crash between the two leaves an
     old suite.json whose spool digest no longer matches: refused, never mixed)."""
     from recallbench.artifacts import dumps, publish
 
-    tmp = Path(env.pop("spool_tmp"))
-    os.replace(tmp, env["spool_path"])
+    place_spool(env)
     publish({Path(suite_path): dumps(env)})
 
 
