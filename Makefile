@@ -60,8 +60,8 @@ bench-longmemeval: $(STAMP)  # about 5 minutes on 2 cores
 	$(BIN)/python benchmarks/bench_longmemeval.py
 
 # The peer is never a dependency: python3 -m venv /tmp/mce-venv && /tmp/mce-venv/bin/pip install memory-core-eval
-bench-peer: $(STAMP)
-	$(BIN)/python benchmarks/bench_peer.py $(if $(MCEVAL),--mceval $(MCEVAL))
+bench-peer: $(STAMP)  # the script reads MCEVAL=path/to/mceval (environment or make line)
+	$(BIN)/python benchmarks/bench_peer.py
 
 bench-large: $(STAMP)  # 20,000 memories x 200 queries, a few minutes
 	$(BIN)/python benchmarks/bench_large_fixture.py

@@ -83,7 +83,8 @@ class LanceDBStore:
         return self._system.embedder.embed_texts(texts)
 
     def ingest(self, records: Sequence[StoreRecord]) -> int:
-        held = set(self._column("memory_id"))
+        (ids,) = self._columns("memory_id")
+        held = set(ids)
         for r in records:
             if r.memory_id in held:
                 raise SnapshotRejected("ingest_dropped", f"duplicate memory id {r.memory_id!r}")
@@ -122,10 +123,12 @@ class LanceDBStore:
             fields.append(pa.field("vector", pa.list_(pa.float32(), dim)))
         return pa.Table.from_pydict(rows, schema=pa.schema(fields))
 
-    def _column(self, name: str) -> list[Any]:
+    def _columns(self, *names: str) -> list[list[Any]]:
+        """The named columns of the whole table, read once."""
         if self._table is None:
-            return []
-        return self._table.to_arrow().column(name).to_pylist()
+            return [[] for _ in names]
+        table = self._table.to_arrow()
+        return [table.column(name).to_pylist() for name in names]
 
     def search(self, query: str, top_k: int) -> list[Hit]:
         n = self.count()
@@ -187,7 +190,7 @@ class LanceDBStore:
     def digest(self) -> str:
         """Over (memory id, text) of every row, read back from the table."""
         with self._system._inside():
-            pairs = list(zip(self._column("memory_id"), self._column("text"), strict=True))
+            pairs = list(zip(*self._columns("memory_id", "text"), strict=True))
         return records_digest(pairs)
 
     def close(self) -> None:
