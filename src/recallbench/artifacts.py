@@ -86,18 +86,13 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _file_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
 def create_temp(path: Path) -> tuple[int, str]:
-    """A new temp file beside `path` (O_EXCL; no `tempfile`/`random` import at start-up)."""
+    """A new temp file beside `path` (O_EXCL; no `tempfile`/`random` import at start-up),
+    with the usual mode of a new file (0666 less the umask) once it is renamed into place."""
     for attempt in range(100):
         tmp = path.parent / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.{attempt}.tmp"
         try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), str(tmp)
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), str(tmp)
         except FileExistsError:
             continue
     raise FileExistsError(f"{path}: cannot create a temp file beside it")
@@ -118,7 +113,6 @@ def publish(files: Mapping[Path, bytes]) -> None:
             staged.append((tmp, path))
             with os.fdopen(fd, "wb") as handle:
                 handle.write(payload)
-            os.chmod(tmp, _file_mode())  # created 0600; give the file the usual mode
         for tmp, path in staged:
             os.replace(tmp, path)
     except BaseException:

@@ -60,10 +60,7 @@ class SpoolWriter:
 
     def close(self) -> dict[str, Any]:
         """Finish the file; what suite.json records of it: file name, sha256, bytes."""
-        from recallbench.artifacts import _file_mode
-
         self._file.close()
-        os.chmod(self.tmp, _file_mode())
         return {"file": SPOOL, "sha256": self._digest.hexdigest(), "bytes": self._offset}
 
     def abort(self) -> None:

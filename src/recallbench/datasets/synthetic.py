@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-import tempfile
 from collections.abc import Collection, Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
+
+from recallbench.artifacts import create_temp
 
 K = TypeVar("K", bound=Hashable)
 
@@ -140,7 +141,7 @@ def write_json_array(out: Path, records: Iterable[Any]) -> dict[str, Any]:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    fd, tmp = create_temp(out)
     try:
         with os.fdopen(fd, "wb") as handle:
 
@@ -152,7 +153,6 @@ def write_json_array(out: Path, records: Iterable[Any]) -> dict[str, Any]:
             for n, record in enumerate(records):
                 write((b",\n" if n else b"") + orjson.dumps(record))
             write(b"\n]\n")
-        os.chmod(tmp, 0o644)
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
