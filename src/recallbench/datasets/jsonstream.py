@@ -1,11 +1,11 @@
 """Streaming a dataset file that is one JSON array of records, for every reader.
 
-`JsonArrayFile.records()` parses one record at a time with ijson (its C backend when
+`JsonArrayFile.stream()` parses one record at a time with ijson (its C backend when
 present) while the same bytes are hashed (sha256) and counted for a progress bar, so a
-2.7 GB file never loads whole and its digest describes exactly what was parsed. With
-`strict_keys` an object that repeats a key is refused (validate asks for it; later passes
-read the same bytes, checked by digest, and skip the cost). A Ctrl-C is held until the parser is
-between two records. Every error is one line naming the file and the record.
+2.7 GB file never loads whole and its digest describes exactly what was parsed. An object
+that repeats a key is refused (only validate reads a data file; later stages read the
+spool it writes). A Ctrl-C is held until the parser is between two records. Every error is
+one line naming the file and the record.
 
 `generated_sidecar(path, sha256)` reads the sidecar a recallbench generator writes next to
 a synthetic file (``<file>.generated.json``), when it describes these very bytes.
@@ -44,16 +44,25 @@ def record_error(
 
 
 def type_name(value: Any) -> str:
-    """A JSON value's type in words, for messages ("a string", "an object", "null", ...)."""
-    return {
-        str: "a string",
-        list: "a list",
-        dict: "an object",
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        type(None): "null",
-    }.get(type(value), type(value).__name__)
+    """A JSON value's type in words, for messages ("a string", "an object", "null", ...);
+    a parser's own dict or list type (`jsonstrict.StrictObject`) is still an object."""
+    if value is None:
+        return "null"
+    for kind, name in _TYPE_NAMES:
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+#: in this order: a bool is also an int
+_TYPE_NAMES = (
+    (bool, "a boolean"),
+    (str, "a string"),
+    (list, "a list"),
+    (dict, "an object"),
+    (int, "an integer"),
+    (float, "a number"),
+)
 
 
 class _HashingReader:
@@ -101,28 +110,25 @@ class JsonArrayFile:
         ident = raw.get(self.id_field) if isinstance(raw, dict) else None
         return record_error(self.path, index, self.id_field, ident, message)
 
-    def stream(
-        self, progress: Progress | None = None, *, strict_keys: bool = False
-    ) -> Iterator[tuple[int, Any]]:
-        """(index, raw record) in file order; one-line errors for bad JSON and, with
-        `strict_keys`, for an object that repeats a key."""
+    def stream(self, progress: Progress | None = None) -> Iterator[tuple[int, Any]]:
+        """(index, raw record) in file order; one-line errors for bad JSON and for an object
+        that repeats a key."""
         first = _first_byte(self.path)
         if first != b"[":
             found = "an empty file" if not first else repr(first.decode(errors="replace"))
             raise RecallbenchError(
                 f"{self.path}: expected a JSON array of {self.what}, found {found}"
             )
-        options = {"map_type": StrictObject} if strict_keys else {}
         index = -1
         with open(self.path, "rb") as handle:
             reader = _HashingReader(handle, progress)
             parser = _ijson_backend.items(
-                reader, "item", use_float=True, buf_size=READ_CHUNK, **options
+                reader, "item", use_float=True, buf_size=READ_CHUNK, map_type=StrictObject
             )
             try:
                 # a Ctrl-C must not land inside the C parser's callbacks
                 for index, raw in enumerate(interrupts_between(parser)):  # noqa: B007
-                    repeated = StrictObject.take_repeated() if strict_keys else None
+                    repeated = StrictObject.take_repeated()
                     if repeated is not None:
                         raise self.fail(index, raw, f"an object repeats the key {repeated!r}")
                     yield index, raw
