@@ -53,8 +53,6 @@ class Source(Protocol):
     options: Mapping[str, Any]
     #: total bytes of the source files, for byte progress bars
     size_bytes: int
-    #: validate sets it: refuse an object that repeats a key (later passes skip the cost)
-    strict_keys: bool
 
     def stream(self, progress: Progress | None = None) -> Iterator[Scope | Drop]: ...
 

@@ -425,13 +425,11 @@ class LoCoMoSource:
         self._counts = _Counts()
 
     # -- the stream ----------------------------------------------------------------------
-    #: refuse an object that repeats a key (validate sets it; later passes skip the cost)
-    strict_keys = False
 
     def samples(self, progress: Callable[[int], Any] | None = None) -> Iterator[Sample]:
         """Every sample, checked, in file order; sets `sha256` when exhausted."""
         seen: dict[str, int] = {}
-        for index, raw in self._array.stream(progress, strict_keys=self.strict_keys):
+        for index, raw in self._array.stream(progress):
             sample = check_sample(raw, index, self.path)
             if sample.sample_id in seen:
                 raise _fail(

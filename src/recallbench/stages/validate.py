@@ -110,7 +110,6 @@ def _validate(
     writer: SpoolWriter,
 ) -> dict[str, Any]:
     source = open_source(dataset, paths, options)
-    source.strict_keys = True  # a repeated key in one object is an error, not last-wins
     levels = [level.name for level in source.levels]
     raw: Counter[str] = Counter()
     scored: Counter[str] = Counter()

@@ -205,15 +205,12 @@ class DataFile:
         self.records = 0
         self._array = JsonArrayFile(self.path, what="question objects", id_field="question_id")
 
-    def instances(
-        self, progress: Callable[[int], Any] | None = None, *, strict_keys: bool = False
-    ) -> Iterator[Instance]:
+    def instances(self, progress: Callable[[int], Any] | None = None) -> Iterator[Instance]:
         """Yield every record, checked, in file order; set `sha256` when exhausted.
 
-        `progress` is called with the number of bytes read, chunk by chunk; `strict_keys`
-        refuses an object that repeats a key.
+        `progress` is called with the number of bytes read, chunk by chunk.
         """
-        for index, raw in self._array.stream(progress, strict_keys=strict_keys):
+        for index, raw in self._array.stream(progress):
             yield check_record(raw, index, self.path)
         self.records = self._array.records
         self.sha256 = self._array.sha256
@@ -308,8 +305,6 @@ class LongMemEvalSource:
     drop_rules = DROP_RULES
     notes = NOTES
     decide = None
-    #: refuse an object that repeats a key (validate sets it; later passes skip the cost)
-    strict_keys = False
 
     def __init__(self, path: Path, session_text: str, unit: str) -> None:
         from recallbench.datasets.longmemeval.pairs import SESSION_TEXT_MODES, UNITS
@@ -354,7 +349,7 @@ class LongMemEvalSource:
         sessions: list[int] = []
         types: set[str] = set()
         first_seen: dict[str, int] = {}
-        for inst in self.file.instances(progress=progress, strict_keys=self.strict_keys):
+        for inst in self.file.instances(progress=progress):
             if inst.question_id in first_seen:
                 raise RecallbenchError(
                     f"{self.file.path}: record[{inst.index}]: duplicate question_id "
