@@ -64,21 +64,18 @@ def conversational_summary(result: Mapping[str, Any]) -> str:
     """One line per level and k: recall, recall_any, recall_all and ndcg_any, named as in the
     report (turn-level names carry the `turn_` prefix), with the denominator."""
     overall = result["metrics"]["overall"]
-    lines = []
+    lines, counts = [], []
     for level in result["dataset"]["levels"]:
-        ks = sorted({m["k"] for m in result["run"]["measures"] if m["level"] == level["name"]})
-        for k in ks:
+        measures = [m for m in result["run"]["measures"] if m["level"] == level["name"]]
+        n = overall[measures[0]["name"]]["denominator"]  # every measure of a level shares it
+        counts.append(f"{n} at {level['name']} level" if counts else f"{n} scored queries")
+        for k in sorted({m["k"] for m in measures}):
             cells = []
             for stem in ("recall", "recall_any", "recall_all", "ndcg_any"):
                 name = f"{level['prefix']}{stem}@{k}"
                 value = overall[name]["value"]
                 cells.append(f"{name} {'n/a' if value is None else f'{value:.3f}'}")
             lines.append("  ".join(cells))
-    counts = []
-    for level in result["dataset"]["levels"]:
-        recall = [m["name"] for m in result["run"]["measures"] if m["level"] == level["name"]]
-        n = overall[recall[0]]["denominator"]
-        counts.append(f"{n} at {level['name']} level" if len(counts) else f"{n} scored queries")
     means = counts[0] + (f" ({', '.join(counts[1:])} with evidence)" if counts[1:] else "")
     return "\n".join(lines) + f"\n(means over {means}; recall = fractional)"
 

@@ -65,9 +65,6 @@ from typing import Any
 
 from recallbench.artifacts import file_sha256
 from recallbench.datasets.jsonstream import (
-    GENERATED_SIDECAR_SUFFIX as GENERATED_SIDECAR_SUFFIX,
-)
-from recallbench.datasets.jsonstream import (
     JsonArrayFile,
     generated_sidecar,
     record_error,

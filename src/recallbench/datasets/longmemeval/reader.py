@@ -20,9 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from recallbench.datasets.jsonstream import (
-    GENERATED_SIDECAR_SUFFIX as GENERATED_SIDECAR_SUFFIX,
-)
 from recallbench.datasets.jsonstream import JsonArrayFile, generated_sidecar, record_error
 from recallbench.datasets.jsonstream import type_name as _type_name
 from recallbench.errors import RecallbenchError
