@@ -2,29 +2,37 @@
 
 Layout of a cache directory (one dataset source with its options, one embedder)::
 
-    manifest.json   format, embedder identity, dimension, dtype, count, the source it was
-                    made for (dataset, files' sha256, reader options such as the unit, the
-                    sha256 of validate's scope spool), sizes and sha256 of the files
-    keys.bin        count x 32 bytes: sha256(text as UTF-8), in row order
-    vectors.bin     count x dimension float32 (native byte order, recorded in the manifest)
-    scopes.bin      for each scope of the spool, in order: the rows of its query texts,
+    manifest.json   format, embedder identity and build (device, torch, CPU capability),
+                    the batching, dimension, dtype, count, the source it was made for
+                    (dataset, files' sha256, reader options such as the unit, the sha256 of
+                    validate's scope spool), the row directory and its files' sizes and sha256
+    rows-<id>/      the rows the manifest names:
+      keys.bin      count x 32 bytes: sha256(text as UTF-8), in row order
+      vectors.bin   count x dimension float32 (native byte order, recorded in the manifest)
+      scopes.bin    for each scope of the spool, in order: the rows of its query texts,
                     then of its memory texts (uint32, native byte order)
-    offsets.bin     scopes + 1 uint64: where each scope's rows start in scopes.bin
+      offsets.bin   scopes + 1 uint64: where each scope's rows start in scopes.bin
+    .recallbench.lock   held by the prep writing here (one at a time)
 
 A task looks its scope's vectors up by position (`ScopeLookup`, over
 `VectorCache.scope_rows`): the texts it read from the spool line, each to its row, without
-hashing them. The cache is bound to
-that exact spool (its sha256 is part of the source), and every scope's row count and its
-query texts' keys are checked as it is used; `lookup` finds any other text by its sha256.
+hashing them. The cache is bound to that exact spool (its sha256 is part of the source),
+and every scope's row count and its query texts' keys are checked as it is used; `lookup`
+finds any other text by its sha256.
 
 Vectors are stored as float32 because HotMem stores and compares packed float32
 (``hotmem.embed.pack_embedding``): a float64 vector and its float32 round trip pack to
-the same bytes, so scores with cached vectors equal inline-embedding scores exactly.
+the same bytes, so scores with cached vectors equal inline-embedding scores exactly for an
+embedder whose vectors do not depend on their batch (the hash embedder).
+
+Writing never touches the cache in place: `CacheWriter` holds the directory's lock, writes
+a new `rows-<id>/` beside the current one, and publishes it by replacing `manifest.json`
+in one rename; only then are the older row directories removed. An interrupted or failed
+prep therefore leaves the previous cache exactly as it was (and its own rows are removed).
 
 `VectorCache.open` refuses a cache made for another embedder, source or reader options,
 or whose files do not match the manifest, with one line naming the fix; a text with
-no vector raises `MissingVector`. The manifest is written last, so an interrupted prep
-leaves no usable-looking cache.
+no vector raises `MissingVector`.
 """
 
 from __future__ import annotations
@@ -32,9 +40,11 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import shutil
 import sys
 from array import array
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +52,11 @@ import orjson
 
 from recallbench.artifacts import atomic_write_bytes, dumps, file_sha256
 from recallbench.errors import RecallbenchError
+from recallbench.lock import build_lock
 from recallbench.systems.base import MissingVector
 
 FORMAT = "recallbench-vectors"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 PREP_HINT = "run `recallbench prep --cache DIR` (after `recallbench validate`)"
 MANIFEST = "manifest.json"
 KEYS = "keys.bin"
@@ -56,6 +67,19 @@ FILES = (KEYS, VECTORS, SCOPES, OFFSETS)
 KEY_BYTES = 32
 ROW_BYTES = 4  # uint32 in scopes.bin
 OFFSET_BYTES = 8  # uint64 in offsets.bin
+ROWS_PREFIX = "rows-"
+
+
+def rows_dir(directory: Path, manifest: Mapping[str, Any]) -> Path:
+    """The row directory `manifest` names inside `directory` (refused when it is not a plain
+    `rows-<id>` name: a manifest never points outside its cache)."""
+    name = manifest.get("rows")
+    if not isinstance(name, str) or not name.startswith(ROWS_PREFIX) or "/" in name or ".." in name:
+        raise RecallbenchError(
+            f"{Path(directory) / MANIFEST}: names no row directory; "
+            f"run `recallbench prep --cache {directory}` again"
+        )
+    return Path(directory) / name
 
 
 def text_key(text: str) -> bytes:
@@ -72,18 +96,29 @@ def pack_vectors(vectors: Sequence[Sequence[float]]) -> bytes:
 
 
 class CacheWriter:
-    """Append (key, vector) rows; `finish` renames the files into place and writes the manifest."""
+    """Append (key, vector) rows into a new row directory; `finish` publishes it.
+
+    Holds the cache directory's lock from construction to `finish` or `abort` (a second
+    prep into the same directory is refused at once). The current cache, if any, stays
+    valid and untouched until `finish` replaces its manifest.
+    """
 
     def __init__(self, directory: Path, embedder_identity: str) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        (self.directory / MANIFEST).unlink(missing_ok=True)  # no stale cache while writing
+        self._stack = ExitStack()
+        self._stack.enter_context(build_lock(self.directory, "recallbench prep", option="--cache"))
+        try:
+            self.rows = self.directory / f"{ROWS_PREFIX}{os.getpid()}-{os.urandom(6).hex()}"
+            self.rows.mkdir()
+        except BaseException:
+            self._stack.close()
+            raise
         self.embedder_identity = embedder_identity
         self.dimension: int | None = None
         self.count = 0
-        self._keys = open(self.directory / f".{KEYS}.tmp", "wb")  # noqa: SIM115
-        self._vectors = open(self.directory / f".{VECTORS}.tmp", "wb")  # noqa: SIM115
-        self._scopes = open(self.directory / f".{SCOPES}.tmp", "wb")  # noqa: SIM115
+        self._keys = open(self.rows / KEYS, "wb")  # noqa: SIM115
+        self._vectors = open(self.rows / VECTORS, "wb")  # noqa: SIM115
+        self._scopes = open(self.rows / SCOPES, "wb")  # noqa: SIM115
         self._offsets = array("Q", [0])  # where each scope's rows start, and the end
 
     def add(self, keys: Sequence[bytes], blob: bytes, dimension: int) -> None:
@@ -105,35 +140,56 @@ class CacheWriter:
         self._offsets.append(self._offsets[-1] + len(rows))
 
     def finish(self, fields: Mapping[str, Any]) -> dict[str, Any]:
-        self._keys.close()
-        self._vectors.close()
-        self._scopes.close()
-        (self.directory / f".{OFFSETS}.tmp").write_bytes(self._offsets.tobytes())
-        files = {}
-        for name in FILES:
-            final = self.directory / name
-            os.replace(self.directory / f".{name}.tmp", final)
-            files[name] = {"size_bytes": final.stat().st_size, "sha256": file_sha256(final)}
-        manifest = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "embedder_identity": self.embedder_identity,
-            "dimension": self.dimension or 0,
-            "dtype": "float32",
-            "byteorder": sys.byteorder,
-            "count": self.count,
-            "scopes": len(self._offsets) - 1,
-            "files": files,
-            **fields,
-        }
-        atomic_write_bytes(self.directory / MANIFEST, dumps(manifest))
+        """Publish the new rows (one rename of the manifest), remove the older ones, unlock."""
+        try:
+            self._close_files()
+            (self.rows / OFFSETS).write_bytes(self._offsets.tobytes())
+            files = {}
+            for name in FILES:
+                path = self.rows / name
+                files[name] = {"size_bytes": path.stat().st_size, "sha256": file_sha256(path)}
+            manifest = {
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "embedder_identity": self.embedder_identity,
+                "dimension": self.dimension or 0,
+                "dtype": "float32",
+                "byteorder": sys.byteorder,
+                "count": self.count,
+                "scopes": len(self._offsets) - 1,
+                "rows": self.rows.name,
+                "files": files,
+                **fields,
+            }
+            atomic_write_bytes(self.directory / MANIFEST, dumps(manifest))
+        except BaseException:
+            self.abort()
+            raise
+        try:
+            remove_unused_rows(self.directory, keep=self.rows.name)
+        finally:
+            self._stack.close()
         return manifest
 
-    def abort(self) -> None:
+    def _close_files(self) -> None:
         for handle in (self._keys, self._vectors, self._scopes):
             handle.close()
-        for name in FILES:
-            (self.directory / f".{name}.tmp").unlink(missing_ok=True)
+
+    def abort(self) -> None:
+        """Remove this writer's rows (the previous cache stays as it was) and unlock."""
+        try:
+            self._close_files()
+            shutil.rmtree(self.rows, ignore_errors=True)
+        finally:
+            self._stack.close()
+
+
+def remove_unused_rows(directory: Path, *, keep: str) -> None:
+    """Remove every `rows-*` directory of the cache but `keep` (the published one): older
+    generations, and the rows of preps that were killed before they could clean up."""
+    for entry in Path(directory).iterdir():
+        if entry.name.startswith(ROWS_PREFIX) and entry.name != keep and entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def read_manifest(directory: Path) -> dict[str, Any]:
@@ -193,7 +249,8 @@ def check_manifest(
         )
     count, dim = manifest.get("count", -1), manifest.get("dimension", -1)
     scopes = manifest.get("scopes", -1)
-    offsets = directory / OFFSETS
+    rows_at = rows_dir(directory, manifest)
+    offsets = rows_at / OFFSETS
     rows = offsets.stat().st_size // OFFSET_BYTES if offsets.is_file() else 0
     if rows:  # the last offset: how many rows scopes.bin holds
         with open(offsets, "rb") as handle:
@@ -206,7 +263,7 @@ def check_manifest(
         OFFSETS: (scopes + 1) * OFFSET_BYTES,
     }
     for name, size in expected.items():
-        path = directory / name
+        path = rows_at / name
         recorded = manifest.get("files", {}).get(name, {})
         if not path.is_file() or path.stat().st_size != size or recorded.get("size_bytes") != size:
             raise RecallbenchError(f"{path}: missing or not the size its manifest says; {hint}")
@@ -219,6 +276,7 @@ class VectorCache:
 
     def __init__(self, directory: Path, manifest: Mapping[str, Any]) -> None:
         self.directory = Path(directory)
+        self._rows_at = rows_dir(self.directory, manifest)
         self.dimension = int(manifest["dimension"])
         self.count = int(manifest["count"])
         self._rows: dict[bytes, int] | None = None  # key -> row, made at the first `lookup`
@@ -229,7 +287,12 @@ class VectorCache:
         self._offsets = self._view(OFFSETS, "Q")
 
     def _view(self, name: str, fmt: str) -> memoryview:
-        with open(self.directory / name, "rb") as handle:
+        hint = f"run `recallbench prep --cache {self.directory}` again"
+        try:
+            handle = open(self._rows_at / name, "rb")  # noqa: SIM115
+        except FileNotFoundError:  # replaced by a prep since the manifest was read
+            raise RecallbenchError(f"{self._rows_at / name}: missing; {hint}") from None
+        with handle:
             if handle.seek(0, os.SEEK_END) == 0:
                 return memoryview(b"").cast(fmt)
             self._maps.append(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))

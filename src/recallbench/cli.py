@@ -16,6 +16,7 @@ interrupted (Ctrl-C). Commands that write into the build directory hold its lock
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -28,6 +29,8 @@ from recallbench.errors import RecallbenchError, ValidationFailed
 from recallbench.options import (
     DEFAULT_BASELINE,
     DEFAULT_TOP_K,
+    DEVICES,
+    EXECUTORS,
     SystemChoice,
     dataset_inputs,
     dataset_options,
@@ -481,23 +484,73 @@ def decide_cmd(ctx: Context) -> None:
     "--cache",
     type=click.Path(file_okay=False, path_type=Path),
     required=True,
-    help="Directory of the vector cache to write.",
+    help="Directory of the vector cache to write (the previous cache there stays valid "
+    "until the new one is complete).",
 )
 @system_option
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--executor",
+    type=click.Choice(EXECUTORS),
+    default="local",
+    show_default=True,
+    help="local: this machine's processes; ray: a Ray cluster (extra `ray`).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Parallel embedding processes, one torch thread each (the cache is byte-identical "
+    "for any number) [default: this machine's cores].",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="With --executor ray: the cluster's address [default: start a local Ray].",
+)
+@click.option(
+    "--device",
+    type=click.Choice(DEVICES),
+    default="auto",
+    show_default=True,
+    help="Where a learned embedder computes: auto = an accelerator when torch sees one.",
+)
 @pass_ctx
-def prep_cmd(ctx: Context, cache: Path, system: str, workers: int) -> None:
-    """Embed every distinct memory and query text of the validated dataset once."""
+def prep_cmd(
+    ctx: Context,
+    cache: Path,
+    system: str,
+    executor: str,
+    workers: int | None,
+    ray_address: str | None,
+    device: str,
+) -> None:
+    """Embed every distinct memory and query text of the validated dataset once, in fixed
+    batches, into a vector cache that hydrate, query and snapshot-roundtrip read."""
+    from recallbench.stages.execution import Execution
     from recallbench.stages.prep import run_prep
 
-    manifest = run_prep(ctx.read("suite"), cache, system, workers=workers)
-    ctx.say(f"{cache}: {manifest['count']} vectors ({manifest['embedder_identity']})")
-    t = manifest.get("truncation")
-    if t and t["texts_over_limit"]:
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    execution = Execution(executor, workers, ray_address, device=device)
+    manifest = run_prep(ctx.read("suite"), cache, system, execution=execution)
+    t = manifest["timing"]
+    build = manifest.get("embedder_build")
+    where = f", {build['device']}" if isinstance(build, dict) and build.get("device") else ""
+    ctx.say(
+        f"{cache}: {manifest['count']} vectors ({manifest['embedder_identity']}{where}); "
+        + (
+            f"{t['texts_per_second']:.1f} texts/s, {t['tokens_per_second']:.0f} tokens/s "
+            f"with {workers} {executor} worker(s)"
+            if t["texts_per_second"]
+            else "nothing to embed"
+        )
+    )
+    tr = manifest.get("truncation")
+    if tr and tr["texts_over_limit"]:
         click.echo(
-            f"note: {t['texts_over_limit']} of {t['texts']} stored texts exceed the embedder's "
-            f"{t['max_tokens']}-token window; the model never sees "
-            f"{t['share_unseen_of_long_texts']:.1%} of their tokens",
+            f"note: {tr['texts_over_limit']} of {tr['texts']} stored texts exceed the embedder's "
+            f"{tr['max_tokens']}-token window; the model never sees "
+            f"{tr['share_unseen_of_long_texts']:.1%} of their tokens",
             err=True,
         )
 

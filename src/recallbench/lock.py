@@ -52,7 +52,7 @@ def lock_path(build_dir: Path) -> Path:
 
 
 @contextmanager
-def build_lock(build_dir: Path, command: str) -> Iterator[Path]:
+def build_lock(build_dir: Path, command: str, *, option: str = "--build-dir") -> Iterator[Path]:
     """Hold the lock of `build_dir` for the duration of the ``with`` block; yield the lock file.
 
     `command` is what the user ran, shown to anyone refused, e.g. ``"recallbench query"``.
@@ -65,7 +65,8 @@ def build_lock(build_dir: Path, command: str) -> Iterator[Path]:
     (one line, wrapped here). A lock whose holder died is taken over silently. Filesystem failures
     (cannot create the directory, lock file is a symlink, flock unsupported) are
     RecallbenchError too. Nested use for the same directory in one process: the inner
-    call does nothing.
+    call does nothing. `option` names what the refused caller may change (a vector cache's
+    lock says ``--cache``).
     """
     build_dir = Path(build_dir)
     try:
@@ -84,7 +85,7 @@ def build_lock(build_dir: Path, command: str) -> Iterator[Path]:
         yield path
         return
     try:
-        fd = _acquire(build_dir, path, command)
+        fd = _acquire(build_dir, path, command, option)
         try:
             yield path
         finally:
@@ -94,7 +95,7 @@ def build_lock(build_dir: Path, command: str) -> Iterator[Path]:
             _held.discard(key)
 
 
-def _acquire(build_dir: Path, path: Path, command: str) -> int:
+def _acquire(build_dir: Path, path: Path, command: str, option: str) -> int:
     """Open and flock the lock file, write the holder details; return the descriptor."""
     flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
     try:
@@ -111,7 +112,7 @@ def _acquire(build_dir: Path, path: Path, command: str) -> int:
         holder = _holder_text(fd)
         os.close(fd)
         raise RecallbenchError(
-            f"{build_dir} is in use by {holder}; wait for it to finish or use another --build-dir"
+            f"{build_dir} is in use by {holder}; wait for it to finish or use another {option}"
         ) from None
     except OSError as exc:
         os.close(fd)

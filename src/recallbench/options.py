@@ -18,6 +18,8 @@ FIXTURE_DIR = Path("benchmarks/retrieval")
 DEFAULT_BASELINE = FIXTURE_DIR / "baseline.json"
 SESSION_TEXT_MODES = ("user", "all")
 EXECUTORS = ("local", "ray")
+#: where a learned embedder computes (`recallbench.stages.execution.DEVICES`)
+DEVICES = ("auto", "cpu", "cuda")
 #: the default top-k of a dataset: the fixture suite's 5, the conversational datasets' 10
 DEFAULT_TOP_K = {"fixtures": 5, "longmemeval": 10, "locomo": 10}
 

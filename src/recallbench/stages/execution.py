@@ -11,18 +11,73 @@ from typing import Any
 from recallbench import progress
 from recallbench.stages import tasks
 
+#: where a stage keeps the vector caches it makes itself (`vector_cache`), in the build dir
+VECTORS_DIR = "vectors"
+#: the devices `--device` knows: auto = an accelerator when torch sees one, else the CPU
+DEVICES = ("auto", "cpu", "cuda")
+
 
 @dataclass(frozen=True)
 class Execution:
-    """How per-scope work runs: the executor engine, its workers and the vector cache."""
+    """How per-scope work runs: the executor engine, its workers, the vector cache given
+    (`--cache`), where learned embeddings are computed (`device`) and where the caches a
+    stage makes itself are kept (`cache_root`, default BUILD/vectors)."""
 
     executor: str = "local"
     workers: int = 1
     ray_address: str | None = None
     cache: Path | None = None
+    device: str = "auto"
+    cache_root: Path | None = None
 
     def describe(self) -> dict[str, Any]:
         return {"executor": self.executor, "workers": self.workers}
+
+
+def vector_cache(
+    execution: Execution, system: Any, suite_env: Mapping[str, Any], build_dir: Path
+) -> tuple[Execution, dict[str, Any] | None]:
+    """The execution with the vector cache this stage's system reads, and what making it
+    cost (None when nothing was embedded now).
+
+    `--cache DIR` is used as given (and checked by `cache_spec`). Otherwise a system whose
+    embedder is not batch-invariant (`recallbench.embedding.needs_cache`) gets the cache of
+    its embedder under `cache_root` (default BUILD/vectors/<embedder>/): reused when it was
+    made for this validation and embedder, made by prep (the same batches as `recallbench
+    prep`) otherwise. Systems that embed inline identically, or embed nothing, get none.
+    """
+    from dataclasses import replace
+
+    from recallbench.embedding import cache_dir_name, needs_cache
+
+    if execution.cache is not None or not needs_cache(system):
+        return execution, None
+    from recallbench.buildpaths import safe_child
+    from recallbench.cache import check_manifest, read_manifest
+    from recallbench.errors import RecallbenchError
+
+    root = execution.cache_root or safe_child(Path(build_dir), VECTORS_DIR)
+    directory = Path(root) / cache_dir_name(system.embedder.identity())
+    chosen = replace(execution, cache=directory)
+    try:
+        check_manifest(
+            directory,
+            read_manifest(directory),
+            embedder_identity=system.embedder.identity(),
+            source=cache_source(suite_env),
+            verify_files=False,  # `cache_spec` checks the files' sha256 next
+        )
+        return chosen, None
+    except RecallbenchError:
+        pass  # none yet, or made for other data: ours to remake
+    from recallbench.stages.prep import run_prep
+
+    manifest = run_prep(suite_env, directory, system.name, execution=execution)
+    return chosen, {
+        "directory": str(directory),
+        "embedder_identity": manifest["embedder_identity"],
+        **manifest["timing"],
+    }
 
 
 def cache_spec(
@@ -71,9 +126,10 @@ def run_tasks(
     system: str,
     execution: Execution,
     cache: Mapping[str, Any] | None,
-    total: int,
+    total: int | None,
     desc: str,
     unit: str = "scope",
+    weight: Callable[[dict[str, Any]], int] | None = None,
     query_total: int | None = None,
     window: int | None = None,
     batch: int = 1,
@@ -84,10 +140,15 @@ def run_tasks(
     searched; otherwise it counts finished scopes. `window` items per worker may be taken
     and not yet yielded (default: the executor's, 2); small items (a scope's place in the
     spool) afford a deeper one, so a slow task at the head of the order idles no worker.
+    With `weight`, the bar advances by weight(result) per result (texts, say) instead of 1.
     """
     from recallbench.executor import make_executor
 
-    config = {"system": system, "cache": dict(cache) if cache else None}
+    config = {
+        "system": system,
+        "cache": dict(cache) if cache else None,
+        "device": execution.device,
+    }
     serial = execution.executor == "local" and execution.workers == 1
     by_query = serial and query_total is not None
     # the workers start before the bar: a bar's monitor thread would make local workers
@@ -116,7 +177,7 @@ def run_tasks(
             return
         for result in engine.map(fn, items):
             if not by_query:
-                bar.update(1)
+                bar.update(1 if weight is None else weight(result))
             yield result
 
 

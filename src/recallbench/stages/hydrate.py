@@ -16,10 +16,16 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from recallbench.artifacts import envelope, inputs_of
+from recallbench.artifacts import envelope, inputs_of, with_embedder_build
 from recallbench.spool import stream_scopes
 from recallbench.stages import tasks
-from recallbench.stages.execution import Execution, Stopwatch, cache_spec, run_tasks
+from recallbench.stages.execution import (
+    Execution,
+    Stopwatch,
+    cache_spec,
+    run_tasks,
+    vector_cache,
+)
 
 STORES_DIR = "stores"
 
@@ -92,9 +98,12 @@ def run_hydrate(
         shutil.rmtree(root)
     stores = None
     timing: dict[str, Any] = {"execution": execution.describe()}
+    # the vector cache is checked (or made) in every mode: a transient plan's query stage
+    # reads the same cache, and a bad --cache is refused here, not later
+    execution, timing["vector_cache"] = vector_cache(execution, system, suite_env, build_dir)
+    cache = cache_spec(execution, system, suite_env)
     tally = Truncation(system)
     if keep:
-        cache = cache_spec(execution, system, suite_env)
         resolved = root.resolve()  # once, not per scope
         items = (
             {
@@ -146,4 +155,5 @@ def run_hydrate(
         "truncation": tally.report(),
     }
     timing["wall_seconds"] = watch.seconds()
-    return envelope("hydrate", data, inputs_of(suite_env)), timing
+    env = envelope("hydrate", data, inputs_of(suite_env))
+    return with_embedder_build(env, cache), timing

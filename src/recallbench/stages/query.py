@@ -15,13 +15,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from recallbench.artifacts import envelope, inputs_of, require_made_from
+from recallbench.artifacts import envelope, inputs_of, require_made_from, with_embedder_build
 from recallbench.buildpaths import safe_child
 from recallbench.errors import RecallbenchError
 from recallbench.metrics import percentile
 from recallbench.spool import scope_refs
 from recallbench.stages import tasks
-from recallbench.stages.execution import Execution, Stopwatch, cache_spec, run_tasks
+from recallbench.stages.execution import (
+    Execution,
+    Stopwatch,
+    cache_spec,
+    run_tasks,
+    vector_cache,
+)
 from recallbench.stages.hydrate import stores_root
 
 #: Per-call search limit (the scope document's MAX_SEARCH_LIMIT).
@@ -118,6 +124,8 @@ def run_query(
         for span in query_spans(index[i]["queries"], slices)
     )
     batch = batch_size(execution, counts["scopes"] * slices)
+    execution, made = vector_cache(execution, system, suite_env, build_dir)
+    cache = cache_spec(execution, system, suite_env)
     rows, scopes, latency = [], [], {}
     inside = task_seconds = ingest = 0.0
     harness = dict.fromkeys(tasks.HARNESS_PARTS, 0.0)
@@ -127,7 +135,7 @@ def run_query(
             items,
             system=hyd["system"],
             execution=execution,
-            cache=cache_spec(execution, system, suite_env),
+            cache=cache,
             total=counts["scopes"] * slices,
             desc="query",
             query_total=counts["queries"],
@@ -158,6 +166,7 @@ def run_query(
     workers = execution.workers
     timing = {
         "execution": execution.describe(),
+        "vector_cache": made,
         "scopes_per_task": batch,
         "repeat": repeat,
         "latency": latency_summary(latency),
@@ -171,4 +180,5 @@ def run_query(
         # parts of the harness's time within the tasks, summed over workers (seconds)
         **{part: harness[part] for part in tasks.HARNESS_PARTS},
     }
-    return envelope("runs", data, inputs_of(suite_env, hydrate_env)), timing
+    env = envelope("runs", data, inputs_of(suite_env, hydrate_env))
+    return with_embedder_build(env, cache), timing

@@ -21,7 +21,13 @@ from recallbench.artifacts import envelope, inputs_of, require_made_from
 from recallbench.buildpaths import safe_child
 from recallbench.spool import scope_refs
 from recallbench.stages import tasks
-from recallbench.stages.execution import Execution, Stopwatch, cache_spec, run_tasks
+from recallbench.stages.execution import (
+    Execution,
+    Stopwatch,
+    cache_spec,
+    run_tasks,
+    vector_cache,
+)
 from recallbench.stages.hydrate import stores_root
 from recallbench.stages.query import query_spans, slice_count
 
@@ -169,6 +175,7 @@ def run_roundtrip(
 
         items = holding(items)
     pending_requery: list[dict[str, Any]] = []
+    execution, timing["vector_cache"] = vector_cache(execution, system, suite_env, build_dir)
     cache = cache_spec(execution, system, suite_env)
     for result in run_tasks(
         tasks.roundtrip_scope,

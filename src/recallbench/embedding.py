@@ -1,0 +1,72 @@
+"""What the one embedding path needs to know about a system's embedder.
+
+An embedder capability may wrap another (`inner`): HotMem's over MiniLM, a fusion's over
+its children's, a plugin's borrowed one. Each question below is answered by the first
+object along that chain that knows:
+
+* `batch_invariant` - True when a text's vector never depends on the texts embedded with
+  it (the hash embedder: pure arithmetic on one text; or an embedder that embeds one text
+  at a time). Such a system embeds inline, no cache needed. A learned model's vectors
+  differ in the last bits with the batch's shape (CPU kernels are chosen by shape), so
+  every embedder that does not say so takes its vectors from a cache (`stages.prep`).
+* `build_info()` - which build computed the vectors: device, torch version, CPU capability
+  (recorded in the cache manifest and the envelopes, outside what results must match).
+* `set_device(name)` - where to compute (`auto`, `cpu`, `cuda`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+#: how deep an embedder chain may nest (a guard against a cycle of `inner`s)
+_MAX_DEPTH = 8
+
+
+def _chain(embedder: Any) -> Iterator[Any]:
+    current, depth = embedder, 0
+    while current is not None and depth < _MAX_DEPTH:
+        yield current
+        current = getattr(current, "inner", None)
+        depth += 1
+
+
+def _first(embedder: Any, attribute: str) -> Any:
+    for obj in _chain(embedder):
+        if hasattr(obj, attribute):
+            return getattr(obj, attribute)
+    return None
+
+
+def batch_invariant(embedder: Any) -> bool:
+    """Whether the embedder's vector of a text is independent of its batch (default: no)."""
+    value = _first(embedder, "batch_invariant")
+    return bool(value) if value is not None else False
+
+
+def embedder_build(embedder: Any) -> dict[str, Any] | None:
+    """The build that computes the embedder's vectors, or None when it does not say."""
+    info = _first(embedder, "build_info")
+    return dict(info()) if callable(info) else None
+
+
+def use_device(embedder: Any, device: str) -> None:
+    """Tell the embedder where to compute; embedders with no device (the hash) ignore it."""
+    setter = _first(embedder, "set_device")
+    if callable(setter):
+        setter(device)
+
+
+def cache_dir_name(identity: str) -> str:
+    """A directory name for the cache of embedder `identity`: readable and collision-free."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", identity).strip("-.")[:60] or "embedder"
+    return f"{slug}-{hashlib.sha256(identity.encode('utf-8')).hexdigest()[:12]}"
+
+
+def needs_cache(system: Any) -> bool:
+    """Whether the system's vectors must come from a cache (it has a batch-dependent
+    embedder), so every path gives the same bytes."""
+    embedder = getattr(system, "embedder", None)
+    return embedder is not None and not batch_invariant(embedder)
