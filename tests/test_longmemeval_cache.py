@@ -22,6 +22,7 @@ from recallbench.cache import (
     VECTORS,
     ScopeLookup,
     VectorCache,
+    rows_dir,
     text_key,
 )
 from recallbench.cli import main
@@ -29,6 +30,11 @@ from recallbench.datasets.longmemeval.generator import generate
 from recallbench.datasets.longmemeval.reader import open_source
 from recallbench.model import Scope
 from recallbench.systems.base import MissingVector
+
+
+def cache_file(cache: Path, name: str) -> Path:
+    """A cache file where the cache's manifest says its rows are."""
+    return rows_dir(cache, orjson.loads((cache / MANIFEST).read_bytes())) / name
 
 
 def cli(build: Path, *args: str | Path) -> Result:
@@ -114,10 +120,10 @@ def test_prep_embeds_each_distinct_text_once(setup: dict) -> None:
         "options": {"session_text": "user", "unit": "session"},
         "spool_sha256": setup["suite"]["data"]["spool"]["sha256"],
     }
-    assert (setup["cache"] / KEYS).stat().st_size == manifest["count"] * 32
-    assert (setup["cache"] / VECTORS).stat().st_size == manifest["count"] * 64 * 4
-    assert (setup["cache"] / OFFSETS).stat().st_size == (manifest["scopes"] + 1) * 8
-    assert (setup["cache"] / SCOPES).stat().st_size == manifest["texts"]["seen"] * 4
+    assert cache_file(setup["cache"], KEYS).stat().st_size == manifest["count"] * 32
+    assert cache_file(setup["cache"], VECTORS).stat().st_size == manifest["count"] * 64 * 4
+    assert cache_file(setup["cache"], OFFSETS).stat().st_size == (manifest["scopes"] + 1) * 8
+    assert cache_file(setup["cache"], SCOPES).stat().st_size == manifest["texts"]["seen"] * 4
     assert "timing" not in manifest
     assert f"{manifest['count']} vectors (hotmem-hash-v1@64)" in setup["prep_output"]
 
@@ -135,7 +141,7 @@ def test_scope_rows_are_the_rows_of_each_scopes_texts(setup: dict) -> None:
     source = open_source({"data": setup["data"]}, {})
     scopes = [s for s in source.stream() if isinstance(s, Scope)]
     assert setup["manifest"]["scopes"] == len(scopes)
-    keys = (setup["cache"] / KEYS).read_bytes()
+    keys = cache_file(setup["cache"], KEYS).read_bytes()
     cache = _open(setup)
     try:
         for index, scope in enumerate(scopes):
@@ -270,15 +276,15 @@ def test_other_data_file(setup: dict, tmp_path: Path) -> None:
 def test_damaged_vectors(setup: dict, tmp_path: Path) -> None:
     validate(tmp_path / "b", setup["data"])
     cache = _copy_cache(setup, tmp_path)
-    with open(cache / VECTORS, "r+b") as handle:
+    with open(cache_file(cache, VECTORS), "r+b") as handle:
         handle.truncate(100)
     line = one_line_error(cached_query(tmp_path / "b", cache), "query")
     assert "not the size its manifest says" in line
     cache = tmp_path / "cache2"
     shutil.copytree(setup["cache"], cache)
-    raw = bytearray((cache / VECTORS).read_bytes())
+    raw = bytearray(cache_file(cache, VECTORS).read_bytes())
     raw[0] ^= 0xFF
-    (cache / VECTORS).write_bytes(bytes(raw))
+    cache_file(cache, VECTORS).write_bytes(bytes(raw))
     line = one_line_error(cached_query(tmp_path / "b", cache), "query")
     assert "does not match its manifest's sha256" in line
 
@@ -286,9 +292,9 @@ def test_damaged_vectors(setup: dict, tmp_path: Path) -> None:
 def _forge(cache: Path, name: str, blob: bytes) -> None:
     """Replace a cache file and record its new sha256 in the manifest (a cache whose files
     agree with its manifest, but not with the data)."""
-    (cache / name).write_bytes(blob)
+    cache_file(cache, name).write_bytes(blob)
     manifest = orjson.loads((cache / MANIFEST).read_bytes())
-    manifest["files"][name]["sha256"] = file_sha256(cache / name)
+    manifest["files"][name]["sha256"] = file_sha256(cache_file(cache, name))
     (cache / MANIFEST).write_bytes(dumps(manifest))
 
 
@@ -298,7 +304,7 @@ def test_rows_that_are_not_the_scopes_texts_stop_the_run(setup: dict, tmp_path: 
     question = orjson.loads(setup["data"].read_bytes())[0]["question"]
     validate(tmp_path / "b", setup["data"])
     cache = _copy_cache(setup, tmp_path)
-    keys = bytearray((cache / KEYS).read_bytes())
+    keys = bytearray(cache_file(cache, KEYS).read_bytes())
     at = bytes(keys).index(text_key(question))
     keys[at : at + 32] = b"\0" * 32
     _forge(cache, KEYS, bytes(keys))
@@ -307,7 +313,7 @@ def test_rows_that_are_not_the_scopes_texts_stop_the_run(setup: dict, tmp_path: 
         assert "scope 0's rows are not its texts'; run `recallbench prep" in line
     shutil.rmtree(cache)
     cache = _copy_cache(setup, tmp_path)
-    rows = (cache / SCOPES).read_bytes()
+    rows = cache_file(cache, SCOPES).read_bytes()
     _forge(cache, SCOPES, rows[4:] + rows[:4])  # every row one place earlier
     line = one_line_error(cached_query(tmp_path / "b", cache), "query")
     assert "scope 0's rows are not its texts'" in line
@@ -328,8 +334,12 @@ def test_a_cache_of_another_spool_is_refused(setup: dict, tmp_path: Path) -> Non
 def test_prep_with_two_workers_writes_the_same_cache(setup: dict, tmp_path: Path) -> None:
     validate(tmp_path / "b", setup["data"])
     ok(cli(tmp_path / "b", "prep", "--cache", tmp_path / "c2", "--workers", "2"))
-    for name in (*FILES, MANIFEST):
-        assert (tmp_path / "c2" / name).read_bytes() == (setup["cache"] / name).read_bytes(), name
+    for name in FILES:
+        assert (
+            cache_file(tmp_path / "c2", name).read_bytes()
+            == cache_file(setup["cache"], name).read_bytes()
+        ), name
+    assert (tmp_path / "c2" / MANIFEST).read_bytes() == (setup["cache"] / MANIFEST).read_bytes()
 
 
 def test_a_system_without_embedder_needs_no_cache(setup: dict, tmp_path: Path) -> None:

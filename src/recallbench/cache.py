@@ -108,11 +108,12 @@ class CacheWriter:
         self._stack = ExitStack()
         self._stack.enter_context(build_lock(self.directory, "recallbench prep", option="--cache"))
         try:
-            self.rows = self.directory / f"{ROWS_PREFIX}{os.getpid()}-{os.urandom(6).hex()}"
+            self.rows = self.directory / f"{ROWS_PREFIX}new-{os.getpid()}-{os.urandom(6).hex()}"
             self.rows.mkdir()
         except BaseException:
             self._stack.close()
             raise
+        self._owned = True
         self.embedder_identity = embedder_identity
         self.dimension: int | None = None
         self.count = 0
@@ -148,6 +149,7 @@ class CacheWriter:
             for name in FILES:
                 path = self.rows / name
                 files[name] = {"size_bytes": path.stat().st_size, "sha256": file_sha256(path)}
+            self._name_by_content(files)
             manifest = {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
@@ -171,6 +173,19 @@ class CacheWriter:
             self._stack.close()
         return manifest
 
+    def _name_by_content(self, files: Mapping[str, Any]) -> None:
+        """Rename the new rows after their content (`rows-<digest of the files' sha256>`), so
+        equal caches have equal manifests; rows already there under that name are the same
+        rows, and are kept instead."""
+        digest = hashlib.sha256("".join(files[n]["sha256"] for n in FILES).encode()).hexdigest()
+        final = self.directory / f"{ROWS_PREFIX}{digest[:16]}"
+        if final.is_dir():
+            shutil.rmtree(self.rows, ignore_errors=True)
+            self._owned = False  # the published rows: never removed by `abort`
+        else:
+            os.rename(self.rows, final)
+        self.rows = final
+
     def _close_files(self) -> None:
         for handle in (self._keys, self._vectors, self._scopes):
             handle.close()
@@ -179,7 +194,8 @@ class CacheWriter:
         """Remove this writer's rows (the previous cache stays as it was) and unlock."""
         try:
             self._close_files()
-            shutil.rmtree(self.rows, ignore_errors=True)
+            if self._owned:
+                shutil.rmtree(self.rows, ignore_errors=True)
         finally:
             self._stack.close()
 
