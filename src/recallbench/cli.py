@@ -665,6 +665,7 @@ def run_cmd(
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the resampling.")
 @click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True)
 @output_options("BUILD/compare.json", "BUILD/compare.md")
+@execution_options
 @pass_ctx
 def compare_cmd(
     ctx: Context,
@@ -681,18 +682,27 @@ def compare_cmd(
     resamples: int,
     output: Path | None,
     report_path: Path | None,
+    executor: str,
+    workers: int,
+    ray_address: str | None,
+    cache: Path | None,
 ) -> None:
     """Run a dataset against several systems (or read saved results) and compare them with
     paired statistics per query: mean differences, bootstrap CIs, sign-flip p-values,
-    wins/ties/losses."""
+    wins/ties/losses. Systems that share an embedder share one vector cache (each distinct
+    text is embedded once per embedder for the whole comparison)."""
     from recallbench.artifacts import dumps, load_envelope
-    from recallbench.compare import compare_results, render_markdown, run_systems
+    from recallbench.compare import compare_results, render_markdown, run_compared
     from recallbench.report.plots import caption, compare_plots
 
     if systems and result_files:
         raise click.UsageError("give either --system or --result, not both")
+    vectors: list[dict[str, Any]] = []
+    timing: dict[str, Any] | None = None
     if result_files:
-        results = [load_envelope(p, "results", "recallbench report")["data"] for p in result_files]
+        envelopes = [load_envelope(p, "results", "recallbench report") for p in result_files]
+        results = [env["data"] for env in envelopes]
+        builds = [env.get("embedder_build") for env in envelopes]
         labels = [p.parent.name if p.stem == "results" else p.stem for p in result_files]
         if len(set(labels)) != len(labels):
             labels = [str(p) for p in result_files]
@@ -702,7 +712,7 @@ def compare_cmd(
         paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text)
         labels = list(dict.fromkeys(systems or core_system_names()))
         ctx.build_dir.mkdir(parents=True, exist_ok=True)
-        results = run_systems(
+        runs = run_compared(
             dataset,
             paths,
             labels,
@@ -710,14 +720,24 @@ def compare_cmd(
             top_k=_top_k(top_k, dataset),
             parent=ctx.build_dir,
             say=ctx.say,
+            execution=_execution(executor, workers, ray_address, cache),
         )
-    doc = compare_results(results, labels, seed=seed, resamples=resamples)
+        results, builds, vectors, timing = runs.results, runs.builds, runs.vectors, runs.timing
+    doc = compare_results(
+        results, labels, seed=seed, resamples=resamples, vectors=vectors, builds=builds
+    )
     output = output or ctx.build_dir / "compare.json"
     report_path = report_path or ctx.build_dir / "compare.md"
     plots = compare_plots(doc)  # beside compare.md, where its links point
     markdown = render_markdown(doc, plots=[(name, caption(name)) for name in plots])
+    sidecar = {}
+    if timing is not None:  # local diagnostic, like every stage's timing sidecar
+        sidecar[ctx.build_dir / "timings" / "compare.json"] = dumps(
+            {"label": "local diagnostic: wall time on this machine, not a result", **timing}
+        )
     ctx.publish(
         {
+            **sidecar,
             output: dumps(doc),
             report_path: markdown.encode("utf-8"),
             **{report_path.parent / name: svg for name, svg in plots.items()},
@@ -725,6 +745,8 @@ def compare_cmd(
     )
     ctx.say(f"wrote {output} and {report_path} ({len(plots)} plots beside it)")
     click.echo(render_markdown(doc, headline_only=True))
+    for note in doc["notes"]:
+        click.echo(f"note: {note}", err=True)
 
 
 @command("systems", writes=False)

@@ -18,6 +18,7 @@ No correction for multiple comparisons is applied; the report says so.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from recallbench.errors import RecallbenchError
 from recallbench.ids import md_cell
 from recallbench.report.markdown import format_setting
 from recallbench.report.result import mean_measures, per_query_values
+from recallbench.stages.execution import Execution
 
 COMPARE_SCHEMA = "recallbench.comparison"
 COMPARE_SCHEMA_VERSION = 1
@@ -90,6 +92,97 @@ def paired_stats(
     return out
 
 
+@dataclass
+class SystemRuns:
+    """What `run_compared` produced: each system's result document (in order), the
+    embedder build behind each (None without a learned embedder), which vector cache each
+    system read, and the local timing (per system: wall seconds, texts embedded)."""
+
+    results: list[dict[str, Any]]
+    builds: list[dict[str, Any] | None]
+    vectors: list[dict[str, Any]]
+    timing: dict[str, Any]
+
+
+def run_compared(
+    dataset: str,
+    paths: Mapping[str, Path],
+    systems: Sequence[str],
+    *,
+    options: Mapping[str, Any] | None = None,
+    top_k: int = 5,
+    parent: Path | None = None,
+    say: Callable[[str], Any] | None = None,
+    execution: Execution | None = None,
+) -> SystemRuns:
+    """Each system's pipeline on the dataset, in order, each in a temporary directory
+    (under `parent` when given) that is removed afterwards.
+
+    Systems whose embedder has one identity share one vector cache: the `--cache` given
+    (`execution.cache`) when it was made by that embedder, else one made once for the
+    whole comparison under `parent/vectors/` (or a temporary directory), so each distinct
+    text is embedded once per embedder, however many systems use it."""
+    import tempfile
+    import time
+    from dataclasses import replace
+
+    from recallbench.cache import read_manifest
+    from recallbench.embedding import needs_cache
+    from recallbench.pipeline import run_pipeline
+    from recallbench.systems import get_system
+
+    execution = execution or Execution()
+    given = None
+    if execution.cache is not None:
+        given = read_manifest(Path(execution.cache)).get("embedder_identity")
+    out = SystemRuns([], [], [], {"systems": [], "texts_embedded": {}})
+    with tempfile.TemporaryDirectory(prefix="compare-vectors-", dir=parent) as scratch:
+        shared = Path(parent) / "vectors" if parent is not None else Path(scratch)
+        for n, name in enumerate(systems, start=1):
+            system = get_system(name)
+            identity = system.embedder.identity() if needs_cache(system) else None
+            if identity is not None and identity == given:
+                chosen, source = execution, "given (--cache)"
+            else:
+                chosen = replace(execution, cache=None, cache_root=shared)
+                source = "made in this run" if identity is not None else None
+            if say is not None:
+                say(f"running {name} ({n} of {len(systems)}) ...")
+            started = time.perf_counter()
+            with tempfile.TemporaryDirectory(prefix="compare-", dir=parent) as work:
+                run = run_pipeline(
+                    dataset,
+                    paths,
+                    Path(work),
+                    options=options,
+                    system=name,
+                    top_k=top_k,
+                    execution=chosen,
+                )
+            made = run.timings.get("hydrate", {}).get("vector_cache")
+            out.results.append(run.result)
+            out.builds.append(run.envelopes["results"].get("embedder_build"))
+            if identity is not None:
+                earlier = [v for v in out.vectors if v["embedder_identity"] == identity]
+                out.vectors.append(
+                    {"system": name, "embedder_identity": identity, "cache": source}
+                    if not earlier
+                    else {**earlier[0], "system": name}
+                )
+                embedded = out.timing["texts_embedded"]
+                embedded[identity] = embedded.get(identity, 0) + (
+                    made["texts_embedded"] if made else 0
+                )
+            out.timing["systems"].append(
+                {
+                    "system": name,
+                    "wall_seconds": time.perf_counter() - started,
+                    "texts_embedded": made["texts_embedded"] if made else 0,
+                }
+            )
+    return out
+
+
 def run_systems(
     dataset: str,
     paths: Mapping[str, Path],
@@ -99,23 +192,41 @@ def run_systems(
     top_k: int = 5,
     parent: Path | None = None,
     say: Callable[[str], Any] | None = None,
+    execution: Execution | None = None,
 ) -> list[dict[str, Any]]:
-    """Each system's result document on the dataset, in order, each run in a temporary
-    directory (under `parent` when given) that is removed afterwards."""
-    import tempfile
+    """Each system's result document on the dataset, in order (see `run_compared`)."""
+    return run_compared(
+        dataset,
+        paths,
+        systems,
+        options=options,
+        top_k=top_k,
+        parent=parent,
+        say=say,
+        execution=execution,
+    ).results
 
-    from recallbench.pipeline import run_pipeline
 
-    results = []
-    for name in systems:
-        if say is not None:
-            say(f"running {name} ...")
-        with tempfile.TemporaryDirectory(prefix="compare-", dir=parent) as work:
-            run = run_pipeline(
-                dataset, paths, Path(work), options=options, system=name, top_k=top_k
-            )
-            results.append(run.result)
-    return results
+def build_notes(labels: Sequence[str], builds: Sequence[dict[str, Any] | None]) -> list[str]:
+    """A sentence when results' learned vectors come from different embedder builds
+    (device, torch version, CPU capability): their scores may then differ in the last
+    bits (docs/performance.md gives the measured tolerance), and a near-tie may order
+    differently; none when every build is the same or there is none."""
+    known = [(lab, b) for lab, b in zip(labels, builds, strict=True) if b]
+    if len({repr(sorted(b.items())) if isinstance(b, dict) else repr(b) for _, b in known}) < 2:
+        return []
+    described = "; ".join(f"{lab}: {_describe_build(b)}" for lab, b in known)
+    return [
+        f"The learned vectors come from different embedder builds ({described}): scores may "
+        "differ in the last bits and near-ties may order differently (see the measured "
+        "tolerance in docs/performance.md); compare figures, not bytes."
+    ]
+
+
+def _describe_build(build: Any) -> str:
+    if isinstance(build, list):
+        return " + ".join(_describe_build(b) for b in build)
+    return f"{build.get('device')}, torch {build.get('torch')}, CPU {build.get('cpu_capability')}"
 
 
 def _check_comparable(results: list[dict[str, Any]], labels: list[str]) -> None:
@@ -138,9 +249,18 @@ def _check_comparable(results: list[dict[str, Any]], labels: list[str]) -> None:
 
 
 def compare_results(
-    results: list[dict[str, Any]], labels: list[str], *, seed: int = 0, resamples: int = 10_000
+    results: list[dict[str, Any]],
+    labels: list[str],
+    *,
+    seed: int = 0,
+    resamples: int = 10_000,
+    vectors: Sequence[Mapping[str, Any]] = (),
+    builds: Sequence[dict[str, Any] | None] = (),
 ) -> dict[str, Any]:
-    """The comparison document: every challenger against the first result (the reference)."""
+    """The comparison document: every challenger against the first result (the reference).
+
+    `vectors`: which vector cache each system read (`SystemRuns.vectors`); `builds`: the
+    embedder build behind each result, for the note when they differ (`build_notes`)."""
     if len(results) < 2:
         raise RecallbenchError("compare needs at least two results")
     if len(set(labels)) != len(labels):
@@ -201,6 +321,8 @@ def compare_results(
         "top_k": k,
         "seed": seed,
         "resamples": resamples,
+        "vectors": [dict(v) for v in vectors],
+        "notes": build_notes(labels, builds) if builds else [],
         "comparisons": pairs,
     }
 
@@ -260,6 +382,18 @@ def render_markdown(
         + " |"
         for s in doc["systems"]
     ]
+    if doc.get("vectors"):
+        out += [
+            "",
+            "Learned vectors (one cache per embedder, each distinct text embedded once):",
+            "",
+        ]
+        out += [
+            f"- {md_cell(v['system'])}: {md_cell(v['embedder_identity'])}, cache {v['cache']}"
+            for v in doc["vectors"]
+        ]
+    for note in doc.get("notes", []):
+        out += ["", f"Note: {note}"]
     if plots:
         out += ["", *(line for path, text in plots for line in (f"![{text}]({path})", ""))]
     for pair in doc["comparisons"]:

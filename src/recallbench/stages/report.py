@@ -67,6 +67,8 @@ def build_report(
     env = envelope(
         "results", result, inputs_of(suite_env, hydrate_env, runs_env, roundtrip_env, scores_env)
     )
+    if runs_env.get("embedder_build") is not None:  # beside `data`, not fingerprinted
+        env["embedder_build"] = runs_env["embedder_build"]
     svgs: dict[str, bytes] = {}
     if plots:
         from recallbench.report.plots import caption, plot_list, report_plots
