@@ -11,7 +11,7 @@ BUILD ?= build
 STAMP := $(VENV)/.recallbench-installed
 RB := $(BIN)/recallbench --build-dir "$(BUILD)"
 
-.PHONY: setup setup-semantic eval test lint docs baseline bench bench-longmemeval bench-peer bench-large bench-large-full clean
+.PHONY: setup setup-semantic eval test test-portable lint docs baseline bench bench-longmemeval bench-peer bench-large bench-large-full clean
 
 setup: $(STAMP)
 
@@ -39,7 +39,14 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest -q
+	$(MAKE) --no-print-directory test-portable
 	$(BIN)/mkdocs build --strict --quiet
+
+# The learned-embedding tests again with other CPU kernels than this machine's best (torch's
+# default ATen kernels, MKL limited to AVX2): they must not depend on which kernels ran.
+PORTABLE_KERNELS := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=AVX2
+test-portable: $(STAMP)
+	$(PORTABLE_KERNELS) $(BIN)/pytest -q -m embedding
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

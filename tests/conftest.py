@@ -3,6 +3,7 @@ build and one in-process run against the real HotMem (each made once per test se
 
 from __future__ import annotations
 
+import functools
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +25,39 @@ BASELINE = FIXTURES / "baseline.json"
 #: the stage commands in pipeline order, each with the artifact file it writes (one definition:
 #: recallbench.artifacts.STAGES)
 STAGE_OUTPUTS: tuple[tuple[str, str], ...] = tuple((s.command, s.file) for s in STAGES)
+
+
+#: modules whose every test exercises a learned embedder
+EMBEDDING_MODULES = {"test_semantic.py", "test_systems_semantic.py", "test_embedding_path.py"}
+
+
+@functools.cache
+def learned_systems() -> frozenset[str]:
+    """Registered systems whose vectors come from a batch-dependent (learned) embedder."""
+    from recallbench.embedding import needs_cache
+    from recallbench.systems import get_system
+    from recallbench.systems.registry import system_names
+
+    names = set()
+    for name in system_names():
+        try:
+            if needs_cache(get_system(name)):
+                names.add(name)
+        except Exception:  # unavailable here: the contract test fails it with its hint
+            continue
+    return frozenset(names)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `embedding` every test of a learned embedder (a module above, or a test
+    parametrized with a learned system): CI runs them a second time with other CPU kernels
+    (`ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=AVX2`, `make test-portable`)."""
+    learned = learned_systems()
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        values = {v for v in params.values() if isinstance(v, str)}
+        if item.path.name in EMBEDDING_MODULES or values & learned:
+            item.add_marker(pytest.mark.embedding)
 
 
 def cli(build_dir: Path, *args: str | Path) -> Result:

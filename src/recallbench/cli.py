@@ -580,7 +580,20 @@ def check_baseline_cmd(ctx: Context, baseline: Path, result_path: Path | None) -
         require_current(ctx.build_dir, result)
     else:
         result = load_envelope(result_path, "results", "recallbench report")
-    gate(baseline, result["data"])
+    build = result.get("embedder_build")
+    try:
+        gate(baseline, result["data"])
+    except BaseException:
+        if build:  # the baseline records no build: say what this result's vectors came from
+            from recallbench.compare import describe_build
+
+            click.echo(
+                f"note: this result's learned vectors were computed with {describe_build(build)}; "
+                "a baseline written with another embedder build (device, torch, CPU kernels) "
+                "differs in the last bits of its scores (docs/performance.md)",
+                err=True,
+            )
+        raise
     ctx.say(f"result matches {baseline}")
 
 

@@ -215,7 +215,7 @@ def build_notes(labels: Sequence[str], builds: Sequence[dict[str, Any] | None]) 
     known = [(lab, b) for lab, b in zip(labels, builds, strict=True) if b]
     if len({repr(sorted(b.items())) if isinstance(b, dict) else repr(b) for _, b in known}) < 2:
         return []
-    described = "; ".join(f"{lab}: {_describe_build(b)}" for lab, b in known)
+    described = "; ".join(f"{lab}: {describe_build(b)}" for lab, b in known)
     return [
         f"The learned vectors come from different embedder builds ({described}): scores may "
         "differ in the last bits and near-ties may order differently (see the measured "
@@ -223,9 +223,9 @@ def build_notes(labels: Sequence[str], builds: Sequence[dict[str, Any] | None]) 
     ]
 
 
-def _describe_build(build: Any) -> str:
+def describe_build(build: Any) -> str:
     if isinstance(build, list):
-        return " + ".join(_describe_build(b) for b in build)
+        return " + ".join(describe_build(b) for b in build)
     return f"{build.get('device')}, torch {build.get('torch')}, CPU {build.get('cpu_capability')}"
 
 
