@@ -11,7 +11,7 @@ BUILD ?= build
 STAMP := $(VENV)/.recallbench-installed
 RB := $(BIN)/recallbench --build-dir "$(BUILD)"
 
-.PHONY: setup setup-semantic eval test test-portable lint docs baseline bench bench-longmemeval bench-peer bench-large bench-large-full clean
+.PHONY: setup setup-semantic eval test test-portable lint docs baseline bench bench-longmemeval bench-embed bench-peer bench-large bench-large-full clean
 
 setup: $(STAMP)
 
@@ -69,6 +69,9 @@ bench-longmemeval: $(STAMP)  # about 5 minutes on 2 cores
 # The peer is never a dependency: python3 -m venv /tmp/mce-venv && /tmp/mce-venv/bin/pip install memory-core-eval
 bench-peer: $(STAMP)  # the script reads MCEVAL=path/to/mceval (environment or make line)
 	$(BIN)/python benchmarks/bench_peer.py
+
+bench-embed: $(STAMP)  # prep at 1/2 workers and on Ray, length sorting, compare's shared cache
+	$(BIN)/python benchmarks/bench_embed.py
 
 bench-large: $(STAMP)  # 20,000 memories x 200 queries, a few minutes
 	$(BIN)/python benchmarks/bench_large_fixture.py

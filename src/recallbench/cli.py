@@ -514,6 +514,12 @@ def decide_cmd(ctx: Context) -> None:
     show_default=True,
     help="Where a learned embedder computes: auto = an accelerator when torch sees one.",
 )
+@click.option(
+    "--no-length-sort",
+    is_flag=True,
+    hidden=True,  # for benchmarks/bench_embed.py: what sorting by length saves
+    help="Batch texts in order of first appearance instead of by length.",
+)
 @pass_ctx
 def prep_cmd(
     ctx: Context,
@@ -523,6 +529,7 @@ def prep_cmd(
     workers: int | None,
     ray_address: str | None,
     device: str,
+    no_length_sort: bool,
 ) -> None:
     """Embed every distinct memory and query text of the validated dataset once, in fixed
     batches, into a vector cache that hydrate, query and snapshot-roundtrip read."""
@@ -532,7 +539,9 @@ def prep_cmd(
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     execution = Execution(executor, workers, ray_address, device=device)
-    manifest = run_prep(ctx.read("suite"), cache, system, execution=execution)
+    manifest = run_prep(
+        ctx.read("suite"), cache, system, execution=execution, sort_by_length=not no_length_sort
+    )
     t = manifest["timing"]
     build = manifest.get("embedder_build")
     where = f", {build['device']}" if isinstance(build, dict) and build.get("device") else ""

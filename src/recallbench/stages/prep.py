@@ -59,13 +59,21 @@ class _Window:
 
 
 def plan_batches(
-    texts: list[str], first_row: int, token_counts: list[int], cap: int | None
+    texts: list[str],
+    first_row: int,
+    token_counts: list[int],
+    cap: int | None,
+    *,
+    sort_by_length: bool = True,
 ) -> list[list[int]]:
     """One window's batches: positions into `texts` (rows first_row...), sorted by token
     count (capped at the model's limit: longer texts are truncated to it) then by row, cut
-    into batches of BATCH."""
+    into batches of BATCH. `sort_by_length=False` keeps row order (for the benchmark that
+    measures what sorting saves; such a cache records its other batching)."""
     limit = cap if cap is not None else max(token_counts, default=0)
-    order = sorted(range(len(texts)), key=lambda i: (min(token_counts[i], limit), i))
+    order = list(range(len(texts)))
+    if sort_by_length:
+        order.sort(key=lambda i: (min(token_counts[i], limit), i))
     return [order[i : i + BATCH] for i in range(0, len(order), BATCH)]
 
 
@@ -75,6 +83,7 @@ def run_prep(
     system_name: str,
     *,
     execution: Execution | None = None,
+    sort_by_length: bool = True,
 ) -> dict[str, Any]:
     """Write the cache; return its manifest (with `timing`, a local diagnostic).
 
@@ -105,7 +114,7 @@ def run_prep(
         counts["tokens"] += sum(tokens)
         counts["tokens_embedded"] += sum(min(n, cap) if cap else n for n in tokens)
         window = _Window(len(rows) - len(texts), keys, 0, [None] * len(texts))
-        batches = plan_batches(texts, window.first, tokens, cap)
+        batches = plan_batches(texts, window.first, tokens, cap, sort_by_length=sort_by_length)
         window.pending = len(batches)
         windows.append(window)
         for positions in batches:
@@ -176,7 +185,9 @@ def run_prep(
     manifest = writer.finish(
         {
             "source": cache_source(suite_env),
-            "batching": BATCHING,
+            "batching": BATCHING
+            if sort_by_length
+            else {**BATCHING, "order": "distinct texts by first appearance (not sorted)"},
             "embedder_build": builds[0] if len(builds) == 1 else builds or None,
             "truncation": tally.report(),
             "system": system_name,
