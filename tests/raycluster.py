@@ -21,6 +21,8 @@ They read Ray's GCS directly (`ray._private.state`): Ray's public state API
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import json
 import os
 import secrets
@@ -73,6 +75,15 @@ class RayCluster:
         return path.read_text(errors="replace") if path.exists() else ""
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the process that started it (pytest) dies,
+    so a killed test run does not leave a cluster behind (`ray start --block` stops its
+    node on SIGTERM). Linux only; elsewhere the fixture's teardown is all there is."""
+    libc_name = ctypes.util.find_library("c")
+    if sys.platform.startswith("linux") and libc_name:
+        ctypes.CDLL(libc_name, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def _ray_start(cluster: RayCluster, name: str, *args: str) -> subprocess.Popen:
     ray = Path(sys.executable).with_name("ray")
     temp_dir = cluster.root / name
@@ -97,6 +108,7 @@ def _ray_start(cluster: RayCluster, name: str, *args: str) -> subprocess.Popen:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stopped by its pid
+            preexec_fn=_die_with_parent,
         )
     cluster.processes.append(process)
     return process

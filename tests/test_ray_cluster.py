@@ -7,7 +7,12 @@ byte-identical and that the run's two worker actors ran on the two nodes.
 To cover another command, add a `Case` to CASES: `setup` runs (locally, in both build
 directories) before `command`, which gets `--workers 1` for the local run and `--executor ray
 --workers 2 --ray-address ADDRESS` for the cluster run; `compare` names the files (or
-directories, compared file by file) that must be byte-identical.
+directories, compared file by file) under the build directory that must be byte-identical.
+In arguments, `{data}` is the case's data file and `{build}` the build directory (each
+command runs in a directory of its own beside it). For example:
+
+    Case("prep-longmemeval", data="lme", command=("prep", *LME, "--out", "{build}/cache"),
+         compare=("cache",))
 """
 
 from __future__ import annotations
@@ -46,29 +51,35 @@ class Case:
     data: str = ""
 
 
-FIXTURES = ("--system", "bm25")
+BM25 = ("--system", "bm25")
+FIXTURES = ("--corpus", str(ROOT / "benchmarks/retrieval/corpus.jsonl"))
+FIXTURES += ("--queries", str(ROOT / "benchmarks/retrieval/queries.jsonl"))
 LME = ("--dataset", "longmemeval", "--data", "{data}")
 
 CASES = [
     Case(
         "query-fixtures",
-        setup=(("validate",), ("hydrate", *FIXTURES)),
+        setup=(("validate", *FIXTURES), ("hydrate", *BM25)),
         command=("query",),
         compare=("runs.json",),
         host="127.0.0.1",
     ),
-    Case("run-fixtures", command=("run", *FIXTURES), compare=("runs.json", "results.json")),
+    Case(
+        "run-fixtures",
+        command=("run", *FIXTURES, *BM25),
+        compare=("runs.json", "results.json"),
+    ),
     Case(
         "query-longmemeval",
         data="lme",
-        setup=(("validate", *LME), ("hydrate", *FIXTURES, "--transient")),
+        setup=(("validate", *LME), ("hydrate", *BM25, "--transient")),
         command=("query",),
         compare=("runs.json",),
     ),
     Case(
         "run-longmemeval",
         data="lme",
-        command=("run", *LME, *FIXTURES),
+        command=("run", *LME, *BM25),
         compare=("runs.json", "results.json"),
         host="127.0.0.1",
     ),
@@ -117,6 +128,8 @@ def data_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def run(build: Path, args: tuple[str, ...], env: dict[str, str]) -> subprocess.Popen:
     """`recallbench --build-dir BUILD ARGS...` as a process of its own; asserts success."""
+    cwd = build.with_name(f"{build.name}-cwd")
+    cwd.mkdir(exist_ok=True)
     process = subprocess.Popen(
         [str(RECALLBENCH), "--build-dir", str(build), *args],
         stdin=subprocess.DEVNULL,
@@ -124,7 +137,7 @@ def run(build: Path, args: tuple[str, ...], env: dict[str, str]) -> subprocess.P
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        cwd=ROOT,
+        cwd=cwd,
     )
     try:
         out, err = process.communicate(timeout=COMMAND_TIMEOUT)
@@ -152,8 +165,9 @@ def test_cluster_run_matches_local(
     env = {**cluster.env, "NO_PROGRESS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("RECALLBENCH_BUILD_DIR", None)
 
-    def args(command: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(str(data_files[case.data]) if a == "{data}" else a for a in command)
+    def args(command: tuple[str, ...], build: Path) -> tuple[str, ...]:
+        data = str(data_files[case.data]) if case.data else ""
+        return tuple(a.replace("{data}", data).replace("{build}", str(build)) for a in command)
 
     address = f"{case.host}:{cluster.address.rsplit(':', 1)[1]}"
     engines = {
@@ -164,8 +178,8 @@ def test_cluster_run_matches_local(
     for engine, options in engines.items():
         build = tmp_path / engine
         for command in case.setup:
-            run(build, args(command), env)
-        drivers[engine] = run(build, (*args(case.command), *options), env).pid
+            run(build, args(command, build), env)
+        drivers[engine] = run(build, (*args(case.command, build), *options), env).pid
 
     for name in case.compare:
         local, ray = contents(tmp_path / "local" / name), contents(tmp_path / "ray" / name)
@@ -191,7 +205,7 @@ def test_a_driver_without_the_token_gets_one_line(
     env["NO_PROGRESS"] = "1"
     env["RAY_NUM_REDIS_GET_RETRIES"] = "2"  # Ray tries for 20 s by default
     build = tmp_path / "build"
-    run(build, ("validate",), env)
+    run(build, ("validate", *FIXTURES), env)
     done = subprocess.run(
         [str(RECALLBENCH), "--build-dir", str(build), "hydrate", "--system", "bm25"]
         + ["--executor", "ray", "--workers", "2", "--ray-address", cluster.address],
@@ -199,7 +213,7 @@ def test_a_driver_without_the_token_gets_one_line(
         text=True,
         env=env,
         timeout=COMMAND_TIMEOUT,
-        cwd=ROOT,
+        cwd=tmp_path,
     )
     assert done.returncode == 1, done
     ours = [line for line in done.stderr.splitlines() if line.startswith("recallbench ")]
