@@ -374,6 +374,22 @@ def _import_ray() -> Any:
     return ray
 
 
+def _ray_connect_failed(address: str, exc: BaseException) -> str:
+    """One line for a ``ray.init(address=...)`` that could not connect: Ray's reason (the
+    last line of the traceback it keeps as the cause) and, unless this process enabled it,
+    the token authentication a cluster started by ``ray start --head`` usually requires."""
+    message = f"cannot connect to the Ray cluster at {address}: {exc}"
+    cause = str(exc.__cause__ or "").strip().splitlines()
+    if cause:
+        message += f": {cause[-1].strip()}"
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        message += (
+            " (a cluster with token authentication needs RAY_AUTH_MODE=token and its token"
+            " in recallbench's environment too: see docs/executors.md)"
+        )
+    return message
+
+
 class _RayWorker:
     """One Ray actor: the worker-local state of one worker (made a Ray actor class at run
     time, so this module imports without Ray)."""
@@ -463,7 +479,13 @@ class RayExecutor:
             }
             if not connecting:
                 options["num_cpus"] = self.workers
-            ray.init(**options)
+            try:
+                ray.init(**options)
+            except ConnectionError as exc:
+                if not connecting:
+                    raise
+                address = self.ray_address or os.environ.get("RAY_ADDRESS", "")
+                raise RecallbenchError(_ray_connect_failed(address, exc)) from None
             self._started_ray = True
         try:
             cpus = ray.cluster_resources().get("CPU", 0)
