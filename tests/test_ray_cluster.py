@@ -83,6 +83,18 @@ CASES = [
         compare=("runs.json", "results.json"),
         host="127.0.0.1",
     ),
+    Case(
+        "prep-longmemeval",
+        data="lme",
+        setup=(("validate", *LME),),
+        command=("prep", "--cache", "{build}/cache", "--system", "minilm"),
+        compare=("cache",),
+    ),
+    Case(
+        "compare-fixtures",
+        command=("compare", *FIXTURES, "--system", "minilm", "--system", "bm25"),
+        compare=("compare.json",),
+    ),
 ]
 
 #: the data files cases name in `data`, each made once: name -> writer(path)
