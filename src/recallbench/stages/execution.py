@@ -20,9 +20,14 @@ class Execution:
     workers: int = 1
     ray_address: str | None = None
     cache: Path | None = None
+    #: seconds each call into the system may take (`--call-timeout`; None: no limit)
+    call_timeout: float | None = None
 
     def describe(self) -> dict[str, Any]:
-        return {"executor": self.executor, "workers": self.workers}
+        out: dict[str, Any] = {"executor": self.executor, "workers": self.workers}
+        if self.call_timeout is not None:
+            out["call_timeout_seconds"] = self.call_timeout
+        return out
 
 
 def cache_spec(
@@ -87,7 +92,11 @@ def run_tasks(
     """
     from recallbench.executor import make_executor
 
-    config = {"system": system, "cache": dict(cache) if cache else None}
+    config = {
+        "system": system,
+        "cache": dict(cache) if cache else None,
+        "call_timeout": execution.call_timeout,
+    }
     serial = execution.executor == "local" and execution.workers == 1
     by_query = serial and query_total is not None
     # the workers start before the bar: a bar's monitor thread would make local workers
