@@ -43,10 +43,16 @@ Start and exit behaviour:
   only our actors are killed.
 * An exception in a task: items not yet started are cancelled, the ones running finish
   (so finalizers still run), and the exception propagates.
-* Ctrl-C (`KeyboardInterrupt`) or any other non-`Exception`: outstanding work is
-  cancelled, local workers are terminated (they ignore SIGINT themselves, so a Ctrl-C
-  prints one traceback, the parent's), Ray actors are killed, nothing waits on a running
-  task, and `KeyboardInterrupt` is re-raised. Finalizers do not run on this path.
+* Ctrl-C (`KeyboardInterrupt`, and SIGTERM as `recallbench.signals.Terminated`) or any
+  other non-`Exception`: outstanding work is cancelled, local workers are killed (they
+  ignore SIGINT themselves, so a Ctrl-C prints one traceback, the parent's), Ray actors
+  are killed, nothing waits on a running task, and `KeyboardInterrupt` is re-raised.
+  Finalizers do not run on this path.
+* A worker that dies under a task (a local process killed, a Ray actor lost) is one
+  `WorkerDied` line naming the worker and the task it was running (`task_label`): each
+  local worker writes the number of its current task into shared memory, so the parent
+  knows which task a dead worker had. Workers killed by SIGTERM (a SIGTERM sent to the
+  whole process group) are `Terminated`, like the parent.
 * Entering: the local pool starts all its workers in ``__enter__`` and the Ray engine
   all its actors, so an initializer's failure is raised there (the serial engine runs the
   initializer there too). Enter the executor from a thread that outlives it (normally the
