@@ -139,6 +139,7 @@ def main(
     workers: int,
     ray_address: str | None,
     cache: Path | None,
+    call_timeout: float | None,
     build_dir: Path | None,
     write_baseline: Path | None,
     check_baseline: Path | None,
@@ -161,7 +162,7 @@ def main(
         from recallbench.stages.execution import Execution
 
         progress.configure(quiet)
-        execution = Execution(executor, workers, ray_address, cache)
+        execution = Execution(executor, workers, ray_address, cache, call_timeout)
         k = top_k if top_k is not None else DEFAULT_TOP_K.get(dataset, 5)
 
         def evaluate(work: Path) -> Any:

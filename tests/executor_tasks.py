@@ -86,3 +86,14 @@ def value_error_at(item: int) -> int:
 def sleep_for(seconds: float) -> float:
     time.sleep(seconds)
     return seconds
+
+
+def die_at(item: dict[str, Any]) -> int:
+    """The worker kills itself (SIGKILL) on item["bad"]; else returns the index."""
+    if item["index"] == item["bad"]:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(60)
+    time.sleep(0.01)
+    return item["index"]

@@ -106,3 +106,53 @@ def test_verify_names_what_is_wrong_with_a_package(tmp_path: Path) -> None:
     system.clone.snapshot(store, missing)
     (missing / "records.jsonl").unlink()
     assert rejected(missing) == "missing_file"
+
+
+def test_a_query_without_a_word_token_has_no_hits(tmp_path: Path) -> None:
+    """`???` or an empty question raised IndexError inside bm25s."""
+    store = get_system("bm25").open_store(tmp_path / "s")
+    store.ingest(DOCS)
+    for query in ("???", "", "  ", "!?-"):
+        assert store.search(query, 3) == []
+        assert store.lexical_matches(query) == ("BM25", [])
+
+
+def test_memories_without_a_word_token_do_not_break_the_store(tmp_path: Path) -> None:
+    """A scope whose memories have no token raised ValueError at ingest; now every record
+    scores 0 (ties by id), and token-less memories beside others score 0."""
+    bare = get_system("bm25").open_store(tmp_path / "bare")
+    assert bare.ingest([StoreRecord("m2", "p", "???"), StoreRecord("m1", "p", "!!")]) == 2
+    assert [(h.memory_id, h.score) for h in bare.search("apple", 5)] == [("m1", 0.0), ("m2", 0.0)]
+    assert bare.lexical_matches("apple") == ("BM25", [])
+    assert bare.search("???", 5) == []
+    mixed = get_system("bm25").open_store(tmp_path / "mixed")
+    mixed.ingest([*DOCS, StoreRecord("m0", "p", "...")])
+    assert [h.memory_id for h in mixed.search("durian", 4)] == ["m3", "m0", "m1", "m2"]
+    reopened = get_system("bm25").attach(tmp_path / "bare")
+    assert reopened.count() == 2 and len(reopened.search("x", 5)) == 2
+
+
+def test_the_fixture_suite_runs_bm25_with_a_token_less_query(tmp_path: Path) -> None:
+    """End to end: a fixture query `???` (which the fixture reader accepts) is searched
+    with no hits and scored as a miss, instead of a traceback."""
+    from click.testing import CliRunner
+
+    from recallbench.cli import main
+
+    root = Path(__file__).resolve().parents[1] / "benchmarks" / "retrieval"
+    lines = (root / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    first = orjson.loads(lines[0])
+    first["query"] = "???"
+    lines[0] = orjson.dumps(first).decode()
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    build = tmp_path / "build"
+    result = CliRunner().invoke(
+        main,
+        ["--build-dir", str(build), "-q", "run", "--corpus", str(root / "corpus.jsonl")]
+        + ["--queries", str(queries), "--system", "bm25"],
+    )
+    assert result.exit_code == 0, result.output
+    runs = orjson.loads((build / "runs.json").read_bytes())["data"]["queries"]
+    row = next(q for q in runs if q["query_id"] == first["query_id"])
+    assert row["hits"] == []

@@ -279,3 +279,47 @@ def test_compare_refuses_results_from_different_files(
         compare_results([same, other], ["same", "other"])
     with pytest.raises(RecallbenchError, match="locomo: made from another dataset"):
         compare_results([same, conversational["locomo"]["hotmem"]], ["lme", "locomo"])
+
+
+def _saved_result(path: Path, change=None) -> Path:
+    """A fingerprint-valid results.json (the envelope `recallbench report` writes) holding
+    the baseline's result document, changed by `change`."""
+    from recallbench.artifacts import dumps, envelope
+
+    doc = orjson.loads(BASELINE.read_bytes())
+    if change is not None:
+        change(doc)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(dumps(envelope("results", doc, {})))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # compared as if current before
+        (lambda d: d.update(schema_version=1), "result schema version 1, this recallbench reads"),
+        (lambda d: d.update(schema="someone.else"), "not a recallbench.result document"),
+        # a KeyError traceback before
+        (lambda d: d["run"].pop("top_k"), "the result has no readable run.top_k"),
+        (lambda d: d["queries"][3].pop("metrics"), "no readable queries[3].metrics"),
+        (lambda d: d["dataset"]["identity"].update(files=None), "dataset.identity.files"),
+    ],
+)
+def test_compare_result_refuses_what_it_cannot_read_in_one_line(
+    tmp_path: Path, change, message: str
+) -> None:
+    good = _saved_result(tmp_path / "good" / "results.json")
+    bad = _saved_result(tmp_path / "bad" / "results.json", change)
+    r = CliRunner().invoke(
+        main,
+        ["--build-dir", str(tmp_path / "b"), "compare", "--result", str(good)]
+        + ["--result", str(bad)],
+    )
+    assert r.exit_code == 1, r.output
+    assert "Traceback" not in r.output
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("recallbench compare: error: bad: "), lines[0]
+    assert message in lines[0]
+    assert not (tmp_path / "b" / "compare.json").exists()

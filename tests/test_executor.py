@@ -382,3 +382,25 @@ def test_ctrl_c_stops_the_pool_and_reraises(tmp_path: Path) -> None:
         assert alive == [], [(p.pid, p.cmdline()) for p in alive]
     finally:
         _kill_leftovers(children)
+
+
+@pytest.mark.parametrize(("kind", "workers"), [("local", 2), ("ray", 2)])
+def test_a_killed_worker_is_one_line_naming_its_task(
+    request: pytest.FixtureRequest, kind: str, workers: int
+) -> None:
+    """A ~53-line BrokenProcessPool traceback (local) or a ~68-line ActorDiedError (Ray)
+    before: now a `WorkerDied` naming the task the worker was running."""
+    from recallbench.executor import WorkerDied
+
+    if kind == "ray":
+        request.getfixturevalue("ray_local")
+    items = [{"index": i, "bad": 5} for i in range(12)]
+    with pytest.raises(WorkerDied) as caught, make_executor(kind, workers) as ex:
+        list(ex.map(tasks.die_at, items))
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "die_at of scope #5" in message, message
+    if kind == "local":
+        assert "was killed by SIGKILL while running die_at of scope #5" in message
+    else:
+        assert message.startswith("a Ray actor died while running die_at of scope #5")

@@ -577,3 +577,43 @@ def test_generated_evidence_shares_vocabulary_with_its_question(tmp_path: Path) 
         sharing += bool(keys & set(re.findall(r"[a-z]+", evidence)))
     # most, not necessarily all, evidence shares a key word with its question
     assert 0.6 * len(scope.queries) <= sharing
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        # a lone high surrogate was silently read as '?' (in texts and ids alike)
+        (b'"I bought a kayak"', b'"I bought \\ud800 a kayak"', "conversation.session_1[1].text"),
+        # a lone low one was "invalid JSON before the first record ... position 0"
+        (b'"We went to Oslo"', b'"We went \\udc00to Oslo"', "conversation.session_2[0].text"),
+        (b'"D1:2"', b'"D1:2\\udbff"', "qa[0].evidence[0]"),
+    ],
+)
+def test_a_lone_surrogate_is_refused_naming_record_and_field(
+    tmp_path: Path, old: bytes, new: bytes, field: str
+) -> None:
+    raw = orjson.dumps([SAMPLE_B, SAMPLE_A], option=orjson.OPT_INDENT_2)
+    assert old in raw
+    path = tmp_path / "bad.json"
+    path.write_bytes(raw.replace(old, new, 1))
+    with pytest.raises(RecallbenchError) as info:
+        list(open_source({"data": path}, {}).stream())
+    text = str(info.value)
+    assert "\n" not in text
+    assert text.startswith(f"{path}: record[1] (sample_id 'conv-a'): field '{field}' holds a lone")
+
+
+def test_an_escaped_surrogate_pair_is_text(tmp_path: Path) -> None:
+    """A pair (an emoji as json.dump writes it with ensure_ascii) is read as the emoji; an
+    escaped backslash before `ud800` is no escape at all."""
+    raw = orjson.dumps([SAMPLE_A], option=orjson.OPT_INDENT_2)
+    path = tmp_path / "ok.json"
+    path.write_bytes(
+        raw.replace(b'"Hi Bob"', b'"Hi Bob \\ud83d\\ude00"').replace(
+            b'"Thanks!"', b'"Thanks \\\\ud800!"', 1
+        )
+    )
+    _, items = _read(path)
+    texts = [m.text for s in items if isinstance(s, Scope) for m in s.memories]
+    assert any("Hi Bob \U0001f600" in t for t in texts)
+    assert any("Thanks \\ud800!" in t for t in texts)

@@ -194,6 +194,8 @@ BROKEN = [
     (lambda r: r.update(haystack_sessions={}), "field 'haystack_sessions' must be a list"),
     (lambda r: r.pop("question_id"), "field 'question_id' is missing"),
     (lambda r: r.update(question=3), "field 'question' must be a string"),
+    (lambda r: r.update(question=""), "field 'question' is empty"),  # the reader accepted it
+    (lambda r: r.update(question=" \n "), "field 'question' is empty"),
     (lambda r: r["haystack_sessions"][0][0].update(role="bot"), "'haystack_sessions[0][0].role'"),
     (
         lambda r: r["haystack_sessions"][0][0].update(content=None),
@@ -259,6 +261,27 @@ def _one_line_error(result) -> str:
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("recallbench validate: error: ")
     return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        (b'"Here it is"', b'"Here \\ud800it is"', "haystack_sessions[0][0].content"),
+        (b'"q1"', b'"q1\\ud800"', "question_id"),  # was read as 'q1?', unseen by the id check
+        (b'"answer_1"', b'"\\udc00answer_1"', "haystack_session_ids[0]"),
+    ],
+)
+def test_a_lone_surrogate_is_refused_naming_record_and_field(
+    tmp_path: Path, old: bytes, new: bytes, field: str
+) -> None:
+    raw = orjson.dumps([_good_record("q0"), _good_record("q1")])
+    at = raw.index(b'"q1"')  # change the second record only
+    path = tmp_path / "bad.json"
+    path.write_bytes(raw[:at] + raw[at:].replace(old, new, 1))
+    line = _one_line_error(validate(tmp_path / "b", path))
+    assert f"{path}: record[1] (question_id " in line
+    assert f"field '{field}' holds a lone UTF-16 surrogate escape" in line
+    assert not (tmp_path / "b" / "suite.json").exists()
 
 
 def test_cli_reports_malformed_record_in_one_line(tmp_path: Path) -> None:

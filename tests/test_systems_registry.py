@@ -133,7 +133,6 @@ def test_a_broken_plugin_is_listed_unavailable_and_breaks_nothing(entry_points) 
             "gone": "no_such_module_xyz:make",
             "crashes": "fake_rb_plugin:raises",
             "misnamed": "fake_rb_plugin:misnamed",
-            "bm25": "fake_rb_plugin:good",  # cannot take a built-in name
             "fake": "fake_rb_plugin:good",
         }
     )
@@ -151,6 +150,79 @@ def test_a_broken_plugin_is_listed_unavailable_and_breaks_nothing(entry_points) 
         with pytest.raises(RecallbenchError, match=f"system '{name}'"):
             get_system(name)
     assert get_system("bm25").name == "bm25"
+
+
+def _distribution(root: Path, name: str, version: str, points: dict[str, str]) -> None:
+    """An installed distribution (its dist-info, as pip writes it) on `root`, registering
+    `points` (system name -> 'module:attr') in the recallbench group."""
+    info = root / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    lines = "".join(f"{n} = {v}\n" for n, v in points.items())
+    (info / "entry_points.txt").write_text(f"[{GROUP}]\n{lines}")
+
+
+@pytest.fixture
+def installed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Two real distributions installed on sys.path (dist-info directories), found by
+    importlib.metadata as pip-installed packages are."""
+    (tmp_path / "clash_rb_plugin.py").write_text(
+        "from recallbench.systems.bm25 import BM25System\n"
+        "def one():\n    return BM25System('twin')\n"
+        "def two():\n    return BM25System('twin')\n"
+        "def builtin_name():\n    return BM25System('bm25')\n"
+        "def solo():\n    return BM25System('solo')\n"
+    )
+    _distribution(
+        tmp_path,
+        "rb-plugin-one",
+        "1.2.0",
+        {"twin": "clash_rb_plugin:one", "solo": "clash_rb_plugin:solo"},
+    )
+    _distribution(
+        tmp_path,
+        "rb-plugin-two",
+        "3.4.5",
+        {"twin": "clash_rb_plugin:two", "bm25": "clash_rb_plugin:builtin_name"},
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry.clear_cache()
+    yield tmp_path
+    registry.clear_cache()
+
+
+def test_an_ambiguous_name_is_refused_naming_both_distributions(installed) -> None:
+    """Two distributions registering one name: refused in one line naming both (before,
+    the first on sys.path won silently)."""
+    with pytest.raises(RecallbenchError) as caught:
+        get_system("twin")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "system 'twin' is ambiguous" in message
+    assert "rb-plugin-one 1.2.0" in message and "rb-plugin-two 3.4.5" in message
+    rows = {r["name"]: r for r in describe_systems()}
+    assert rows["twin"]["available"] is False
+    assert "ambiguous" in rows["twin"]["install_hint"]
+    assert rows["solo"]["available"] is True
+
+
+def test_a_plugin_named_like_a_built_in_is_refused(installed) -> None:
+    """A plugin registering `bm25` was dropped without a word; now the name is refused,
+    naming the built-in and the plugin's distribution."""
+    with pytest.raises(RecallbenchError) as caught:
+        get_system("bm25")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "built into recallbench" in message and "rb-plugin-two 3.4.5" in message
+    rows = {r["name"]: r for r in describe_systems()}
+    assert rows["bm25"]["available"] is False
+
+
+def test_the_provider_is_the_distribution_and_its_version(installed) -> None:
+    from recallbench import __version__
+
+    assert registry.provider("solo") == {"distribution": "rb-plugin-one", "version": "1.2.0"}
+    assert registry.provider("hotmem") == {"distribution": "recallbench", "version": __version__}
 
 
 def test_register_refuses_a_name_not_listed() -> None:

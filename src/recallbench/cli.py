@@ -10,7 +10,8 @@ the reader, and the later stages read the dataset from validate's artifact.
 Errors a user can fix, and operating-system errors, print one line
 (`recallbench <command>: error: ...`) and exit non-zero: 1 for bad input, missing or stale
 artifacts and OS errors, 2 for usage errors, 3 for a failed baseline gate, 130 when
-interrupted (Ctrl-C). Commands that write into the build directory hold its lock.
+interrupted (Ctrl-C), 143 when terminated (SIGTERM: cleaned up like a Ctrl-C, see
+`recallbench.signals`). Commands that write into the build directory hold its lock.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from recallbench.options import (
     system_option,
     top_k_option,
 )
+from recallbench.signals import EXIT_TERMINATED, Terminated, handle_sigterm
 
 
 class CommandError(click.ClickException):
@@ -77,6 +79,9 @@ def run_guarded(command: str, fn: Callable[[], Any]) -> Any:
         raise CommandError(command, f"{len(exc.problems)} problem(s); nothing written") from None
     except RecallbenchError as exc:
         raise CommandError(command, str(exc), exc.exit_code) from None
+    except Terminated:
+        click.echo(f"recallbench {command}: terminated; nothing half-written", err=True)
+        sys.exit(EXIT_TERMINATED)
     except KeyboardInterrupt:
         click.echo(f"recallbench {command}: interrupted; nothing half-written", err=True)
         sys.exit(130)
@@ -156,6 +161,7 @@ class OneLineErrors:
     exit 2), like every other error; `--help` and the exit codes are click's."""
 
     def main(self, args: Any = None, prog_name: str | None = None, *a: Any, **kw: Any) -> Any:
+        handle_sigterm()
         if kw.get("standalone_mode", True) is False:
             return super().main(args, prog_name, *a, **kw)  # type: ignore[misc]
         kw["standalone_mode"] = False
@@ -168,7 +174,10 @@ class OneLineErrors:
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
-        except click.Abort:
+        except click.Abort as exc:
+            if isinstance(exc.__context__, Terminated):
+                click.echo(f"{prog_name or 'recallbench'}: terminated", err=True)
+                sys.exit(EXIT_TERMINATED)
             click.echo(f"{prog_name or 'recallbench'}: interrupted", err=True)
             sys.exit(130)
         sys.exit(rv if isinstance(rv, int) else 0)
@@ -221,10 +230,16 @@ def main(ctx: click.Context, build_dir: Path, quiet: bool) -> None:
     ctx.obj = Context(build_dir, quiet)
 
 
-def _execution(executor: str, workers: int, ray_address: str | None, cache: Path | None) -> Any:
+def _execution(
+    executor: str,
+    workers: int,
+    ray_address: str | None,
+    cache: Path | None,
+    call_timeout: float | None = None,
+) -> Any:
     from recallbench.stages.execution import Execution
 
-    return Execution(executor, workers, ray_address, cache)
+    return Execution(executor, workers, ray_address, cache, call_timeout)
 
 
 def _top_k(top_k: int | None, dataset: str) -> int:
@@ -295,6 +310,7 @@ def hydrate_cmd(
     workers: int,
     ray_address: str | None,
     cache: Path | None,
+    call_timeout: float | None,
 ) -> None:
     """Ingest every scope's memories into a fresh store of the system (hydrate.json)."""
     from recallbench.stages.hydrate import run_hydrate
@@ -304,7 +320,7 @@ def hydrate_cmd(
         ctx.build_dir,
         system,
         keep=keep_stores,
-        execution=_execution(executor, workers, ray_address, cache),
+        execution=_execution(executor, workers, ray_address, cache, call_timeout),
     )
     path = ctx.write(env, timing)
     if env["data"]["mode"] == "kept":
@@ -331,6 +347,7 @@ def query_cmd(
     workers: int,
     ray_address: str | None,
     cache: Path | None,
+    call_timeout: float | None,
 ) -> None:
     """Run every query through the system's production search (runs.json)."""
     from recallbench.stages.query import run_query
@@ -343,7 +360,7 @@ def query_cmd(
         ctx.build_dir,
         top_k=k,
         repeat=repeat,
-        execution=_execution(executor, workers, ray_address, cache),
+        execution=_execution(executor, workers, ray_address, cache, call_timeout),
     )
     path = ctx.write(env, timing)
     ctx.say(f"wrote {path}: {len(env['data']['queries'])} queries, top-{k}, {repeat} repeat(s)")
@@ -366,6 +383,7 @@ def roundtrip_cmd(
     workers: int,
     ray_address: str | None,
     cache: Path | None,
+    call_timeout: float | None,
 ) -> None:
     """Snapshot -> verify -> clean hydrate -> query again; corrupted copies must fail."""
     from recallbench.stages.roundtrip import run_roundtrip
@@ -376,7 +394,7 @@ def roundtrip_cmd(
         ctx.read_current("runs"),
         ctx.build_dir,
         sample=sample,
-        execution=_execution(executor, workers, ray_address, cache),
+        execution=_execution(executor, workers, ray_address, cache, call_timeout),
     )
     path = ctx.write(env, timing)
     d = env["data"]
@@ -646,6 +664,7 @@ def run_cmd(
     workers: int,
     ray_address: str | None,
     cache: Path | None,
+    call_timeout: float | None,
 ) -> None:
     """Every stage in one process, writing the same artifacts as the separate commands."""
     from recallbench.pipeline import run_pipeline, write_run
@@ -660,7 +679,7 @@ def run_cmd(
         system=system,
         top_k=_top_k(top_k, dataset),
         repeat=repeat,
-        execution=_execution(executor, workers, ray_address, cache),
+        execution=_execution(executor, workers, ray_address, cache, call_timeout),
     )
     write_run(run, ctx.build_dir)
     ctx.say(f"wrote {ctx.build_dir}/results.json and {ctx.build_dir}/report.md")
@@ -777,11 +796,7 @@ def systems_cmd() -> None:
     from recallbench.systems.registry import describe_systems
 
     for s in describe_systems():
-        state = (
-            "available"
-            if s["available"]
-            else f"not installed ({s.get('install') or s.get('error')})"
-        )
+        state = "available" if s["available"] else f"not available ({s.get('install_hint')})"
         caps = ", ".join(s["capabilities"]) or "core only"
         click.echo(f"{s['name']:<14} {state}; {caps}; {s['description']}")
 

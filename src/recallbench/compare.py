@@ -28,7 +28,12 @@ from scipy import stats
 from recallbench.errors import RecallbenchError
 from recallbench.ids import md_cell
 from recallbench.report.markdown import format_setting
-from recallbench.report.result import mean_measures, per_query_values
+from recallbench.report.result import (
+    RESULT_SCHEMA,
+    RESULT_SCHEMA_VERSION,
+    mean_measures,
+    per_query_values,
+)
 from recallbench.stages.execution import Execution
 
 COMPARE_SCHEMA = "recallbench.comparison"
@@ -229,6 +234,90 @@ def describe_build(build: Any) -> str:
     return f"{build.get('device')}, torch {build.get('torch')}, CPU {build.get('cpu_capability')}"
 
 
+#: what a comparison reads from a result document: (path, type), every list item checked
+#: against the entries under "[]" (a saved results.json of another schema, or one missing a
+#: field, is refused in one line instead of a KeyError)
+_READS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("system", dict),
+    ("dataset", dict),
+    ("dataset.dataset", str),
+    ("dataset.identity", dict),
+    ("dataset.identity.label", str),
+    ("dataset.identity.files", list),
+    ("dataset.identity.files[].sha256", str),
+    ("dataset.options", dict),
+    ("dataset.categories", list),
+    ("dataset.category_labels", dict),
+    ("counts", dict),
+    ("counts.queries", int),
+    ("run", dict),
+    ("run.top_k", int),
+    ("run.measures", list),
+    ("run.measures[].name", str),
+    ("run.measures[].pooled", bool),
+    ("metrics", dict),
+    ("metrics.overall", dict),
+    ("queries", list),
+    ("queries[].query_id", str),
+    ("queries[].category", str),
+    ("queries[].metrics", dict),
+)
+
+
+def _missing(doc: Any, path: str, kind: type | tuple[type, ...]) -> str | None:
+    """The first place along `path` (`a.b[].c`) where `doc` lacks it or has another type."""
+    head, _, rest = path.partition(".")
+    items = head.endswith("[]")
+    key = head.removesuffix("[]")
+    if not isinstance(doc, dict) or key not in doc:
+        return key
+    value = doc[key]
+    if items:
+        if not isinstance(value, list):
+            return key
+        for i, item in enumerate(value):
+            inner = _missing(item, rest, kind)
+            if inner is not None:
+                return f"{key}[{i}].{inner}"
+        return None
+    if rest:
+        inner = _missing(value, rest, kind)
+        return None if inner is None else f"{key}.{inner}"
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        return key
+    return None
+
+
+def check_result(result: Any, label: str) -> dict[str, Any]:
+    """`result` if it is a result document this version can compare: its schema and schema
+    version, and every field a comparison reads (one-line `RecallbenchError` otherwise)."""
+    if not isinstance(result, dict) or result.get("schema") != RESULT_SCHEMA:
+        raise RecallbenchError(
+            f"{label}: not a {RESULT_SCHEMA} document; compare reads the results.json of "
+            "`recallbench report`"
+        )
+    version = result.get("schema_version")
+    if version != RESULT_SCHEMA_VERSION:
+        raise RecallbenchError(
+            f"{label}: result schema version {version!r}, this recallbench reads version "
+            f"{RESULT_SCHEMA_VERSION}; make it again with `recallbench report`"
+        )
+    for path, kind in _READS:
+        where = _missing(result, path, kind)
+        if where is not None:
+            raise RecallbenchError(
+                f"{label}: the result has no readable {where} (a comparison needs {path}); "
+                "make it again with `recallbench report`"
+            )
+    absent = sorted(
+        {m["name"] for m in result["run"]["measures"] if m["pooled"]}
+        - set(result["metrics"]["overall"])
+    )
+    if absent:
+        raise RecallbenchError(f"{label}: metrics.overall has no {absent[0]}, a pooled measure")
+    return result
+
+
 def _check_comparable(results: list[dict[str, Any]], labels: list[str]) -> None:
     ref = results[0]
 
@@ -265,6 +354,8 @@ def compare_results(
         raise RecallbenchError("compare needs at least two results")
     if len(set(labels)) != len(labels):
         raise RecallbenchError(f"labels must be distinct, got {labels}")
+    for result, label in zip(results, labels, strict=True):
+        check_result(result, label)
     _check_comparable(results, labels)
     rng = np.random.default_rng(seed)
     ref = results[0]

@@ -43,10 +43,16 @@ Start and exit behaviour:
   only our actors are killed.
 * An exception in a task: items not yet started are cancelled, the ones running finish
   (so finalizers still run), and the exception propagates.
-* Ctrl-C (`KeyboardInterrupt`) or any other non-`Exception`: outstanding work is
-  cancelled, local workers are terminated (they ignore SIGINT themselves, so a Ctrl-C
-  prints one traceback, the parent's), Ray actors are killed, nothing waits on a running
-  task, and `KeyboardInterrupt` is re-raised. Finalizers do not run on this path.
+* Ctrl-C (`KeyboardInterrupt`, and SIGTERM as `recallbench.signals.Terminated`) or any
+  other non-`Exception`: outstanding work is cancelled, local workers are killed (they
+  ignore SIGINT themselves, so a Ctrl-C prints one traceback, the parent's), Ray actors
+  are killed, nothing waits on a running task, and `KeyboardInterrupt` is re-raised.
+  Finalizers do not run on this path.
+* A worker that dies under a task (a local process killed, a Ray actor lost) is one
+  `WorkerDied` line naming the worker and the task it was running (`task_label`): each
+  local worker writes the number of its current task into shared memory, so the parent
+  knows which task a dead worker had. Workers killed by SIGTERM (a SIGTERM sent to the
+  whole process group) are `Terminated`, like the parent.
 * Entering: the local pool starts all its workers in ``__enter__`` and the Ray engine
   all its actors, so an initializer's failure is raised there (the serial engine runs the
   initializer there too). Enter the executor from a thread that outlives it (normally the
@@ -77,6 +83,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
 from recallbench.errors import RecallbenchError
@@ -185,6 +192,52 @@ class SerialExecutor:
 
 # Worker-side state of a local process worker (each worker process has its own copy).
 _INIT_ERROR: BaseException | None = None
+#: shared with the parent: [pid, task number] per worker (`_claim_slot`), so the parent can
+#: name the task a worker was running when it died
+_CURRENT: Any = None
+_SLOT: int | None = None
+
+
+def task_label(fn: Callable[..., Any], item: Any) -> str:
+    """The task `fn(item)` in a few words, for a message: the function and, when the item
+    says, its scope (`recallbench.stages.tasks` items) and query slice."""
+    name = getattr(fn, "__name__", repr(fn))
+    if isinstance(item, dict) and "fn" in item and "items" in item:  # tasks.run_batch
+        inner = [task_label(item["fn"], i) for i in item["items"]]
+        if len(inner) == 1:
+            return inner[0]
+        return f"{inner[0]} ... {inner[-1]} ({len(inner)} tasks in one batch)"
+    if not isinstance(item, dict):
+        return name
+    scope = None
+    for key in ("ref", "scope"):
+        if isinstance(item.get(key), dict) and "scope_id" in item[key]:
+            scope = item[key]["scope_id"]
+    parts = []
+    if scope is not None:
+        parts.append(f"scope {scope!r}")
+    elif "index" in item:
+        parts.append(f"scope #{item['index']}")
+    span = item.get("queries")
+    if isinstance(span, list | tuple) and len(span) == 2:
+        parts.append(f"queries {span[0] + 1}-{span[1]}")
+    return name + (f" of {', '.join(parts)}" if parts else "")
+
+
+class WorkerDied(RecallbenchError):
+    """A worker process or Ray actor died under a task (killed, out of memory, a crash)."""
+
+
+def _find_slot() -> int | None:
+    """This worker's [pid, task] pair in `_CURRENT` (the parent writes the pids once every
+    worker has started, before the first task)."""
+    global _SLOT
+    if _SLOT is None and _CURRENT is not None:
+        pid = os.getpid()
+        for slot in range(0, len(_CURRENT), 2):
+            if _CURRENT[slot] == pid:
+                _SLOT = slot
+    return _SLOT
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -214,12 +267,17 @@ def _init_process_worker(
     initializer: Callable[..., Any] | None,
     initargs: tuple,
     finalizer: Callable[[], Any] | None,
+    current: Any = None,
 ) -> None:
     """The pool's initializer: fate-share with the parent, ignore Ctrl-C, run the user's."""
-    global _INIT_ERROR
+    global _INIT_ERROR, _CURRENT
+    _CURRENT = current
     # Ctrl-C reaches the whole foreground process group; only the parent handles it (by
     # terminating us), so a Ctrl-C prints one traceback instead of one per worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGTERM keeps its default (the pool's own clean-up terminates workers with it); a
+    # forked worker must not inherit the parent's handler (`recallbench.signals`)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent(parent_pid)
     if finalizer is not None:
         # runs when the worker exits normally (the pool's shutdown), not on terminate
@@ -233,6 +291,7 @@ def _init_process_worker(
             # Re-raised by every task, so the parent sees the initializer's own exception
             # instead of a BrokenProcessPool.
             _INIT_ERROR = exc
+    _no_semaphore_in_tqdm()
 
 
 def start_method() -> str:
@@ -254,10 +313,36 @@ def _ready(_: object) -> int:
     return os.getpid()
 
 
-def _run_in_process_worker(fn: Callable[[T], R], item: T) -> R:
+def _no_semaphore_in_tqdm() -> None:
+    """tqdm (which libraries import, and instantiate even with their bars disabled) makes a
+    multiprocessing RLock per process: a named semaphore that a worker killed under a task
+    never unlinks, so multiprocessing warns of a leaked semaphore at exit. Workers need no
+    cross-process bar lock: give tqdm none (its thread lock stays)."""
+    global _TQDM_DONE
+    std = sys.modules.get("tqdm.std")
+    if std is not None:
+        lock = getattr(std, "TqdmDefaultWriteLock", None)
+        if lock is not None and "mp_lock" not in vars(lock):
+            lock.mp_lock = None
+        _TQDM_DONE = True
+
+
+_TQDM_DONE = False
+
+
+def _run_in_process_worker(fn: Callable[[T], R], item: T, number: int = -1) -> R:
     if _INIT_ERROR is not None:
         raise _INIT_ERROR
-    return fn(item)
+    if not _TQDM_DONE:
+        _no_semaphore_in_tqdm()
+    slot = _find_slot() if number >= 0 else None
+    if slot is None:
+        return fn(item)
+    _CURRENT[slot + 1] = number  # which task this worker runs, should it die under it
+    try:
+        return fn(item)
+    finally:
+        _CURRENT[slot + 1] = -1
 
 
 class ProcessExecutor:
@@ -285,13 +370,25 @@ class ProcessExecutor:
         self._initargs = tuple(initargs)
         self._finalizer = finalizer
         self._pool: ProcessPoolExecutor | None = None
+        self._processes: dict[int, Any] = {}
+        self._current: Any = None
 
     def __enter__(self) -> ProcessExecutor:
+        context = multiprocessing.get_context(self.start_method or start_method())
+        # [pid, task number] per worker (shared memory, no lock: each worker writes only
+        # its own pair), so `_died` can name a dead worker's task
+        self._current = context.RawArray("q", 2 * self.workers)
         pool = ProcessPoolExecutor(
             max_workers=self.workers,
-            mp_context=multiprocessing.get_context(self.start_method or start_method()),
+            mp_context=context,
             initializer=_init_process_worker,
-            initargs=(os.getpid(), self._initializer, self._initargs, self._finalizer),
+            initargs=(
+                os.getpid(),
+                self._initializer,
+                self._initargs,
+                self._finalizer,
+                self._current,
+            ),
         )
         try:
             # Start every worker now, from this thread: the pool starts a process per
@@ -303,11 +400,49 @@ class ProcessExecutor:
             ]
             for future in started:
                 future.result()
+            self._processes = dict(getattr(pool, "_processes", None) or {})
+            for slot, pid in enumerate(sorted(self._processes)[: self.workers]):
+                self._current[2 * slot], self._current[2 * slot + 1] = pid, -1
+        except BrokenProcessPool:
+            processes = dict(getattr(pool, "_processes", None) or {})
+            _kill_pool(pool)
+            raise WorkerDied(
+                f"a worker process {_how_it_died(processes)} while starting; nothing was run"
+            ) from None
         except BaseException:
             _kill_pool(pool)
             raise
         self._pool = pool
         return self
+
+    def _died(self, labels: dict[int, str]) -> BaseException:
+        """The one line for a pool broken by a dead worker: which worker, how, and the
+        task it was running."""
+        raw = self._current if self._current is not None else []
+        running = {raw[i]: raw[i + 1] for i in range(0, len(raw), 2) if raw[i]}
+        dead = [(pid, p) for pid, p in self._processes.items() if p.exitcode is not None]
+        # the pool terminates (SIGTERM) the other workers once one has died: name the first
+        dead.sort(key=lambda entry: entry[1].exitcode == -signal.SIGTERM)
+        if dead and all(p.exitcode == -signal.SIGTERM for _, p in dead):
+            from recallbench.signals import Terminated
+
+            return Terminated()  # SIGTERM sent to the process group: the run is terminated
+        for pid, process in dead:
+            number = running.get(pid, -1)
+            if number in labels:
+                return WorkerDied(
+                    f"worker process {pid} {_exit_text(process.exitcode)} while running "
+                    f"{labels[number]}; the run is abandoned, nothing written"
+                )
+        who = (
+            f"worker process {dead[0][0]} {_exit_text(dead[0][1].exitcode)}"
+            if dead
+            else "a worker process died"
+        )
+        pending = next(iter(labels.values()), None)
+        return WorkerDied(
+            f"{who} with {pending or 'tasks'} outstanding; the run is abandoned, nothing written"
+        )
 
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         pool, self._pool = self._pool, None
@@ -326,24 +461,54 @@ class ProcessExecutor:
         if self._pool is None:
             raise RuntimeError("use the executor as a context manager")
         pool = self._pool
-        window: deque[Future] = deque()
+        window: deque[tuple[int, Future]] = deque()
+        labels: dict[int, str] = {}  # task number -> its label, while in the window
         try:
-            for item in items:
-                window.append(pool.submit(_run_in_process_worker, fn, item))
+            for number, item in enumerate(items):
+                labels[number] = task_label(fn, item)
+                window.append((number, pool.submit(_run_in_process_worker, fn, item, number)))
                 if len(window) >= self.max_in_flight:
-                    yield window.popleft().result()
+                    done, future = window.popleft()
+                    yield future.result()
+                    labels.pop(done, None)
             while window:
-                yield window.popleft().result()
+                done, future = window.popleft()
+                yield future.result()
+                labels.pop(done, None)
+        except BrokenProcessPool:
+            # the pool's manager thread reaps the dead worker (and stops the others): once
+            # it has finished, every worker's exit code is known
+            manager = getattr(pool, "_executor_manager_thread", None)
+            if manager is not None:
+                manager.join(timeout=30)
+            raise self._died(labels) from None
         finally:
-            for future in window:
+            for _, future in window:
                 future.cancel()
+
+
+def _exit_text(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with code {code}"
+
+
+def _how_it_died(processes: dict[int, Any]) -> str:
+    for pid, process in processes.items():
+        if process.exitcode is not None:
+            return f"({pid}) {_exit_text(process.exitcode)}"
+    return "died"
 
 
 def _kill_pool(pool: ProcessPoolExecutor) -> None:
     """Stop a pool now: cancel what is queued, terminate the workers, reap them."""
-    terminate = getattr(pool, "terminate_workers", None)  # Python >= 3.14
-    if terminate is not None:
-        terminate()
+    kill = getattr(pool, "kill_workers", None)  # Python >= 3.14
+    if kill is not None:
+        kill()
         pool.shutdown(wait=True)
         return
     # shutdown() forgets the processes and the manager thread: take them first
@@ -352,12 +517,9 @@ def _kill_pool(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
-            process.terminate()
-    for process in processes:
-        process.join(timeout=5)
-        if process.is_alive():
             process.kill()
-            process.join(timeout=5)
+    for process in processes:
+        process.join(timeout=10)
     # the pool's manager thread sees the dead workers, marks the pool broken and exits
     if manager is not None:
         manager.join(timeout=10)
@@ -551,7 +713,7 @@ class RayExecutor:
                     except StopIteration:
                         exhausted = True
                         break
-                    slot = [item, None]
+                    slot = [item, None, task_label(fn, item)]
                     window.append(slot)
                     waiting.append(slot)
                 while idle and waiting:
@@ -564,9 +726,18 @@ class RayExecutor:
                     return
                 head = window[0][1]
                 if head is not None and head in done:
-                    window.popleft()
+                    label = window.popleft()[2]
                     done.discard(head)
-                    yield _ray_get(ray, head)
+                    try:
+                        result = _ray_get(ray, head)
+                    except ray.exceptions.RayActorError as exc:  # ActorDiedError and kin
+                        reason = (str(exc).strip().splitlines() or [""])[0]
+                        raise WorkerDied(
+                            f"a Ray actor died while running {label} "
+                            f"({type(exc).__name__}: {reason[:200]}); the run is abandoned, "
+                            "nothing written"
+                        ) from None
+                    yield result
                     continue
                 ready, _ = ray.wait(list(running), num_returns=1)
                 for ref in ready:

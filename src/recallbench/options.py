@@ -214,4 +214,11 @@ execution_options = _compose(
         default=None,
         help="Vector cache made by `recallbench prep` (no embedding at query time).",
     ),
+    click.option(
+        "--call-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        metavar="SECONDS",
+        help="Fail the run when one call into the system takes longer [default: no limit].",
+    ),
 )

@@ -7,6 +7,12 @@ that repeats a key is refused (only validate reads a data file; later stages rea
 spool it writes). A Ctrl-C is held until the parser is between two records. Every error is
 one line naming the file and the record.
 
+A lone surrogate escape (`\ud800` without its low half, or `\udc00` alone) is not text:
+the C parser would turn a lone high one into `?` (in ids and texts, unseen by every later
+check) and report a lone low one as invalid JSON at position 0. The raw bytes are checked
+as they are read (`_SurrogateScan`); when one is found, the file is parsed again with
+ijson's Python backend, which keeps it, to name the record and the field.
+
 `generated_sidecar(path, sha256)` reads the sidecar a recallbench generator writes next to
 a synthetic file (``<file>.generated.json``), when it describes these very bytes.
 """
@@ -14,6 +20,7 @@ a synthetic file (``<file>.generated.json``), when it describes these very bytes
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -65,22 +72,105 @@ _TYPE_NAMES = (
 )
 
 
+#: a \uXXXX escape of a UTF-16 surrogate (high D800-DBFF, low DC00-DFFF)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_ESCAPE_LENGTH = 6
+
+
+class _SurrogateScan:
+    """Finds a lone surrogate escape in a JSON text fed chunk by chunk (`found`)."""
+
+    #: bytes of one chunk kept for the next: a pair or a run of backslashes split across
+    TAIL = 64
+
+    def __init__(self) -> None:
+        self._tail = b""
+        self.found = False
+
+    def feed(self, chunk: bytes, final: bool = False) -> None:
+        if self.found:
+            return
+        if b"\\u" not in chunk and b"\\u" not in self._tail + chunk[:2] and not final:
+            self._tail = chunk[-self.TAIL :]  # most chunks: no escape at all, no copy
+            return
+        buf = self._tail + chunk
+        if b"\\u" in buf:
+            # an escape this close to the end is judged with the next chunk
+            limit = len(buf) if final else len(buf) - 2 * _ESCAPE_LENGTH
+            for match in _SURROGATE_ESCAPE.finditer(buf):
+                start = match.start()
+                if start >= limit:
+                    break
+                if _escaped(buf, start) and _lone(buf, start):
+                    self.found = True
+                    return
+        self._tail = buf[-self.TAIL :]
+
+
+def _escaped(buf: bytes, start: int) -> bool:
+    """The backslash at `start` begins an escape (an even run of backslashes before it)."""
+    run = 0
+    while start - run - 1 >= 0 and buf[start - run - 1] == 0x5C:
+        run += 1
+    return run % 2 == 0
+
+
+def _lone(buf: bytes, start: int) -> bool:
+    """The surrogate escape at `start` is not half of a high-low pair."""
+    high = buf[start + 3] in b"89abAB"  # \\uD8.. - \\uDB..; a low one is \\uDC.. - \\uDF..
+    if high:
+        after = _SURROGATE_ESCAPE.match(buf, start + _ESCAPE_LENGTH)
+        return after is None or buf[start + _ESCAPE_LENGTH + 3] not in b"cdefCDEF"
+    before = start - _ESCAPE_LENGTH
+    if before >= 0 and _SURROGATE_ESCAPE.match(buf, before) and _escaped(buf, before):
+        return buf[before + 3] not in b"89abAB"
+    return True
+
+
+def _surrogate_field(value: Any, where: str = "") -> str | None:
+    """The path (`a.b[2].c`) of the first string in `value` holding a lone surrogate."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where or "(the record)"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if _surrogate_field(key) is not None:
+                return f"{where}.{key!r}" if where else f"a key {key!r}"
+            found = _surrogate_field(item, f"{where}.{key}" if where else str(key))
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _surrogate_field(item, f"{where}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
 class _HashingReader:
-    """A binary file wrapper that hashes (and reports) every byte the parser reads."""
+    """A binary file wrapper that hashes (and reports) every byte the parser reads, and
+    scans it for lone surrogate escapes."""
 
     def __init__(self, handle: BinaryIO, progress: Progress | None) -> None:
         self._handle = handle
         self._progress = progress
         self.digest = hashlib.sha256()
         self.size = 0
+        self.surrogates = _SurrogateScan()
 
     def read(self, size: int = -1) -> bytes:
         chunk = self._handle.read(size)
         if chunk:
             self.digest.update(chunk)
             self.size += len(chunk)
+            self.surrogates.feed(chunk)
             if self._progress is not None:
                 self._progress(len(chunk))
+        else:
+            self.surrogates.feed(b"", final=True)
         return chunk
 
     def drain(self) -> None:
@@ -110,6 +200,29 @@ class JsonArrayFile:
         ident = raw.get(self.id_field) if isinstance(raw, dict) else None
         return record_error(self.path, index, self.id_field, ident, message)
 
+    def _lone_surrogate(self) -> RecallbenchError:
+        """The record and field holding the lone surrogate the raw scan found (parsed
+        again with ijson's Python backend, which keeps lone surrogates)."""
+        index = -1
+        try:
+            with open(self.path, "rb") as handle:
+                for index, raw in enumerate(_python_items(handle)):  # noqa: B007
+                    field = _surrogate_field(raw)
+                    if field is not None:
+                        return self.fail(
+                            index,
+                            raw,
+                            f"field '{field}' holds a lone UTF-16 surrogate escape "
+                            "(\\ud800-\\udfff without its pair), which is not text",
+                        )
+        except (ijson.JSONError, UnicodeDecodeError, ValueError):
+            pass
+        where = f"after record[{index}]" if index >= 0 else "before the first record"
+        return RecallbenchError(
+            f"{self.path}: a lone UTF-16 surrogate escape {where}, outside any field; "
+            "it is not text"
+        )
+
     def stream(self, progress: Progress | None = None) -> Iterator[tuple[int, Any]]:
         """(index, raw record) in file order; one-line errors for bad JSON and for an object
         that repeats a key."""
@@ -128,20 +241,33 @@ class JsonArrayFile:
             try:
                 # a Ctrl-C must not land inside the C parser's callbacks
                 for index, raw in enumerate(interrupts_between(parser)):  # noqa: B007
+                    if reader.surrogates.found:
+                        raise self._lone_surrogate()
                     repeated = StrictObject.take_repeated()
                     if repeated is not None:
                         raise self.fail(index, raw, f"an object repeats the key {repeated!r}")
                     yield index, raw
             except (ijson.JSONError, UnicodeDecodeError) as exc:
+                reader.surrogates.feed(b"", final=True)  # the bytes read so far, all judged
+                if reader.surrogates.found:
+                    raise self._lone_surrogate() from None
                 where = f"after record[{index}]" if index >= 0 else "before the first record"
                 reason = (str(exc).strip().splitlines() or ["unreadable"])[0]  # yajl adds a caret
                 raise RecallbenchError(f"{self.path}: invalid JSON {where}: {reason}") from None
             reader.drain()
+            if reader.surrogates.found:
+                raise self._lone_surrogate()
         if index < 0:
             raise RecallbenchError(f"{self.path}: the array holds no records")
         self.records = index + 1
         self.size = reader.size
         self.sha256 = reader.digest.hexdigest()
+
+
+def _python_items(handle: BinaryIO) -> Iterator[Any]:
+    import ijson.backends.python as python_backend
+
+    return python_backend.items(handle, "item", use_float=True)
 
 
 def generated_sidecar(path: Path, sha256: str) -> dict[str, Any] | None:

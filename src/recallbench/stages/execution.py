@@ -29,9 +29,14 @@ class Execution:
     cache: Path | None = None
     device: str = "auto"
     cache_root: Path | None = None
+    #: seconds each call into the system may take (`--call-timeout`; None: no limit)
+    call_timeout: float | None = None
 
     def describe(self) -> dict[str, Any]:
-        return {"executor": self.executor, "workers": self.workers}
+        out: dict[str, Any] = {"executor": self.executor, "workers": self.workers}
+        if self.call_timeout is not None:
+            out["call_timeout_seconds"] = self.call_timeout
+        return out
 
 
 def vector_cache(
@@ -148,6 +153,7 @@ def run_tasks(
         "system": system,
         "cache": dict(cache) if cache else None,
         "device": execution.device,
+        "call_timeout": execution.call_timeout,
     }
     serial = execution.executor == "local" and execution.workers == 1
     by_query = serial and query_total is not None

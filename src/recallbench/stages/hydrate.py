@@ -142,9 +142,19 @@ def run_hydrate(
     if not keep and tally.counting:  # transient stores: count in a pass of its own
         for _ in counted(stream_scopes(suite_env), tally):
             pass
+    from recallbench.boundary import Boundary
+    from recallbench.systems.registry import provider
+
+    guard = Boundary(system_name)
     data = {
         "system": system.name,
-        "configuration": system.configuration(),
+        "configuration": guard.configuration(
+            guard.call("configuration", None, system.configuration)
+        ),
+        # which distribution provided the system, and the per-call time limit: recorded
+        # beside the result document (in the results envelope), never compared by a baseline
+        "provider": provider(system_name),
+        "call_timeout_seconds": execution.call_timeout,
         "capabilities": {
             "clone": system.clone is not None,
             "embedder": system.embedder is not None,

@@ -69,6 +69,18 @@ def build_report(
     )
     if runs_env.get("embedder_build") is not None:  # beside `data`, not fingerprinted
         env["embedder_build"] = runs_env["embedder_build"]
+    # beside `data`, not fingerprinted, never in a baseline: which distribution provided
+    # the system, and the per-call time limit each stage ran with (None: off)
+    env["provenance"] = {
+        "system": {
+            "name": hydrate_env["data"]["system"],
+            **hydrate_env["data"].get("provider", {}),
+        },
+        "call_timeout_seconds": {
+            "hydrate": hydrate_env["data"].get("call_timeout_seconds"),
+            "query": runs_env["data"].get("call_timeout_seconds"),
+        },
+    }
     svgs: dict[str, bytes] = {}
     if plots:
         from recallbench.report.plots import caption, plot_list, report_plots

@@ -4,6 +4,10 @@ Worker-local state (the system under test, the vector cache) is built once per w
 `init_worker`; tasks are module-level functions of plain data, so any executor (in process,
 local processes, Ray) runs them and returns results in scope order.
 
+Every call into the system goes through the worker's `recallbench.boundary.Boundary`
+(`_guard()`): whatever it raises, hangs on or returns wrongly is one line naming the
+system, the call and the scope or query.
+
 The system only ever sees `Memory.memory_id` and the memory's text (and identifier,
 importance, tags); the dataset ids behind a memory (its `units`) stay on this side.
 
@@ -16,6 +20,7 @@ exhausted: the convention of turn-level retrievers in the LongMemEval paper.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -23,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from recallbench.boundary import Boundary
 from recallbench.errors import RecallbenchError
 from recallbench.model import Memory, Query, Scope, level_ranking
 
@@ -84,13 +90,15 @@ def init_worker(config: Mapping[str, Any]) -> None:
     """Build this worker's system and open the vector cache when `config` names one.
 
     config: {"system": name, "cache": None | {"directory", "embedder_identity", "source"},
-    "device": where a learned embedder computes (auto, cpu, cuda)}
+    "device": where a learned embedder computes (auto, cpu, cuda),
+    "call_timeout": None | seconds per call into the system}
     """
     from recallbench.embedding import use_device
     from recallbench.systems import get_system
 
     close_worker()
     system = get_system(config["system"])
+    guard = Boundary(config["system"], config.get("call_timeout"))
     if getattr(system, "embedder", None) is not None:
         use_device(system.embedder, config.get("device") or "auto")
     cache = scope_lookup = None
@@ -110,7 +118,12 @@ def init_worker(config: Mapping[str, Any]) -> None:
 
     lookup = timed_lookup(scope_lookup) if scope_lookup is not None else None
     _STATE.update(
-        system=system, cache=cache, scope_lookup=scope_lookup, lookup=lookup, progress=None
+        system=system,
+        guard=guard,
+        cache=cache,
+        scope_lookup=scope_lookup,
+        lookup=lookup,
+        progress=None,
     )
 
 
@@ -137,17 +150,33 @@ def _system() -> Any:
     return _STATE["system"]
 
 
+def _guard() -> Boundary:
+    return _STATE["guard"]
+
+
+def _inside() -> float:
+    """The system's `seconds_inside()`, through the boundary."""
+    guard = _guard()
+    return guard.seconds(guard.call("seconds_inside", None, _system().seconds_inside))
+
+
+def _close(store: Any, where: str) -> None:
+    _guard().call("close", where, store.close)
+
+
 def _vectors() -> Any:
     """The vector cache's lookup, timed as the harness's work (never the system's)."""
     return _STATE.get("lookup")
 
 
-def attach(directory: Path) -> Any:
-    """Reopen a kept store; queries take their vectors from the cache when there is one."""
+def attach(directory: Path, where: str) -> Any:
+    """Reopen a kept store; queries take their vectors from the cache when there is one
+    (FileNotFoundError when there is no store)."""
     vectors = _vectors()
-    if vectors is None:
-        return _system().attach(directory)
-    return _system().attach(directory, vectors=vectors)
+    kwargs = {} if vectors is None else {"vectors": vectors}
+    return _guard().call(
+        "attach", where, _system().attach, directory, passthrough=(FileNotFoundError,), **kwargs
+    )
 
 
 def remove_tree(directory: Path) -> None:
@@ -219,15 +248,21 @@ def finish_removals() -> None:
         remover.shutdown(wait=True)
 
 
-def store_facts(store: Any) -> dict[str, Any]:
+def store_facts(store: Any, where: str) -> dict[str, Any]:
     """What identifies a store's content, read through the system's own API."""
-    return {"records": store.count(), "digest": store.digest()}
+    guard = _guard()
+    return {
+        "records": guard.whole_number(guard.call("count", where, store.count), "count", where),
+        "digest": guard.text(guard.call("digest", where, store.digest), "digest", where),
+    }
 
 
-def check_store(store: Any, expect: Mapping[str, Any], where: Path, rerun: str) -> dict[str, Any]:
+def check_store(
+    store: Any, expect: Mapping[str, Any], where: Path, rerun: str, scope: str
+) -> dict[str, Any]:
     """The store's facts; refuse a store whose record count or content digest differs
     from `expect` (the digest only when `expect` has one)."""
-    facts = store_facts(store)
+    facts = store_facts(store, scope)
     if facts["records"] != expect["records"]:
         raise StoreDamaged(
             f"{where}: store holds {facts['records']} records, hydrate.json says "
@@ -244,24 +279,22 @@ def build_store(scope: Scope, directory: Path) -> tuple[Any, dict[str, Any]]:
     """A fresh store in `directory` holding every memory of the scope; (store, timing)."""
     from recallbench.systems.base import StoreRecord
 
-    system = _system()
+    system, guard = _system(), _guard()
+    where = f"scope {scope.scope_id}"
     records = [
         StoreRecord(m.memory_id, m.identifier, m.text, m.importance, m.tags) for m in scope.memories
     ]
     start = time.perf_counter()
-    store = system.open_store(directory, vectors=_vectors())
+    store = guard.call("open_store", where, system.open_store, directory, vectors=_vectors())
     try:
-        stored = store.ingest(records)
+        stored = guard.call("ingest", where, store.ingest, records)
+        seconds = time.perf_counter() - start
+        # validate made the ids unique: a shortfall is the store's
+        stored = guard.ingested(stored, len(records), where)
     except BaseException:
-        store.close()
+        with contextlib.suppress(Exception):
+            _close(store, where)
         raise
-    seconds = time.perf_counter() - start
-    if stored != len(records):
-        store.close()
-        raise RecallbenchError(
-            f"scope {scope.scope_id}: the store holds {stored} records after ingesting "
-            f"{len(records)}; ids must be unique"
-        )
     return store, {"ingest_seconds": seconds, "records": stored}
 
 
@@ -270,18 +303,18 @@ def hydrate_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     scope = scope_of(item)
     directory = Path(item["directory"])
     remove_tree(directory)
-    system = _system()
-    inside = system.seconds_inside()
+    where = f"scope {scope.scope_id}"
+    inside = _inside()
     store, timing = build_store(scope, directory)
     try:
-        facts = store_facts(store)
+        facts = store_facts(store, where)
     finally:
-        store.close()
+        _close(store, where)
     return {
         "index": item["index"],
         "scope_id": scope.scope_id,
         **facts,
-        "timing": {**timing, "seconds_inside": system.seconds_inside() - inside},
+        "timing": {**timing, "seconds_inside": _inside() - inside},
     }
 
 
@@ -292,23 +325,20 @@ def _widened_search(
     levels: Sequence[str],
     top_k: int,
     count: int,
+    where: str,
 ) -> tuple[list[Any], int, list[float]]:
     """Search with limit top-k, doubling it until every level has top-k distinct ids or the
     store is exhausted; (hits, final limit, latencies in ms of the timed searches)."""
+    guard = _guard()
     limit = max(1, min(top_k, count)) if count else top_k
     latencies = []
     while True:
         start = time.perf_counter()
-        hits = store.search(query.text, limit)
+        hits = guard.call("search", where, store.search, query.text, limit)
         latencies.append((time.perf_counter() - start) * 1000.0)
+        # the boundary checks types, ids stored in this scope, finite scores, no repeats
+        hits = guard.hits(hits, limit, memories, where)
         ids = [h.memory_id for h in hits]
-        unknown = [i for i in ids if i not in memories]
-        if unknown:
-            raise RecallbenchError(
-                f"query {query.query_id}: the system returned id {unknown[0]!r}, which was never stored"
-            )
-        if len(set(ids)) != len(ids):
-            raise RecallbenchError(f"query {query.query_id}: the system returned an id twice")
         short = any(len(level_ranking(ids, memories, lv)) < top_k for lv in levels)
         if not short or len(hits) < limit or limit >= count:
             return hits, limit, latencies
@@ -321,18 +351,21 @@ def search_scope(
     """Every query of the scope: ranked hits, each level's ranking and gold, the facts that
     explain misses (where a missed id ranked in a search of the whole store, and whether the
     system's lexical matcher matched it). Returns (rows, latency samples in ms per query)."""
-    system = _system()
+    system, guard = _system(), _guard()
     memories = scope.memory_by_id()
-    count = store.count()
+    in_scope = f"scope {scope.scope_id}"
+    count = guard.whole_number(guard.call("count", in_scope, store.count), "count", in_scope)
     progress = _STATE.get("progress")
     holders_at: dict[str, dict[str, list[Memory]]] = {}  # per level, made at the first miss
     rows, latencies = [], {}
     for q in scope.queries:
-        hits, limit, samples = _widened_search(store, q, memories, levels, top_k, count)
+        where = f"scope {scope.scope_id}, query {q.query_id}"
+        hits, limit, samples = _widened_search(store, q, memories, levels, top_k, count, where)
         for _ in range(repeat - 1):
             start = time.perf_counter()
-            again = store.search(q.text, limit)
+            again = guard.call("search", where, store.search, q.text, limit)
             samples.append((time.perf_counter() - start) * 1000.0)
+            again = guard.hits(again, limit, memories, where)
             if again != hits:
                 raise RecallbenchError(
                     f"query {q.query_id}: results differ between repeats; the system is not deterministic"
@@ -373,12 +406,18 @@ def search_scope(
         }
         lexical = None
         if getattr(system, "lexical", False):  # a diagnostic, untimed, never scored
-            matcher, matched = store.lexical_matches(q.text)
+            matcher, matched = guard.lexical(
+                guard.call("lexical_matches", where, store.lexical_matches, q.text), memories, where
+            )
             lexical = (matcher, set(matched))
             row["lexical"] = {"matcher": matcher, "matched": len(matched)}
         if any(missed.values()):
             # untimed: where did the missed ids rank in a search of the whole store?
-            deep = ids if count <= limit else [h.memory_id for h in store.search(q.text, count)]
+            if count <= limit:
+                deep = ids
+            else:
+                deeper = guard.call("search", where, store.search, q.text, count)
+                deep = [h.memory_id for h in guard.hits(deeper, count, memories, where)]
             for level, gone in missed.items():
                 deep_ranking = level_ranking(deep, memories, level)
                 entries = []
@@ -418,20 +457,21 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     scope = scope_of(item)
     reading = time.perf_counter() - started
     lookups = HarnessCallbacks.seconds
-    system = _system()
-    inside = system.seconds_inside()
+    inside = _inside()
     directory = Path(item["directory"])
+    where = f"scope {scope.scope_id}"
     timing: dict[str, Any] = {}
     removing = 0.0
     if item["kept"]:
         try:
-            store = attach(directory)
+            store = attach(directory, where)
         except FileNotFoundError:
             raise StoreDamaged(f"{directory}: no store; run `recallbench hydrate` first") from None
         try:
-            facts = check_store(store, item["expect"], directory, "recallbench hydrate")
+            facts = check_store(store, item["expect"], directory, "recallbench hydrate", where)
         except BaseException:
-            store.close()
+            with contextlib.suppress(Exception):
+                _close(store, where)
             raise
     else:
         start = time.perf_counter()
@@ -441,8 +481,11 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
         facts = {"records": timing["records"]}
     try:
         rows, latencies = search_scope(store, scope, item["levels"], item["top_k"], item["repeat"])
-    finally:
-        store.close()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            _close(store, where)
+        raise
+    _close(store, where)
     return {
         "index": item["index"],
         "scope_id": scope.scope_id,
@@ -451,7 +494,7 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
         "latency_ms": latencies,
         "timing": {
             **timing,
-            "seconds_inside": system.seconds_inside() - inside,
+            "seconds_inside": _inside() - inside,
             "seconds_task": time.perf_counter() - started,
             "seconds_reading_scope": reading,
             "seconds_in_cache_lookups": HarnessCallbacks.seconds - lookups,
@@ -487,14 +530,21 @@ def compare_rankings(before: list[dict[str, Any]], after: list[dict[str, Any]]) 
 
 def _search_again(
     store: Any,
+    scope: Scope,
     queries: Sequence[Query],
     limits: Mapping[str, int],
     before: Mapping[str, list[dict[str, Any]]],
 ) -> dict[str, Any]:
     """Each query's drift between the runs' hits (`before`) and this store's, same limit."""
+    guard = _guard()
+    memories = scope.memory_by_id()
     out = {}
     for q in queries:
-        hits = store.search(q.text, limits[q.query_id])
+        where = f"scope {scope.scope_id}, query {q.query_id} (the restored clone)"
+        limit = limits[q.query_id]
+        hits = guard.hits(
+            guard.call("search", where, store.search, q.text, limit), limit, memories, where
+        )
         after = [{"memory_id": h.memory_id, "score": h.score} for h in hits]
         out[q.query_id] = compare_rankings(before[q.query_id], after)
     return out
@@ -504,11 +554,16 @@ def requery_clone(item: Mapping[str, Any]) -> dict[str, Any]:
     """A slice of a scope's queries searched again on the clone a round trip restored
     (opened read-only by each worker): {"per_query": drift per query}."""
     scope = scope_of(item)
-    clone = attach(Path(item["clone"]))
+    where = f"scope {scope.scope_id} (the restored clone)"
+    clone = attach(Path(item["clone"]), where)
     try:
-        return {"per_query": _search_again(clone, scope.queries, item["limits"], item["before"])}
-    finally:
-        clone.close()
+        drift = _search_again(clone, scope, scope.queries, item["limits"], item["before"])
+    except BaseException:
+        with contextlib.suppress(Exception):
+            _close(clone, where)
+        raise
+    _close(clone, where)
+    return {"per_query": drift}
 
 
 def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -518,18 +573,19 @@ def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     The source store is checked first (record count and digest against what hydrate or
     query recorded): a damaged source is refused, never reported as a clone-path failure.
     """
-    from recallbench.systems.base import SnapshotRejected
+    from recallbench.systems.base import PackageInfo, SnapshotRejected
 
     scope = scope_of(item)
-    system = _system()
+    system, guard = _system(), _guard()
     clone_path = system.clone
+    where = f"scope {scope.scope_id}"
     work = Path(item["work"])
     remove_tree(work)
     work.mkdir(parents=True)
     rerun = "recallbench hydrate" if item["kept"] else "recallbench query"
     if item["kept"]:
         try:
-            source = attach(Path(item["directory"]))
+            source = attach(Path(item["directory"]), where)
         except FileNotFoundError:
             raise StoreDamaged(
                 f"{item['directory']}: no store; run `recallbench hydrate` first"
@@ -538,39 +594,63 @@ def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
         source, _ = build_store(scope, work / "source")
     try:
         # a kept store is checked against hydrate's digest; a rebuilt one gives its own
-        source_facts = check_store(source, item["expect"], Path(item["directory"]), rerun)
+        source_facts = check_store(source, item["expect"], Path(item["directory"]), rerun, where)
         start = time.perf_counter()
-        package = clone_path.snapshot(source, work / "package")
+        package = guard.call("snapshot", where, clone_path.snapshot, source, work / "package")
         snapshot_s = time.perf_counter() - start
-    finally:
-        source.close()
+        if not isinstance(package, PackageInfo):
+            raise guard.failure("snapshot", where, "returned something other than a PackageInfo")
+        guard.whole_number(package.records, "snapshot", where)
+        guard.whole_number(package.size_bytes, "snapshot", where)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            _close(source, where)
+        raise
+    _close(source, where)
     if not item["kept"]:
         remove_tree(work / "source")
 
     start = time.perf_counter()
-    verified = clone_path.verify(work / "package", work / "spool")
+    verified = guard.whole_number(
+        guard.call("verify", where, clone_path.verify, work / "package", work / "spool"),
+        "verify",
+        where,
+    )
     verify_s = time.perf_counter() - start
     start = time.perf_counter()
-    clone = clone_path.restore(work / "package", work / "clone")
+    clone_at = f"{where} (the restored clone)"
+    clone = guard.call("restore", where, clone_path.restore, work / "package", work / "clone")
     if _vectors() is not None:  # with a cache, queries take their vectors from it (as in query)
-        clone.close()
-        clone = attach(work / "clone")
+        _close(clone, clone_at)
+        clone = attach(work / "clone", clone_at)
     restore_s = time.perf_counter() - start
     try:
-        clone_facts = store_facts(clone)
+        clone_facts = store_facts(clone, clone_at)
         # the first query times the cold start; the rest follow unless other tasks do them
         first, rest = scope.queries[:1], scope.queries[1:]
-        per_query = _search_again(clone, first, item["limits"], item["before"])
+        per_query = _search_again(clone, scope, first, item["limits"], item["before"])
         cold_start_s = time.perf_counter() - start if first else None
         if item.get("requery", True):
-            per_query.update(_search_again(clone, rest, item["limits"], item["before"]))
-    finally:
-        clone.close()
+            per_query.update(_search_again(clone, scope, rest, item["limits"], item["before"]))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            _close(clone, clone_at)
+        raise
+    _close(clone, clone_at)
 
     corruptions = []
-    for corruption in clone_path.corruptions(work / "package", work / "corrupted"):
+    made = guard.call(
+        "corruptions", where, clone_path.corruptions, work / "package", work / "corrupted"
+    )
+    for corruption in made:
         try:
-            clone_path.verify(corruption.package_dir, work / "spool")
+            guard.call(
+                f"verify of the {corruption.name} corruption",
+                where,
+                clone_path.verify,
+                corruption.package_dir,
+                work / "spool",
+            )
             outcome = {"rejected": False, "reason": None}
         except SnapshotRejected as exc:
             outcome = {"rejected": True, "reason": exc.reason}
@@ -609,16 +689,19 @@ def embed_batch(texts: list[str]) -> dict[str, Any]:
     from recallbench.embedding import embedder_build
 
     started = time.perf_counter()
-    system = _system()
-    inside_before = system.seconds_inside()
-    vectors = system.embedder.embed_texts(texts)
+    system, guard = _system(), _guard()
+    inside_before = _inside()
+    where = f"{len(texts)} texts"
+    vectors = guard.vectors(
+        guard.call("embed_texts", where, system.embedder.embed_texts, texts), texts, where
+    )
     dimension = len(vectors[0]) if vectors else 0
     return {
         "blob": pack_vectors(vectors),
         "dimension": dimension,
         "texts": len(texts),
         "build": embedder_build(system.embedder),
-        "seconds_inside": system.seconds_inside() - inside_before,
+        "seconds_inside": _inside() - inside_before,
         "seconds_task": time.perf_counter() - started,
     }
 

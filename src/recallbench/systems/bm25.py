@@ -4,7 +4,9 @@ It exists to put a plain, well-understood retriever beside the systems under tes
 on LongMemEval, beside the paper's published BM25 figures). Text is tokenized as
 lowercase `\\w+` runs, without stemming or stop words. Ranking: BM25 score descending,
 ties by memory id ascending; every stored record is a candidate (like HotMem, no
-abstention). The store is a JSONL file of records; the index is rebuilt in memory when the
+abstention). A query with no word token (`???`, an empty question) has no hits; memories
+with no word token score 0 (a scope where no memory has one is still searchable: every
+record ties at 0). The store is a JSONL file of records; the index is rebuilt in memory when the
 store is opened. Capabilities: a clone path (a package of that file plus a manifest with
 its size, sha256 and the record count, checked on verify) and lexical diagnostics; no
 embedder.
@@ -68,9 +70,11 @@ class BM25Store:
         self._records.extend(records)
         with self._system._inside():
             self._ids = np.array([r.memory_id for r in self._records])
-            if self._records:
+            corpus = [tokenize(r.text) for r in self._records]
+            self._index = None
+            if any(corpus):  # bm25s cannot index a corpus without a single token
                 self._index = bm25s.BM25(k1=self._system.k1, b=self._system.b)
-                self._index.index([tokenize(r.text) for r in self._records], show_progress=False)
+                self._index.index(corpus, show_progress=False)
 
     def ingest(self, records: Sequence[StoreRecord]) -> int:
         check_new_ids((r.memory_id for r in self._records), records)
@@ -78,14 +82,17 @@ class BM25Store:
         atomic_write_bytes(self.directory / RECORDS, jsonl_bytes(self._records))
         return len(self._records)
 
-    def _scores(self, query: str) -> np.ndarray:
-        return np.asarray(self._index.get_scores(tokenize(query)), dtype=float)
+    def _scores(self, tokens: list[str]) -> np.ndarray:
+        if self._index is None:  # no memory has a token: every record scores 0
+            return np.zeros(len(self._records), dtype=float)
+        return np.asarray(self._index.get_scores(tokens), dtype=float)
 
     def search(self, query: str, top_k: int) -> list[Hit]:
-        if self._index is None:
+        tokens = tokenize(query)
+        if not self._records or not tokens:  # nothing stored, or nothing to look for
             return []
         with self._system._inside():
-            scores = self._scores(query)
+            scores = self._scores(tokens)
             # score descending, then memory id ascending
             order = np.lexsort((self._ids, -scores))[:top_k]
         return [
@@ -95,10 +102,11 @@ class BM25Store:
 
     def lexical_matches(self, query: str) -> tuple[str, list[str]]:
         """Records sharing at least one token with the query (a BM25 score above 0)."""
-        if self._index is None:
+        tokens = tokenize(query)
+        if not self._records or not tokens:
             return "BM25", []
         with self._system._inside():
-            scores = self._scores(query)
+            scores = self._scores(tokens)
         return "BM25", sorted(str(self._ids[i]) for i in np.flatnonzero(scores > 0))
 
     def count(self) -> int:

@@ -14,6 +14,12 @@ group `recallbench.systems` whose name is the system name and whose object is a 
 
 They load lazily. A plugin that fails to load never breaks the CLI: it is listed as
 unavailable, with its error.
+
+A name must say which code runs: two installed distributions registering one name, or a
+plugin named like a built-in, make that name ambiguous, and asking for it is refused in one
+line naming both distributions (`recallbench systems` lists it as unavailable, with that
+line). `provider(name)` is the distribution and version that provide a system; every
+result records it (beside the result document, in its envelope).
 """
 
 from __future__ import annotations
@@ -122,14 +128,47 @@ def _missing_for(extra: str | None) -> list[str]:
 
 
 @functools.cache
-def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
-    """Installed entry points of the group, by name (a built-in name cannot be taken)."""
+def _all_entry_points() -> dict[str, tuple[importlib.metadata.EntryPoint, ...]]:
+    """Installed entry points of the group, by name; more than one when distributions
+    clash. The same distribution seen twice on `sys.path` (one install found through two
+    path entries) counts once."""
     import importlib.metadata  # (not at import time: only when names are asked for)
 
-    found: dict[str, importlib.metadata.EntryPoint] = {}
+    found: dict[str, list[importlib.metadata.EntryPoint]] = {}
     for ep in importlib.metadata.entry_points(group=GROUP):
-        found.setdefault(ep.name, ep)
-    return found
+        same = found.setdefault(ep.name, [])
+        if all(_distribution(e) != _distribution(ep) or e.value != ep.value for e in same):
+            same.append(ep)
+    return {name: tuple(eps) for name, eps in found.items()}
+
+
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    """The first entry point of each name (see `_ambiguity` for names that clash)."""
+    return {name: eps[0] for name, eps in _all_entry_points().items()}
+
+
+def _ambiguity(name: str) -> str | None:
+    """Why `name` does not say which code runs (None: it does)."""
+    eps = _all_entry_points().get(name, ())
+    if name in BUILTIN and eps:
+        return (
+            f"system '{name}' is ambiguous: built into recallbench {_own_version()} and also "
+            f"registered by {_distribution(eps[0])} ({eps[0].value}); uninstall "
+            "that plugin or have it register another name"
+        )
+    if len(eps) > 1:
+        return (
+            f"system '{name}' is ambiguous: registered by {_distribution(eps[0])} "
+            f"({eps[0].value}) and by {_distribution(eps[1])} ({eps[1].value}); "
+            "uninstall one of them"
+        )
+    return None
+
+
+def _own_version() -> str:
+    from recallbench import __version__
+
+    return __version__
 
 
 def _distribution(ep: importlib.metadata.EntryPoint) -> str:
@@ -139,13 +178,26 @@ def _distribution(ep: importlib.metadata.EntryPoint) -> str:
     return f"{dist.metadata['Name']} {dist.version}"
 
 
+def provider(name: str) -> dict[str, Any]:
+    """The distribution that provides system `name`: {"distribution", "version"}
+    (recallbench itself for a built-in; None values when an entry point has no
+    distribution metadata)."""
+    if name in BUILTIN:
+        return {"distribution": "recallbench", "version": _own_version()}
+    ep = _entry_points().get(name)
+    dist = getattr(ep, "dist", None) if ep is not None else None
+    if dist is None:
+        return {"distribution": None, "version": None}
+    return {"distribution": dist.metadata["Name"], "version": dist.version}
+
+
 def _plugin_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
 
 
 def clear_cache() -> None:
     """Forget the entry points found so far (after installing a plugin, or in tests)."""
-    _entry_points.cache_clear()
+    _all_entry_points.cache_clear()
 
 
 # --------------------------------------------------------------------------- public API
@@ -166,8 +218,11 @@ def get_system(name: str = DEFAULT_SYSTEM) -> System:
     """A fresh system instance by name.
 
     Unknown names, systems whose extra is not installed and plugins that fail to load are
-    `RecallbenchError`s with one line saying what to do.
+    `RecallbenchError`s with one line saying what to do, and so is an ambiguous name.
     """
+    ambiguous = _ambiguity(name)
+    if ambiguous is not None:
+        raise RecallbenchError(ambiguous)
     if name in BUILTIN:
         reg = _builtin(name)
         missing = _missing_for(reg.extra)
@@ -181,9 +236,9 @@ def get_system(name: str = DEFAULT_SYSTEM) -> System:
         raise RecallbenchError(f"unknown system '{name}' (known: {', '.join(system_names())})")
     try:
         system = ep.load()()
-    except RecallbenchError:
+    except (RecallbenchError, KeyboardInterrupt):
         raise
-    except Exception as exc:
+    except BaseException as exc:  # SystemExit too: a plugin must not end the harness
         raise RecallbenchError(
             f"system '{name}' ({_distribution(ep)}) failed to load: {_plugin_error(exc)}"
         ) from exc
@@ -202,12 +257,14 @@ def describe_systems() -> list[dict[str, Any]]:
     for name in BUILTIN:
         reg = _builtin(name)
         missing = _missing_for(reg.extra)
+        ambiguous = _ambiguity(name)
         out.append(
             {
                 "name": name,
                 "description": reg.description,
-                "available": not missing,
-                "install_hint": _extra_hint(reg.extra) if missing and reg.extra else None,
+                "available": not missing and ambiguous is None,
+                "install_hint": ambiguous
+                or (_extra_hint(reg.extra) if missing and reg.extra else None),
                 "capabilities": list(reg.capabilities),
                 "extra": reg.extra,
                 "source": "built-in",

@@ -93,6 +93,8 @@ def check_record(raw: Any, index: int, path: Path) -> Instance:
         raise _fail(path, index, qid, "field 'question_id' must not be empty")
     question_type = need("question_type", str, "a string")
     question = need("question", str, "a string")
+    if not question.strip():  # as the fixture reader refuses an empty query
+        raise _fail(path, index, qid, "field 'question' is empty")
     question_date = need("question_date", str, "a string", optional=True)
     if "answer" in raw and not isinstance(raw["answer"], str | int | float | list):
         raise _fail(

@@ -1,0 +1,483 @@
+"""A misbehaving store, a killed worker, a hung call and SIGTERM never mislead.
+
+The misbehaving systems are real plugins: a module and an installed distribution (its
+dist-info directory, as pip writes it) on the PYTHONPATH of a `recallbench` process, found
+through the `recallbench.systems` entry points like any third-party system. Each wraps the
+built-in BM25 store and breaks one promise (exits, raises, returns the wrong type, a NaN
+score, loses a memory, hangs, kills its own worker, is slow enough to be stopped).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "benchmarks" / "retrieval"
+CORPUS, QUERIES = FIXTURES / "corpus.jsonl", FIXTURES / "queries.jsonl"
+SCRIPT = ROOT / "scripts" / "retrieval_eval.py"
+
+PLUGIN = '''
+"""Misbehaving systems for recallbench's reliability tests: BM25 with one fault each."""
+import functools
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from recallbench.systems.base import Hit
+from recallbench.systems.bm25 import BM25System
+
+
+class Store:
+    def __init__(self, inner, mode):
+        self._inner, self._mode = inner, mode
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def ingest(self, records):
+        mode = self._mode
+        if mode == "ingest-keyerror":
+            raise KeyError("memory_id")
+        if mode == "lose-memory":
+            return self._inner.ingest(list(records)[:-1])
+        return self._inner.ingest(records)
+
+    def search(self, query, top_k):
+        mode = self._mode
+        if mode == "slow":
+            time.sleep(0.2)
+        if mode == "exit0":
+            sys.exit(0)
+        if mode == "exit3":
+            sys.exit(3)
+        if mode == "raise":
+            raise ValueError("the index is corrupt")
+        if mode == "interrupt":
+            raise KeyboardInterrupt
+        if mode == "hang":
+            time.sleep(600)
+        if mode == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if mode == "none":
+            return None
+        hits = self._inner.search(query, top_k)
+        if mode == "tuples":
+            return [(h.memory_id, h.score) for h in hits]
+        if mode in ("nan", "inf", "str") and hits:
+            bad = {"nan": math.nan, "inf": math.inf, "str": "0.5"}[mode]
+            return [Hit(hits[0].memory_id, bad, hits[0].identifier), *hits[1:]]
+        if mode == "foreign-id" and hits:
+            return [Hit("never-stored", 1.0, "x"), *hits[1:]]
+        if mode == "duplicate-id" and len(hits) > 1:
+            return [hits[0], hits[0], *hits[2:]]
+        return hits
+
+
+class System(BM25System):
+    def __init__(self, mode):
+        super().__init__(f"evil-{mode}")
+        self.mode = mode
+
+    def configuration(self):
+        if self.mode == "not-json":
+            return {"threshold": {1, 2}}
+        return super().configuration()
+
+    def open_store(self, directory, *, vectors=None):
+        return Store(super().open_store(directory, vectors=vectors), self.mode)
+
+    def attach(self, directory, *, vectors=None):
+        return Store(super().attach(directory, vectors=vectors), self.mode)
+
+
+def make(mode):
+    return System(mode)
+
+
+MODES = (
+    "exit0", "exit3", "raise", "interrupt", "hang", "die", "none", "tuples", "nan", "inf",
+    "str", "foreign-id", "duplicate-id", "ingest-keyerror", "lose-memory", "not-json", "slow",
+)
+for _mode in MODES:
+    globals()["make_" + _mode.replace("-", "_")] = functools.partial(make, _mode)
+'''
+
+MODES = [
+    "exit0",
+    "exit3",
+    "raise",
+    "interrupt",
+    "hang",
+    "die",
+    "none",
+    "tuples",
+    "nan",
+    "inf",
+    "str",
+    "foreign-id",
+    "duplicate-id",
+    "ingest-keyerror",
+    "lose-memory",
+    "not-json",
+    "slow",
+]
+
+
+@pytest.fixture(scope="module")
+def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding the plugin module and its distribution's dist-info."""
+    root = tmp_path_factory.mktemp("plugin")
+    (root / "misbehaving_rb.py").write_text(PLUGIN)
+    info = root / "misbehaving_rb-0.3.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: misbehaving-rb\nVersion: 0.3.1\n")
+    points = "".join(
+        f"evil-{mode} = misbehaving_rb:make_{mode.replace('-', '_')}\n" for mode in MODES
+    )
+    (info / "entry_points.txt").write_text(f"[recallbench.systems]\n{points}")
+    return root
+
+
+def _env(plugin_path: Path, tmp: Path | None = None) -> dict[str, str]:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "NO_PROGRESS": "1"}
+    env.pop("RECALLBENCH_BUILD_DIR", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugin_path), env.get("PYTHONPATH")]))
+    if tmp is not None:
+        env["TMPDIR"] = str(tmp)
+    return env
+
+
+def _run_args(build: Path, system: str, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "recallbench.cli",
+        "--build-dir",
+        str(build),
+        "run",
+        "--corpus",
+        str(CORPUS),
+        "--queries",
+        str(QUERIES),
+        "--system",
+        system,
+        *extra,
+    ]
+
+
+def run_system(
+    plugin_path: Path, build: Path, system: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        _run_args(build, system, *extra),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(plugin_path),
+    )
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str], command: str = "run") -> str:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"recallbench {command}: error: "), lines[0]
+    return lines[0]
+
+
+def assert_nothing_published(build: Path) -> None:
+    for name in ("runs.json", "results.json", "report.md", "decision.json"):
+        assert not (build / name).exists(), name
+    assert not (build / "work").exists() or not any((build / "work").iterdir())
+
+
+# --------------------------------------------------------------------------- the boundary
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("mode", ["exit0", "exit3"])
+def test_a_store_that_exits_is_a_failure_naming_system_call_and_query(
+    plugin_path: Path, tmp_path: Path, mode: str, workers: str
+) -> None:
+    """sys.exit(0) in `search` made `run` exit 0 with no results; sys.exit(3) looked like a
+    failed baseline gate. Both are now exit 1, one line naming the system, call and query."""
+    build = tmp_path / "build"
+    proc = run_system(plugin_path, build, f"evil-{mode}", "--workers", workers)
+    assert proc.returncode == 1, proc.stderr
+    line = one_error_line(proc)
+    assert f"system 'evil-{mode}': search (scope " in line
+    assert ", query " in line
+    assert f"called sys.exit({mode[-1]})" in line
+    assert_nothing_published(build)
+
+
+@pytest.mark.parametrize(
+    ("mode", "needle"),
+    [
+        ("raise", "search (scope suite, query q-"),
+        ("none", "returned None, not a list of recallbench Hit"),
+        ("tuples", "returned a tuple at rank 1, not a recallbench Hit"),
+        ("ingest-keyerror", "ingest (scope suite) raised KeyError: 'memory_id'"),
+        ("not-json", "configuration returned something that is not JSON"),
+        ("foreign-id", "returned id 'never-stored' at rank 1, which was never stored"),
+        ("duplicate-id", "twice"),
+    ],
+)
+def test_a_store_that_raises_or_returns_the_wrong_type_is_one_line(
+    plugin_path: Path, tmp_path: Path, mode: str, needle: str
+) -> None:
+    """A 55-80 line traceback naming neither system nor query before."""
+    build = tmp_path / "build"
+    proc = run_system(plugin_path, build, f"evil-{mode}")
+    assert proc.returncode == 1, proc.stderr
+    line = one_error_line(proc)
+    assert f"system 'evil-{mode}': " in line
+    assert needle in line, line
+    assert_nothing_published(build)
+
+
+@pytest.mark.parametrize(("mode", "shown"), [("nan", "nan"), ("inf", "inf"), ("str", "'0.5'")])
+def test_nan_infinite_and_string_scores_are_refused_at_query_time(
+    plugin_path: Path, tmp_path: Path, mode: str, shown: str
+) -> None:
+    """runs.json got `null` for a NaN score; only export-trec refused it, later."""
+    build = tmp_path / "build"
+    proc = run_system(plugin_path, build, f"evil-{mode}")
+    assert proc.returncode == 1, proc.stderr
+    line = one_error_line(proc)
+    assert f"system 'evil-{mode}': search (scope suite, query " in line
+    assert f"returned the score {shown} for id " in line
+    assert "scores must be finite numbers" in line
+    assert_nothing_published(build)
+
+
+def test_a_store_that_loses_a_memory_is_blamed_not_the_ids(
+    plugin_path: Path, tmp_path: Path
+) -> None:
+    """The message blamed duplicate ids and did not name the system."""
+    build = tmp_path / "build"
+    proc = run_system(plugin_path, build, "evil-lose-memory")
+    assert proc.returncode == 1, proc.stderr
+    line = one_error_line(proc)
+    assert "system 'evil-lose-memory': ingest (scope suite) lost 1 of " in line
+    assert "ids must be unique" not in line
+    assert_nothing_published(build)
+
+
+def test_an_interrupt_from_the_store_stays_an_interrupt(plugin_path: Path, tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    proc = run_system(plugin_path, build, "evil-interrupt")
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.splitlines() == ["recallbench run: interrupted; nothing half-written"]
+    assert_nothing_published(build)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_hung_call_ends_at_the_call_timeout(
+    plugin_path: Path, tmp_path: Path, workers: str
+) -> None:
+    """A hung store waited forever; with --call-timeout it is one line, exit 1."""
+    build = tmp_path / "build"
+    proc = run_system(
+        plugin_path, build, "evil-hang", "--call-timeout", "0.5", "--workers", workers
+    )
+    assert proc.returncode == 1, proc.stderr
+    line = one_error_line(proc)
+    assert "system 'evil-hang': search (scope suite, query " in line
+    assert "did not return within --call-timeout 0.5 s" in line
+    assert_nothing_published(build)
+
+
+def test_the_call_timeout_is_recorded_beside_the_result(plugin_path: Path, tmp_path: Path) -> None:
+    """On: in runs.json and the results envelope's provenance; the result document (what a
+    baseline compares) is the same as without it. The provider is recorded there too."""
+    plain, limited = tmp_path / "plain", tmp_path / "limited"
+    assert run_system(plugin_path, plain, "evil-slow").returncode == 0
+    proc = run_system(plugin_path, limited, "evil-slow", "--call-timeout", "30")
+    assert proc.returncode == 0, proc.stderr
+    a = orjson.loads((plain / "results.json").read_bytes())
+    b = orjson.loads((limited / "results.json").read_bytes())
+    assert a["data"] == b["data"]
+    assert a["provenance"]["call_timeout_seconds"] == {"hydrate": None, "query": None}
+    assert b["provenance"]["call_timeout_seconds"] == {"hydrate": 30.0, "query": 30.0}
+    assert b["provenance"]["system"] == {
+        "name": "evil-slow",
+        "distribution": "misbehaving-rb",
+        "version": "0.3.1",
+    }
+    runs = orjson.loads((limited / "runs.json").read_bytes())
+    assert runs["data"]["call_timeout_seconds"] == 30.0
+
+
+# --------------------------------------------------------------------------- dead workers
+
+
+def test_a_killed_local_worker_is_one_line_naming_its_task(
+    plugin_path: Path, tmp_path: Path
+) -> None:
+    """A ~53-line BrokenProcessPool traceback before."""
+    build = tmp_path / "build"
+    proc = run_system(plugin_path, build, "evil-die", "--workers", "2")
+    assert proc.returncode == 1, proc.stderr
+    line = one_error_line(proc)
+    assert "was killed by SIGKILL while running query_scope of scope 'suite'" in line, line
+    assert_nothing_published(build)
+
+
+# --------------------------------------------------------------------------- SIGTERM
+
+
+def _terminate_when_searching(args: list[str], env: dict[str, str], ready) -> tuple[int, str]:
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not ready():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out, err = proc.communicate()
+                pytest.fail(f"never became ready (exit {proc.returncode}): {err}")
+            time.sleep(0.01)
+        time.sleep(0.3)  # inside the searches
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err
+
+
+def _children_of(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_during_run_exits_143_and_removes_its_work(
+    plugin_path: Path, tmp_path: Path, workers: str
+) -> None:
+    """SIGTERM (timeout, a CI cancel, docker stop) gave exit 143 with no message and left
+    the transient stores in BUILD/work/worker-*; now it is cleaned up like Ctrl-C."""
+    build = tmp_path / "build"
+    validate = [
+        sys.executable,
+        "-m",
+        "recallbench.cli",
+        "--build-dir",
+        str(build),
+    ]
+    env = _env(plugin_path)
+    for args in (
+        ["validate", "--corpus", str(CORPUS), "--queries", str(QUERIES)],
+        ["hydrate", "--system", "evil-slow", "--transient"],
+    ):
+        done = subprocess.run([*validate, *args], capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+    before = sorted(p.name for p in build.iterdir())
+    work = build / "work"
+    code, err = _terminate_when_searching(
+        [*validate, "query", "--workers", workers],
+        env,
+        lambda: work.is_dir() and any(work.glob("worker-*")),
+    )
+    assert code == 143, err
+    assert err.splitlines() == ["recallbench query: terminated; nothing half-written"]
+    assert "leaked" not in err
+    assert not work.exists()
+    assert sorted(p.name for p in build.iterdir()) == before  # no runs.json, no temp file
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_sigterm_during_the_script_removes_its_temporary_directory(
+    plugin_path: Path, tmp_path: Path
+) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    output = tmp_path / "result.json"
+    args = [
+        sys.executable,
+        str(SCRIPT),
+        "--system",
+        "evil-slow",
+        "--workers",
+        "2",
+        "--output",
+        str(output),
+    ]
+    code, err = _terminate_when_searching(
+        args,
+        _env(plugin_path, tmp),
+        lambda: (
+            any(tmp.glob("recallbench-*/runs.json.timing*"))
+            or any(tmp.glob("recallbench-*/stores/*/*"))
+        ),
+    )
+    assert code == 143, err
+    assert err.splitlines() == ["recallbench retrieval_eval: terminated; nothing half-written"]
+    assert "leaked" not in err
+    assert list(tmp.iterdir()) == []
+    assert not output.exists()
+
+
+def test_no_worker_outlives_a_terminated_run(plugin_path: Path, tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    proc = subprocess.Popen(
+        _run_args(build, "evil-slow", "--workers", "2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(plugin_path),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(_children_of(proc.pid)) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+        time.sleep(0.5)  # inside the searches
+        workers = [pid for pid in _children_of(proc.pid) if not _resource_tracker(pid)]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert err.splitlines() == ["recallbench run: terminated; nothing half-written"]
+    assert workers and not [pid for pid in workers if _alive(pid)]
+
+
+def _resource_tracker(pid: int) -> bool:
+    """multiprocessing's resource tracker (it exits by itself once its pipe closes)."""
+    try:
+        return b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie, reaped by nobody yet, is not)."""
+    try:
+        return "(zombie)" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
