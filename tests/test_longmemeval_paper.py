@@ -202,6 +202,8 @@ def test_means_vacuous_counts_and_the_default_rule_beside(
     vacuous = sum(1 for r in records if not reference(r, "session")["correct"])
     assert result["summary"]["gold_rule"] == "official"
     assert result["summary"]["questions_with_vacuous_gold"] == vacuous
+    # the precondition of exact parity: no two texts of a haystack were merged
+    assert result["summary"]["questions_with_identical_texts_stored_once"] == 0
     overall = result["metrics"]["overall"]
     for k in (5, 10):
         for stem in ("recall_all", "ndcg_any"):
@@ -321,3 +323,47 @@ def test_official_gold_on_a_record_with_a_noans_session() -> None:
         "x_has_1": ("x_has",),
     }
     assert scope.queries[0].relevance["turn"] == {"answer_a_1_1": 2}
+
+
+def test_measures_take_the_runs_cutoffs_and_the_official_empty_gold() -> None:
+    from recallbench.errors import RecallbenchError
+    from recallbench.measures import NDCGAny, RecallAll, RecallAny, conversational_measures
+    from recallbench.model import Level
+
+    levels = [Level("session")]
+    default = conversational_measures(10, levels)
+    assert [m.name for m in default[:4]] == [
+        "recall@1",
+        "recall_any@1",
+        "recall_all@1",
+        "ndcg_any@1",
+    ]
+    assert sorted({m.k for m in default}) == [1, 5, 10]
+    official = conversational_measures(50, levels, KS, official=True)
+    assert sorted({m.k for m in official}) == list(KS)
+    assert [m.name for m in official[:4]] == [
+        "recall_all@1",
+        "ndcg_any@1",
+        "recall_any@1",
+        "recall@1",
+    ]
+    no_gold: dict[str, int] = {}
+    values = {m.name: m(["a", "b"], no_gold) for m in official if m.k == 5}
+    assert values == {"recall_all@5": 1.0, "ndcg_any@5": 0.0, "recall_any@5": 0.0, "recall@5": None}
+    assert all(m(["a"], no_gold) is None for m in default)  # the default rule: n/a
+    for cls in (RecallAny, RecallAll, NDCGAny):  # with gold, the empty-gold value is unused
+        assert cls("session", 1, empty_gold=0.5)(["a"], {"a": 2}) == 1.0
+    with pytest.raises(RecallbenchError, match="--k: 20 is not between 1 and --top-k 10"):
+        conversational_measures(10, levels, (5, 20))
+
+
+def test_the_fixture_suite_refuses_k_before_searching(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["--build-dir", str(tmp_path), "run", "--system", "bm25", "--k", "1,5"]
+    )
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines() == [
+        "recallbench run: error: the fixture suite's cutoffs are fixed (1 and --top-k); --k is "
+        "for the conversational datasets"
+    ]
+    assert not (tmp_path / "results.json").exists()

@@ -64,12 +64,14 @@ def reader_options(
 
 
 def run_options(
-    name: str | None, top_k: int | None, ks: tuple[int, ...] | None
+    name: str | None, dataset: str, top_k: int | None, ks: tuple[int, ...] | None
 ) -> tuple[int | None, tuple[int, ...] | None]:
     """(top_k, ks) with the preset applied; a usage error on a contradiction."""
     if name is None:
         return top_k, ks
     preset = _get(name)
+    if dataset != preset.dataset:
+        raise click.UsageError(f"--preset {name} is for --dataset {preset.dataset}")
     if ks is not None and tuple(ks) != preset.ks:
         wanted = ",".join(map(str, preset.ks))
         raise click.UsageError(f"--preset {name} uses --k {wanted}")

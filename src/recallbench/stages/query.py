@@ -93,6 +93,11 @@ def run_query(
     if repeat < 1:
         raise RecallbenchError(f"--repeat must be at least 1, got {repeat}")
     require_made_from(hydrate_env, suite_env)
+    if ks:  # refused here, not after the searches, when the dataset takes no cutoffs
+        from recallbench.datasets.base import dataset_measures
+
+        suite = suite_env["data"]
+        dataset_measures(suite["dataset"], top_k, suite["options"], ks)
     from recallbench.systems import get_system
 
     execution = execution or Execution()

@@ -421,6 +421,11 @@ class LongMemEvalSource:
                 if "turn" in relevance:
                     stats["questions_with_vacuous_turn_gold"] += not relevance["turn"]
                 stats["questions_without_default_rule_gold"] += not gold.gold
+                # identical texts are stored once: the official code indexes every copy,
+                # so a BM25's corpus statistics (and ties) can differ for these questions
+                unit_level = "turn" if "turn" in relevance else "session"
+                units = sum(len(m.units[unit_level]) for m in scope.memories)
+                stats["questions_with_identical_texts_stored_once"] += units > len(scope.memories)
             else:
                 gold_sizes[len(gold.gold)] += 1
             stats["answer_ids_not_in_haystack"] += len(gold.missing)
