@@ -116,13 +116,14 @@ def records(data: Path) -> list[dict[str, Any]]:
 
 
 def ours(data: Path, tmp: Path, unit: str) -> Any:
+    """The preset's protocol (top-k 50, at turn unit the whole store)."""
     return run_pipeline(
         "longmemeval",
         {"data": data},
         tmp,
         options={"session_text": "user", "unit": unit, "gold": "official"},
         system="bm25-okapi",
-        top_k=50,
+        top_k=50 if unit == "session" else 10_000,
         ks=KS,
         sample=2,
     )
@@ -183,14 +184,14 @@ def test_turn_unit_matches_the_official_code_per_question(
     for record in records:
         qid = record["question_id"]
         ref = reference(record, "turn")
-        official = [doc.replace("noans", "answer") for doc in ref["ranking"][:50]]
-        assert rankings[qid] == official, qid
+        official = [doc.replace("noans", "answer") for doc in ref["ranking"]]
+        assert rankings[qid] == official, qid  # the whole turn ranking
         for k in KS:
             for stem in ("recall_any", "recall_all", "ndcg_any"):
                 name = f"turn_{stem}@{k}"
                 assert abs(per_query[qid][name] - ref[name]) <= TOL, (qid, name)
-            # the session level of a turn run: evaluate_retrieval_turn2session's recall
-            for stem in ("recall_any", "recall_all"):
+            # the session level of a turn run: evaluate_retrieval_turn2session
+            for stem in ("recall_any", "recall_all", "ndcg_any"):
                 name = f"{stem}@{k}"
                 assert abs(per_query[qid][name] - ref[f"session:{name}"]) <= TOL, (qid, name)
 
@@ -253,7 +254,7 @@ def test_the_preset_prints_the_papers_figures(data: Path, tmp_path: Path) -> Non
     suite = json.loads((tmp_path / "b" / "suite.json").read_text())
     assert suite["data"]["options"] == {"gold": "official", "session_text": "user", "unit": "turn"}
     runs = json.loads((tmp_path / "b" / "runs.json").read_text())
-    assert runs["data"]["ks"] == list(KS) and runs["data"]["top_k"] == 50
+    assert runs["data"]["ks"] == list(KS) and runs["data"]["top_k"] == 10_000
 
 
 @pytest.mark.parametrize(
@@ -367,3 +368,21 @@ def test_the_fixture_suite_refuses_k_before_searching(tmp_path: Path) -> None:
         "for the conversational datasets"
     ]
     assert not (tmp_path / "results.json").exists()
+
+
+def test_turn2session_ndcg_widens_and_is_na_on_a_cut_ranking() -> None:
+    from recallbench.measures import NDCGAnyTurn2Session
+
+    grades = {"answer_x_3": 2}
+    ranking = ["a_1", "a_3", "answer_x_1", "b_1", "answer_x_3", "c_1"]
+    measure = NDCGAnyTurn2Session("session", 3, empty_gold=0.0, depth=6)
+    # sessions: a, a, noans_x, b -> three distinct at turn 4; the gold turn (rank 5) is out
+    assert measure(ranking, grades) == 0.0
+    wider = NDCGAnyTurn2Session("session", 4, empty_gold=0.0, depth=6)
+    # four distinct (a, noans_x, b, answer_x) at turn 5: the gold turn counts at rank 5
+    assert abs(wider(ranking, grades) - 1 / math.log2(5)) <= TOL
+    cut = NDCGAnyTurn2Session("session", 6, empty_gold=0.0, depth=6)
+    assert cut(ranking, grades) is None  # 6 turns returned (the depth), 5 sessions: unknown
+    exhausted = NDCGAnyTurn2Session("session", 6, empty_gold=0.0, depth=50)
+    assert abs(exhausted(ranking, grades) - 1 / math.log2(5)) <= TOL  # the whole store
+    assert measure(ranking, {}) == 0.0  # vacuous

@@ -345,7 +345,13 @@ def query_cmd(
     from recallbench.stages.query import run_query
 
     suite = ctx.read("suite")
-    top_k, ks = run_options(preset, suite["data"]["dataset"], default_top_k(top_k, ks), ks)
+    top_k, ks = run_options(
+        preset,
+        suite["data"]["dataset"],
+        default_top_k(top_k, ks),
+        ks,
+        suite["data"]["options"].get("unit"),
+    )
     k = _top_k(top_k, suite["data"]["dataset"])
     env, timing = run_query(
         suite,
@@ -597,7 +603,7 @@ def run_cmd(
     from recallbench.stages.decide import headline
 
     session_text, gold = reader_options(preset, dataset, session_text, gold)
-    top_k, ks = run_options(preset, dataset, default_top_k(top_k, ks), ks)
+    top_k, ks = run_options(preset, dataset, default_top_k(top_k, ks), ks, unit)
     paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text, gold=gold)
     run = run_pipeline(
         dataset,

@@ -140,6 +140,36 @@ class NDCGAny(Measure):
         return evaluate_ids(list(ranking), gold, self.k)[2]
 
 
+@dataclass(frozen=True)
+class NDCGAnyTurn2Session(NDCGAny):
+    """ndcg_any@k of a session level scored from a turn ranking, as LongMemEval's
+    evaluate_retrieval_turn2session computes it: over the turn ranking (`reads`) cut at the
+    smallest k' >= k holding k distinct sessions, each gold turn relevant at its turn rank.
+    None when the turn ranking is `depth` long (possibly cut) and holds fewer than k
+    distinct sessions, since k' is then unknown."""
+
+    reads: str = "turn"
+    depth: int = 0
+
+    definition = (
+        "LongMemEval's evaluate_retrieval_turn2session nDCG: the turn ranking cut where it "
+        "holds k distinct sessions, gold turns relevant"
+    )
+
+    def __call__(self, ranking, grades, groups=None):
+        from recallbench.datasets.longmemeval.official import (
+            turn2session_cutoff,
+            turn2session_ndcg,
+        )
+
+        gold = {i for i, g in grades.items() if g >= RELEVANT_GRADE}
+        if not gold:
+            return self.empty_gold
+        if len(ranking) >= self.depth and turn2session_cutoff(ranking, gold, self.k) > len(ranking):
+            return None
+        return turn2session_ndcg(list(ranking), gold, self.k)
+
+
 class FalsePositiveRate(Measure):
     """False-positive slots@k = returned ids in the top k graded 0 / min(k, returned);
     pooled over queries (a Ratio of slot counts)."""

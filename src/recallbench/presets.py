@@ -3,7 +3,9 @@
 ``--preset longmemeval-paper`` is the protocol of the LongMemEval paper's retrieval table
 (src/retrieval/run_retrieval.py): session text = the user turns joined by one space, gold
 by the official rule (`--gold official`), cutoffs k = 1, 3, 5, 10, 30, 50 (`--k`), results
-per question 50 (`--top-k`), and a summary that prints recall_all and ndcg_any first. The
+per question 50 (`--top-k`; at `--unit turn` the whole store, up to 10,000, since the
+session level's widened cutoff can reach past the 50th turn), and a summary that prints
+recall_all and ndcg_any first. The
 unit (`--unit session` or `turn`, the paper's two granularities) and the system stay the
 user's choice; `--system bm25-okapi` is the paper's BM25. An option given beside the preset
 must agree with it.
@@ -26,6 +28,8 @@ class Preset:
     reader: Mapping[str, str]
     ks: tuple[int, ...]
     top_k: int
+    #: top-k at --unit turn
+    turn_top_k: int
 
 
 PRESETS: dict[str, Preset] = {
@@ -35,6 +39,7 @@ PRESETS: dict[str, Preset] = {
         reader={"session_text": "user", "gold": "official"},
         ks=(1, 3, 5, 10, 30, 50),
         top_k=50,
+        turn_top_k=10_000,
     ),
 }
 
@@ -64,7 +69,11 @@ def reader_options(
 
 
 def run_options(
-    name: str | None, dataset: str, top_k: int | None, ks: tuple[int, ...] | None
+    name: str | None,
+    dataset: str,
+    top_k: int | None,
+    ks: tuple[int, ...] | None,
+    unit: str | None = None,
 ) -> tuple[int | None, tuple[int, ...] | None]:
     """(top_k, ks) with the preset applied; a usage error on a contradiction."""
     if name is None:
@@ -77,7 +86,7 @@ def run_options(
         raise click.UsageError(f"--preset {name} uses --k {wanted}")
     if top_k is not None and top_k < max(preset.ks):
         raise click.UsageError(f"--preset {name} needs --top-k {max(preset.ks)} or more")
-    return top_k or preset.top_k, preset.ks
+    return top_k or (preset.turn_top_k if unit == "turn" else preset.top_k), preset.ks
 
 
 def default_top_k(top_k: int | None, ks: tuple[int, ...] | None) -> int | None:

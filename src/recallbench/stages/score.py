@@ -19,7 +19,8 @@ def score_rows(rows: Sequence[Mapping[str, Any]], measures: Sequence[Measure]) -
         groups = {h["memory_id"]: h["group"] for h in row["hits"] if h.get("group")}
         values = {}
         for measure in measures:
-            level = row["levels"].get(measure.level)
+            # a measure may read another level's ranking (a session figure from turns)
+            level = row["levels"].get(getattr(measure, "reads", None) or measure.level)
             if level is None or not measure.applies_to(row["category"]):
                 values[measure.name] = None
                 continue

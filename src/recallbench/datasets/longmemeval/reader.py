@@ -326,9 +326,19 @@ def measures(top_k: int, options: dict[str, Any], ks: Sequence[int] | None = Non
         return conversational_measures(top_k, levels, ks)
     official = [lv for lv in levels if lv.name != DEFAULT_RULE_LEVEL]
     default = [lv for lv in levels if lv.name == DEFAULT_RULE_LEVEL]
-    return conversational_measures(top_k, official, ks, official=True) + conversational_measures(
-        top_k, default, ks
-    )
+    chosen = conversational_measures(top_k, official, ks, official=True)
+    if options.get("unit") == "turn":
+        # the session level of a turn run: nDCG as evaluate_retrieval_turn2session computes
+        # it, from the turn ranking (recall_any/recall_all of the session ranking are its own)
+        from recallbench.measures import NDCGAny, NDCGAnyTurn2Session
+
+        chosen = [
+            NDCGAnyTurn2Session(m.level, m.k, m.prefix, empty_gold=m.empty_gold, depth=top_k)
+            if type(m) is NDCGAny and m.level == "session"
+            else m
+            for m in chosen
+        ]
+    return chosen + conversational_measures(top_k, default, ks)
 
 
 class LongMemEvalSource:
