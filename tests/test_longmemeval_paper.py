@@ -386,3 +386,23 @@ def test_turn2session_ndcg_widens_and_is_na_on_a_cut_ranking() -> None:
     exhausted = NDCGAnyTurn2Session("session", 6, empty_gold=0.0, depth=50)
     assert abs(exhausted(ranking, grades) - 1 / math.log2(5)) <= TOL  # the whole store
     assert measure(ranking, {}) == 0.0  # vacuous
+
+
+def test_the_gold_rule_is_a_reader_option_of_suite_and_cache(data: Path, tmp_path: Path) -> None:
+    """validate records gold: official; a vector cache made for the default rule is refused."""
+
+    def rb(*args: str) -> Any:
+        return CliRunner().invoke(main, ["--build-dir", str(tmp_path / "b"), "-q", *args])
+
+    lme = ["--dataset", "longmemeval", "--data", str(data)]
+    assert rb("validate", *lme).exit_code == 0
+    suite = json.loads((tmp_path / "b" / "suite.json").read_text())
+    assert "gold" not in suite["data"]["options"]  # the default is not recorded
+    assert rb("prep", "--cache", str(tmp_path / "cache")).exit_code == 0  # hotmem
+    assert rb("validate", *lme, "--preset", "longmemeval-paper").exit_code == 0
+    suite = json.loads((tmp_path / "b" / "suite.json").read_text())
+    assert suite["data"]["options"]["gold"] == "official"
+    assert rb("hydrate").exit_code == 0
+    refused = rb("query", "--cache", str(tmp_path / "cache"))
+    assert refused.exit_code == 1
+    assert "this run uses {'gold': 'official'," in refused.stderr

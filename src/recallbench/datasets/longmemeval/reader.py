@@ -283,8 +283,11 @@ OFFICIAL_NOTES = (
     "Gold by LongMemEval's official rule (--gold official, run_retrieval.py): sessions whose "
     "id contains 'answer' and that have a user turn marked has_answer; turn gold = such user "
     "turns. A question left without gold is still scored, vacuously: recall_any 0, "
-    "recall_all 1, ndcg_any 0 (the summary counts these questions). The answer_ids_ measures "
-    "are the same ranking scored with the default rule's gold (answer_session_ids).",
+    "recall_all 1, ndcg_any 0 (the summary counts these questions); these zeros and ones are "
+    "the official rule's, not measurements.",
+    "The answer_ids_ measures score the same ranking with the default rule's gold: "
+    "answer_session_ids present in the haystack; when a record has none, the sessions holding "
+    "a has_answer turn.",
 )
 
 
@@ -375,8 +378,8 @@ class LongMemEvalSource:
             self.options["gold"] = gold
         self.gold = gold
         self.levels = _levels(unit, gold)
-        if gold == GOLD_OFFICIAL:
-            self.notes = NOTES + OFFICIAL_NOTES
+        if gold == GOLD_OFFICIAL:  # the default rule's gold note is replaced
+            self.notes = NOTES[:2] + OFFICIAL_NOTES
         self._types: list[str] = []
         self._summary: dict[str, Any] = {}
 
