@@ -129,6 +129,7 @@ def main(
     queries: Path | None,
     unit: str | None,
     session_text: str | None,
+    gold: str | None,
     longmemeval_file: Path | None,
     output: Path | None,
     report_path: Path | None,
@@ -152,7 +153,9 @@ def main(
                 "--longmemeval FILE is short for --dataset longmemeval --data FILE"
             )
         dataset, data = "longmemeval", longmemeval_file
-    paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text, FIXTURES)
+    paths, options = dataset_inputs(
+        dataset, data, corpus, queries, unit, session_text, FIXTURES, gold=gold
+    )
 
     def body() -> None:
         from recallbench import progress

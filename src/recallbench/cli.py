@@ -36,7 +36,9 @@ from recallbench.options import (
     dataset_inputs,
     dataset_options,
     execution_options,
+    k_option,
     output_options,
+    preset_option,
     repeat_option,
     system_option,
     top_k_option,
@@ -256,6 +258,7 @@ def stages_cmd() -> None:
 
 @command("validate")
 @dataset_options()
+@preset_option
 @pass_ctx
 def validate_cmd(
     ctx: Context,
@@ -265,6 +268,8 @@ def validate_cmd(
     queries: Path | None,
     unit: str | None,
     session_text: str | None,
+    gold: str | None,
+    preset: str | None,
 ) -> None:
     """Check a dataset through its reader; write suite.json (identity, scopes, drops).
 
@@ -272,10 +277,12 @@ def validate_cmd(
     """
     from recallbench import progress
     from recallbench.artifacts import artifact_path
+    from recallbench.presets import reader_options
     from recallbench.spool import SPOOL
     from recallbench.stages.validate import publish_suite, run_validate
 
-    paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text)
+    session_text, gold = reader_options(preset, dataset, session_text, gold)
+    paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text, gold=gold)
     size = sum(p.stat().st_size for p in paths.values() if p.is_file())
     with progress.bar(size, "validate", "B", unit_scale=True, unit_divisor=1024) as bar:
         env = run_validate(
@@ -336,12 +343,16 @@ def hydrate_cmd(
 
 @command("query")
 @top_k_option
+@k_option
+@preset_option
 @repeat_option
 @execution_options
 @pass_ctx
 def query_cmd(
     ctx: Context,
     top_k: int | None,
+    ks: tuple[int, ...] | None,
+    preset: str | None,
     repeat: int,
     executor: str,
     workers: int,
@@ -350,9 +361,17 @@ def query_cmd(
     call_timeout: float | None,
 ) -> None:
     """Run every query through the system's production search (runs.json)."""
+    from recallbench.presets import default_top_k, run_options
     from recallbench.stages.query import run_query
 
     suite = ctx.read("suite")
+    top_k, ks = run_options(
+        preset,
+        suite["data"]["dataset"],
+        default_top_k(top_k, ks),
+        ks,
+        suite["data"]["options"].get("unit"),
+    )
     k = _top_k(top_k, suite["data"]["dataset"])
     env, timing = run_query(
         suite,
@@ -361,6 +380,7 @@ def query_cmd(
         top_k=k,
         repeat=repeat,
         execution=_execution(executor, workers, ray_address, cache, call_timeout),
+        ks=ks,
     )
     path = ctx.write(env, timing)
     ctx.say(f"wrote {path}: {len(env['data']['queries'])} queries, top-{k}, {repeat} repeat(s)")
@@ -644,8 +664,10 @@ def export_trec_cmd(ctx: Context, tag: str | None) -> None:
 
 @command("run")
 @dataset_options()
+@preset_option
 @system_option
 @top_k_option
+@k_option
 @repeat_option
 @execution_options
 @pass_ctx
@@ -657,8 +679,11 @@ def run_cmd(
     queries: Path | None,
     unit: str | None,
     session_text: str | None,
+    gold: str | None,
+    preset: str | None,
     system: str,
     top_k: int | None,
+    ks: tuple[int, ...] | None,
     repeat: int,
     executor: str,
     workers: int,
@@ -668,9 +693,12 @@ def run_cmd(
 ) -> None:
     """Every stage in one process, writing the same artifacts as the separate commands."""
     from recallbench.pipeline import run_pipeline, write_run
+    from recallbench.presets import default_top_k, paper_summary, reader_options, run_options
     from recallbench.stages.decide import headline
 
-    paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text)
+    session_text, gold = reader_options(preset, dataset, session_text, gold)
+    top_k, ks = run_options(preset, dataset, default_top_k(top_k, ks), ks, unit)
+    paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text, gold=gold)
     run = run_pipeline(
         dataset,
         paths,
@@ -680,9 +708,12 @@ def run_cmd(
         top_k=_top_k(top_k, dataset),
         repeat=repeat,
         execution=_execution(executor, workers, ray_address, cache, call_timeout),
+        ks=ks,
     )
     write_run(run, ctx.build_dir)
     ctx.say(f"wrote {ctx.build_dir}/results.json and {ctx.build_dir}/report.md")
+    if preset is not None:
+        click.echo(paper_summary(run.result))
     click.echo(headline(run.envelopes["decision"]["data"]))
 
 
@@ -716,6 +747,7 @@ def compare_cmd(
     queries: Path | None,
     unit: str | None,
     session_text: str | None,
+    gold: str | None,
     top_k: int | None,
     systems: tuple[str, ...],
     result_files: tuple[Path, ...],
@@ -750,7 +782,9 @@ def compare_cmd(
     else:
         from recallbench.systems.registry import core_system_names
 
-        paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text)
+        paths, options = dataset_inputs(
+            dataset, data, corpus, queries, unit, session_text, gold=gold
+        )
         labels = list(dict.fromkeys(systems or core_system_names()))
         ctx.build_dir.mkdir(parents=True, exist_ok=True)
         runs = run_compared(

@@ -37,6 +37,10 @@ class Measure:
     k: int
     prefix: str = ""
     categories: frozenset[str] | None = None
+    #: the value for a query with no relevant id at this level; None (the default) means
+    #: "not applicable". LongMemEval's official rule (`--gold official`) scores such a
+    #: question recall_any 0, recall_all 1 (vacuously) and nDCG 0, and averages it in.
+    empty_gold: float | None = None
 
     stem = "measure"
     pooled = False  # True: aggregate by summing Ratio counts instead of a mean
@@ -82,7 +86,8 @@ class RecallAny(Measure):
     definition = "1 if any relevant id is in the top k (Success@k, 'hit rate')"
 
     def __call__(self, ranking, grades, groups=None):
-        return m.success_at_k(ranking, grades, self.k)
+        value = m.success_at_k(ranking, grades, self.k)
+        return self.empty_gold if value is None else value
 
 
 class RecallAll(Measure):
@@ -93,7 +98,7 @@ class RecallAll(Measure):
 
     def __call__(self, ranking, grades, groups=None):
         ratio = m.recall_at_k(ranking, grades, self.k)
-        return None if ratio is None else float(ratio.numerator == ratio.denominator)
+        return self.empty_gold if ratio is None else float(ratio.numerator == ratio.denominator)
 
 
 class ReciprocalRank(Measure):
@@ -131,8 +136,38 @@ class NDCGAny(Measure):
 
         gold = [i for i, g in grades.items() if g >= RELEVANT_GRADE]
         if not gold:
-            return None
+            return self.empty_gold
         return evaluate_ids(list(ranking), gold, self.k)[2]
+
+
+@dataclass(frozen=True)
+class NDCGAnyTurn2Session(NDCGAny):
+    """ndcg_any@k of a session level scored from a turn ranking, as LongMemEval's
+    evaluate_retrieval_turn2session computes it: over the turn ranking (`reads`) cut at the
+    smallest k' >= k holding k distinct sessions, each gold turn relevant at its turn rank.
+    None when the turn ranking is `depth` long (possibly cut) and holds fewer than k
+    distinct sessions, since k' is then unknown."""
+
+    reads: str = "turn"
+    depth: int = 0
+
+    definition = (
+        "LongMemEval's evaluate_retrieval_turn2session nDCG: the turn ranking cut where it "
+        "holds k distinct sessions, gold turns relevant"
+    )
+
+    def __call__(self, ranking, grades, groups=None):
+        from recallbench.datasets.longmemeval.official import (
+            turn2session_cutoff,
+            turn2session_ndcg,
+        )
+
+        gold = {i for i, g in grades.items() if g >= RELEVANT_GRADE}
+        if not gold:
+            return self.empty_gold
+        if len(ranking) >= self.depth and turn2session_cutoff(ranking, gold, self.k) > len(ranking):
+            return None
+        return turn2session_ndcg(list(ranking), gold, self.k)
 
 
 class FalsePositiveRate(Measure):
@@ -174,15 +209,47 @@ MEASURE_CLASSES: tuple[type[Measure], ...] = (
 CONVERSATIONAL_KS: tuple[int, ...] = (1, 5, 10)
 
 
-def conversational_measures(top_k: int, levels: Sequence[Level]) -> list[Measure]:
-    """recall, recall_any, recall_all and ndcg_any at k in (1, 5, 10) up to `top_k`, and at
-    `top_k` itself, for each level (prefixed by the level's prefix), the primary level first."""
-    ks = sorted({k for k in CONVERSATIONAL_KS if k <= top_k} | {top_k})
+#: LongMemEval's official empty-gold values (eval_utils.py: any([]), all([]), IDCG 0)
+OFFICIAL_EMPTY_GOLD: dict[type[Measure], float] = {RecallAny: 0.0, RecallAll: 1.0, NDCGAny: 0.0}
+#: the conversational measures in their default order, and in the order of LongMemEval's
+#: official summary (recall_all and ndcg_any first)
+CONVERSATIONAL_ORDER: tuple[type[Measure], ...] = (Recall, RecallAny, RecallAll, NDCGAny)
+OFFICIAL_ORDER: tuple[type[Measure], ...] = (RecallAll, NDCGAny, RecallAny, Recall)
+
+
+def cutoffs(top_k: int, ks: Sequence[int] | None = None) -> list[int]:
+    """The cutoffs a run is scored at: the run's own `ks` (each at most `top_k`) when given,
+    else k = 1, 5, 10 up to `top_k`, and `top_k` itself."""
+    if ks:
+        too_big = [k for k in ks if not 1 <= k <= top_k]
+        if too_big:
+            from recallbench.errors import RecallbenchError
+
+            raise RecallbenchError(f"--k: {too_big[0]} is not between 1 and --top-k {top_k}")
+        return sorted(set(ks))
+    return sorted({k for k in CONVERSATIONAL_KS if k <= top_k} | {top_k})
+
+
+def conversational_measures(
+    top_k: int,
+    levels: Sequence[Level],
+    ks: Sequence[int] | None = None,
+    *,
+    official: bool = False,
+) -> list[Measure]:
+    """recall, recall_any, recall_all and ndcg_any at the run's cutoffs (`cutoffs`), for each
+    level (prefixed by the level's prefix), the primary level first.
+
+    `official`: LongMemEval's official rule - queries without gold at a level score
+    recall_any 0, recall_all 1 and ndcg_any 0 there (fractional recall stays n/a), and the
+    measures come in the official summary's order (recall_all, ndcg_any first)."""
+    order = OFFICIAL_ORDER if official else CONVERSATIONAL_ORDER
     out: list[Measure] = []
     for level in levels:
-        for k in ks:
-            for cls in (Recall, RecallAny, RecallAll, NDCGAny):
-                out.append(cls(level.name, k, level.prefix))
+        for k in cutoffs(top_k, ks):
+            for cls in order:
+                empty = OFFICIAL_EMPTY_GOLD.get(cls) if official else None
+                out.append(cls(level.name, k, level.prefix, empty_gold=empty))
     return out
 
 

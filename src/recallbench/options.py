@@ -17,6 +17,7 @@ from recallbench.datasets.base import DATASETS, DEFAULT_DATASET, UNITS
 FIXTURE_DIR = Path("benchmarks/retrieval")
 DEFAULT_BASELINE = FIXTURE_DIR / "baseline.json"
 SESSION_TEXT_MODES = ("user", "all")
+GOLD_RULES = ("answer_session_ids", "official")
 EXECUTORS = ("local", "ray")
 #: where a learned embedder computes (`recallbench.stages.execution.DEVICES`)
 DEVICES = ("auto", "cpu", "cuda")
@@ -100,6 +101,13 @@ def dataset_options(base: Path = FIXTURE_DIR, shown: str | None = None) -> Calla
             default=None,
             help="LongMemEval: user turns joined by spaces (official, default) or every turn.",
         ),
+        click.option(
+            "--gold",
+            type=click.Choice(GOLD_RULES),
+            default=None,
+            help="LongMemEval: gold = answer_session_ids (default), or the official "
+            "run_retrieval.py rule (questions without gold scored vacuously).",
+        ),
     )
 
 
@@ -126,8 +134,11 @@ def dataset_inputs(
     unit: str | None,
     session_text: str | None,
     base: Path = FIXTURE_DIR,
+    gold: str | None = None,
 ) -> tuple[dict[str, Path], dict[str, Any]]:
     """(paths, options) for `datasets.base.open_source` from the dataset options."""
+    if gold is not None and dataset != "longmemeval":
+        raise click.UsageError("--gold is for --dataset longmemeval")
     if dataset == "fixtures":
         if data is not None:
             raise click.UsageError(
@@ -147,7 +158,8 @@ def dataset_inputs(
         if data is None:
             raise click.UsageError(f"--dataset {dataset} needs --data FILE")
         paths = {"data": data}
-    options = {k: v for k, v in (("unit", unit), ("session_text", session_text)) if v is not None}
+    given = (("unit", unit), ("session_text", session_text), ("gold", gold))
+    options = {k: v for k, v in given if v is not None}
     return paths, options
 
 
@@ -180,6 +192,36 @@ top_k_option = click.option(
     type=click.IntRange(min=1, max=10_000),
     default=None,
     help="Results per query [default: 5 for the fixtures, 10 for conversational datasets].",
+)
+
+
+def _parse_ks(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple | None:
+    if value is None:
+        return None
+    try:
+        ks = tuple(sorted({int(part) for part in value.split(",")}))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of integers") from None
+    if not ks or ks[0] < 1:
+        raise click.BadParameter(f"{value!r}: every k must be at least 1")
+    return ks
+
+
+k_option = click.option(
+    "--k",
+    "ks",
+    callback=_parse_ks,
+    default=None,
+    metavar="K,K,...",
+    help="Cutoffs to score (conversational datasets), e.g. 1,3,5,10,30,50; each at most "
+    "--top-k [default: 1, 5, 10 up to --top-k, and --top-k].",
+)
+preset_option = click.option(
+    "--preset",
+    type=click.Choice(["longmemeval-paper"]),
+    default=None,
+    help="longmemeval-paper: the LongMemEval paper's protocol (--session-text user, "
+    "--gold official, --k 1,3,5,10,30,50, --top-k 50).",
 )
 repeat_option = click.option(
     "--repeat",

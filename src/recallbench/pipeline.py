@@ -3,7 +3,7 @@ order `artifacts.STAGES` defines, for any dataset."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,7 @@ def run_pipeline(
     keep_stores: bool | None = None,
     sample: int | None = None,
     execution: Execution | None = None,
+    ks: Sequence[int] | None = None,
 ) -> Run:
     """validate -> hydrate -> query -> snapshot-roundtrip -> score -> report -> decide.
 
@@ -81,7 +82,7 @@ def run_pipeline(
         suite, work_dir, system, keep=keep_stores, execution=execution
     )
     runs, timings["runs"] = run_query(
-        suite, hydrate, work_dir, top_k=top_k, repeat=repeat, execution=execution
+        suite, hydrate, work_dir, top_k=top_k, repeat=repeat, execution=execution, ks=ks
     )
     roundtrip, timings["roundtrip"] = run_roundtrip(
         suite,

@@ -19,7 +19,7 @@ Stages never branch on the dataset's name: everything they need comes through he
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -63,8 +63,9 @@ class Source(Protocol):
     def summary(self) -> dict[str, Any]:
         """Dataset-specific counts gathered while streaming (may be empty)."""
 
-    def measures(self, top_k: int) -> list[Any]:
-        """The measures (recallbench.measures objects) to score a run with cutoff top_k."""
+    def measures(self, top_k: int, ks: Sequence[int] | None = None) -> list[Any]:
+        """The measures (recallbench.measures objects) to score a run with cutoff top_k (at
+        the cutoffs `ks`, when the run has its own)."""
 
     decide: Callable[[Mapping[str, Any]], dict[str, Any]] | None
 
@@ -83,9 +84,15 @@ def open_source(
     return dataset_module(name).open_source(dict(paths), dict(options or {}))
 
 
-def dataset_measures(name: str, top_k: int, options: Mapping[str, Any]) -> list[Any]:
-    """The measures dataset `name` scores a run with (module-level ``measures``)."""
-    return dataset_module(name).measures(top_k, dict(options))
+def dataset_measures(
+    name: str, top_k: int, options: Mapping[str, Any], ks: Sequence[int] | None = None
+) -> list[Any]:
+    """The measures dataset `name` scores a run with (module-level ``measures``), at the
+    run's own cutoffs `ks` when it has them (`--k`), else at the dataset's defaults."""
+    module = dataset_module(name)
+    if not ks:
+        return module.measures(top_k, dict(options))
+    return module.measures(top_k, dict(options), ks=list(ks))
 
 
 def dataset_policy(name: str) -> Callable[[Mapping[str, Any]], dict[str, Any]] | None:

@@ -321,10 +321,19 @@ def load_fixture_scope(corpus_path: Path, queries_path: Path) -> tuple[Scope, li
     return scope, files
 
 
-def measures(top_k: int, options: Mapping[str, Any]) -> list[Any]:
+def measures(top_k: int, options: Mapping[str, Any], ks: Any = None) -> list[Any]:
     """Recall@1, Recall@k, MRR@k, nDCG@k, fp_rate@k (no-answer queries) and
-    duplicate_slot_rate@k (near-duplicate queries); recall@1 once when k is 1."""
+    duplicate_slot_rate@k (near-duplicate queries); recall@1 once when k is 1. The suite's
+    cutoffs are fixed: a run's own k values (`--k`) are refused."""
     from recallbench import measures as ms
+
+    if ks:
+        from recallbench.errors import RecallbenchError
+
+        raise RecallbenchError(
+            "the fixture suite's cutoffs are fixed (1 and --top-k); --k is for the "
+            "conversational datasets"
+        )
 
     chosen = [
         ms.Recall(LEVEL, 1),
@@ -396,8 +405,8 @@ class FixtureSource:
             ),
         }
 
-    def measures(self, top_k: int) -> list[Any]:
-        return measures(top_k, self.options)
+    def measures(self, top_k: int, ks: Any = None) -> list[Any]:
+        return measures(top_k, self.options, ks)
 
 
 def open_source(paths: Mapping[str, Path], options: Mapping[str, Any]) -> FixtureSource:

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -597,8 +597,8 @@ class LoCoMoSource:
             "questions_without_evidence_key": c.questions_without_evidence_key,
         }
 
-    def measures(self, top_k: int) -> list[Any]:
-        return conversational_measures(top_k, self.levels)
+    def measures(self, top_k: int, ks: Sequence[int] | None = None) -> list[Any]:
+        return conversational_measures(top_k, self.levels, ks)
 
 
 def open_source(paths: Mapping[str, Path], options: Mapping[str, Any]) -> LoCoMoSource:
@@ -617,10 +617,11 @@ def open_source(paths: Mapping[str, Path], options: Mapping[str, Any]) -> LoCoMo
     return LoCoMoSource(Path(paths["data"]), unit)
 
 
-def measures(top_k: int, options: Mapping[str, Any]) -> list[Any]:
-    """recall, recall_any, recall_all, ndcg_any at k = 1, 5, 10 (up to top-k) and top-k, per level."""
+def measures(top_k: int, options: Mapping[str, Any], ks: Sequence[int] | None = None) -> list[Any]:
+    """recall, recall_any, recall_all, ndcg_any at k = 1, 5, 10 (up to top-k) and top-k (or
+    at the run's own `ks`), per level."""
 
     levels = [Level("session")]
     if (options.get("unit") or DEFAULT_UNIT) == "turn":
         levels.append(Level("turn", "turn_"))
-    return conversational_measures(top_k, levels)
+    return conversational_measures(top_k, levels, ks)

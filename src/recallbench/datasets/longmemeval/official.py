@@ -23,6 +23,12 @@ that keeps every quirk:
 
 ``rankings`` are indices into ``corpus_ids`` (a permutation in the original; only its
 first k entries matter). `evaluate_ids` is the same computation for a ranked list of ids.
+
+``evaluate_retrieval_turn2session(rankings, correct_docs, corpus_ids, k)``
+    turn ids -> session ids (the trailing ``_N`` dropped), k widened to the smallest k'
+    whose top k' turns hold k distinct sessions, then `evaluate_retrieval` at k' over the
+    turn ranking. Its recall_any/recall_all equal the distinct-session ranking's at k; its
+    nDCG counts every gold turn at its turn rank (`turn2session_ndcg`).
 """
 
 from __future__ import annotations
@@ -30,7 +36,15 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable, Sequence
 
-__all__ = ["dcg", "evaluate_ids", "evaluate_retrieval", "ndcg", "recall_fraction"]
+__all__ = [
+    "dcg",
+    "evaluate_ids",
+    "evaluate_retrieval",
+    "ndcg",
+    "recall_fraction",
+    "turn2session_cutoff",
+    "turn2session_ndcg",
+]
 
 
 def dcg(relevances: Sequence[float], k: int) -> float:
@@ -84,6 +98,33 @@ def evaluate_ids(
         raise ValueError(f"ranked id {missing[0]!r} is not in the corpus")
     rankings = [position[doc] for doc in ranked]
     return evaluate_retrieval(rankings, set(gold), corpus_ids, k)
+
+
+def turn2session_cutoff(turn_ranking: Sequence[str], gold_turns: Collection[str], k: int) -> int:
+    """evaluate_retrieval_turn2session's widened cutoff: the smallest k' >= k whose top k'
+    turns hold k distinct sessions, or len + 1 when the ranking never does. A turn's session
+    is its id without the trailing ``_N``, with 'answer' renamed 'noans' for a turn of an
+    'answer' session that is not a gold turn (run_retrieval.py renames such turn ids)."""
+
+    def session(turn_id: str) -> str:
+        sid = "_".join(turn_id.split("_")[:-1])
+        return sid.replace("answer", "noans") if turn_id not in gold_turns else sid
+
+    effective = k
+    seen = {session(t) for t in turn_ranking[:effective]}
+    while effective <= len(turn_ranking) and len(seen) < k:
+        effective += 1
+        seen = {session(t) for t in turn_ranking[:effective]}
+    return effective
+
+
+def turn2session_ndcg(turn_ranking: Sequence[str], gold_turns: Collection[str], k: int) -> float:
+    """evaluate_retrieval_turn2session's ndcg_any@k: the turn ranking at the widened cutoff,
+    a turn relevant when it is a gold turn (its session, renamed as above, is a gold
+    session exactly then), the ideal over every gold turn."""
+    gold = set(gold_turns)
+    cutoff = turn2session_cutoff(turn_ranking, gold, k)
+    return evaluate_ids(list(turn_ranking), gold, cutoff)[2]
 
 
 def recall_fraction(ranked: Sequence[str], gold: Collection[str], k: int) -> float | None:

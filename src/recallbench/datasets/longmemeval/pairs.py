@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 
 SESSION_TEXT_MODES: tuple[str, ...] = ("user", "all")
 UNITS: tuple[str, ...] = ("session", "turn")
+#: the gold rules (`--gold`): the default, and the rule of LongMemEval's run_retrieval.py
+GOLD_DEFAULT = "answer_session_ids"
+GOLD_OFFICIAL = "official"
+GOLD_RULES: tuple[str, ...] = (GOLD_DEFAULT, GOLD_OFFICIAL)
+#: with --gold official, the level that keeps the default rule's gold beside the official one
+DEFAULT_RULE_LEVEL = "answer_ids"
 
 ABSTENTION_MARK = "_abs"
 GOLD_FROM_SESSIONS = "answer_session_ids"
@@ -116,8 +122,58 @@ def gold_of(inst: Instance) -> GoldInfo:
     )
 
 
-def classify(inst: Instance) -> Drop | GoldInfo:
-    """Drop (abstention, or no gold to find) or the question's gold sessions."""
+@dataclass(frozen=True)
+class OfficialGold:
+    """LongMemEval's official gold (run_retrieval.py), which may be empty (vacuous)."""
+
+    #: sessions whose id contains 'answer' and that have a user turn marked has_answer
+    sessions: tuple[str, ...]
+    #: user turns marked has_answer of sessions whose id contains 'answer' (turn ids)
+    turns: tuple[str, ...]
+
+
+def is_official_session(session_id: str, turns: Sequence[Turn]) -> bool:
+    """run_retrieval.py's session rule: the id contains 'answer' and some *user* turn is
+    marked has_answer (otherwise the id is renamed 'noans...', so it is not gold). A turn
+    without the key counts as not marked."""
+    return "answer" in session_id and any(t.role == "user" and t.has_answer is True for t in turns)
+
+
+def is_official_turn(session_id: str, turn: Turn) -> bool:
+    """run_retrieval.py's turn rule: a user turn marked has_answer in a session whose id
+    contains 'answer' (only user turns are indexed there)."""
+    return "answer" in session_id and turn.role == "user" and turn.has_answer is True
+
+
+def official_session_unit(session_id: str, turn: Turn) -> str:
+    """The session a turn counts for in evaluate_retrieval_turn2session: its session id, or,
+    for a turn of an 'answer' session that is not an official gold turn, the id with
+    'answer' renamed 'noans' (run_retrieval.py renames the turn id; the suffix is dropped)."""
+    if "answer" in session_id and not is_official_turn(session_id, turn):
+        return session_id.replace("answer", "noans")
+    return session_id
+
+
+def official_gold(inst: Instance) -> OfficialGold:
+    """The question's official gold over its haystack (first occurrence of each id)."""
+    keep, _ = _unique_sessions(inst)
+    sessions, turns = [], []
+    for i in keep:
+        sid = inst.session_ids[i]
+        if is_official_session(sid, inst.sessions[i]):
+            sessions.append(sid)
+        turns += [
+            f"{sid}_{t + 1}"
+            for t, turn in enumerate(inst.sessions[i])
+            if is_official_turn(sid, turn)
+        ]
+    return OfficialGold(tuple(sessions), tuple(turns))
+
+
+def classify(inst: Instance, gold: str = GOLD_DEFAULT) -> Drop | GoldInfo:
+    """Drop (abstention, or no gold to find) or the question's gold sessions by the default
+    rule. With gold "official" only abstention questions are dropped: a question without
+    official gold is scored (vacuously), its default-rule gold may be empty."""
     if is_abstention(inst.question_id):
         return Drop(
             inst.question_id,
@@ -127,7 +183,7 @@ def classify(inst: Instance) -> Drop | GoldInfo:
             inst.question_id,
         )
     info = gold_of(inst)
-    if not info.gold:
+    if not info.gold and gold != GOLD_OFFICIAL:
         if info.source == GOLD_FROM_TURNS:
             detail = "no answer_session_ids and no has_answer turn: nothing to find"
         else:
@@ -150,45 +206,66 @@ def _turn_units(inst: Instance, position: int, mode: str) -> list[tuple[str, str
     return out
 
 
-def make_scope(inst: Instance, mode: str, unit: str = "session") -> tuple[Scope, GoldInfo] | Drop:
+def make_scope(
+    inst: Instance, mode: str, unit: str = "session", gold: str = GOLD_DEFAULT
+) -> tuple[Scope, GoldInfo] | Drop:
     """The question's scope (its haystack as memories, itself as the one query), or its drop.
 
     unit "session": one memory per distinct session text, standing for every session with
     that text. unit "turn": one memory per distinct indexed turn text; its units are the
     turn ids and their sessions. Turn-level gold = indexed turns marked has_answer.
+
+    gold "official": the session and turn gold are `official_gold` (possibly empty); at unit
+    "turn" a turn's session unit is `official_session_unit` (evaluate_retrieval_turn2session's
+    'noans' renaming); the default rule's session gold is kept at the level
+    `DEFAULT_RULE_LEVEL` (real session ids), so both sets of figures come from one ranking.
     """
-    verdict = classify(inst)
+    verdict = classify(inst, gold)
     if isinstance(verdict, Drop):
         return verdict
+    official = gold == GOLD_OFFICIAL
     keep, _ = _unique_sessions(inst)
-    by_text: dict[str, tuple[list[str], list[str]]] = {}
+    by_text: dict[str, tuple[list[str], list[str], list[str]]] = {}
     turn_gold: dict[str, int] = {}
     for i in keep:
         sid = inst.session_ids[i]
         if unit == "session":
-            entry = by_text.setdefault(session_text(inst.sessions[i], mode), ([], []))
+            entry = by_text.setdefault(session_text(inst.sessions[i], mode), ([], [], []))
             entry[1].append(sid)
+            entry[2].append(sid)
             continue
-        labels = [t.has_answer for t in inst.sessions[i]]
+        turns = inst.sessions[i]
         for turn_id, text in _turn_units(inst, i, mode):
-            entry = by_text.setdefault(text, ([], []))
+            turn = turns[int(turn_id.rsplit("_", 1)[1]) - 1]
+            entry = by_text.setdefault(text, ([], [], []))
             entry[0].append(turn_id)
-            if sid not in entry[1]:
-                entry[1].append(sid)
-            if labels[int(turn_id.rsplit("_", 1)[1]) - 1] is True:
+            session_unit = official_session_unit(sid, turn) if official else sid
+            if session_unit not in entry[1]:
+                entry[1].append(session_unit)
+            if sid not in entry[2]:
+                entry[2].append(sid)
+            if is_official_turn(sid, turn) if official else turn.has_answer is True:
                 turn_gold[turn_id] = 2
     memories = []
-    for text, (turn_ids, session_ids) in by_text.items():
+    for text, (turn_ids, session_ids, real_ids) in by_text.items():
         first = turn_ids[0] if unit == "turn" else session_ids[0]
         units = {"session": tuple(session_ids)}
         if unit == "turn":
             units = {"turn": tuple(turn_ids), "session": tuple(session_ids)}
+        if official:
+            units[DEFAULT_RULE_LEVEL] = tuple(real_ids)
         memories.append(
             Memory(opaque_id(inst.question_id, first), text, units, identifier=STORE_IDENTIFIER)
         )
     if len({m.memory_id for m in memories}) != len(memories):  # pragma: no cover - sha256
         raise RuntimeError(f"opaque id collision in question {inst.question_id}")
-    relevance = {"session": {sid: 2 for sid in verdict.gold}}
+    if official:
+        relevance = {
+            "session": {sid: 2 for sid in official_gold(inst).sessions},
+            DEFAULT_RULE_LEVEL: {sid: 2 for sid in verdict.gold},
+        }
+    else:
+        relevance = {"session": {sid: 2 for sid in verdict.gold}}
     if unit == "turn":
         relevance["turn"] = turn_gold
     query = Query(inst.question_id, inst.question_type, inst.question, relevance)

@@ -15,7 +15,7 @@ and the field path, e.g.::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -281,20 +281,69 @@ NOTES = (
 )
 
 
-def _levels(unit: str) -> tuple:
+OFFICIAL_NOTES = (
+    "Gold by LongMemEval's official rule (--gold official, run_retrieval.py): sessions whose "
+    "id contains 'answer' and that have a user turn marked has_answer; turn gold = such user "
+    "turns. A question left without gold is still scored, vacuously: recall_any 0, "
+    "recall_all 1, ndcg_any 0 (the summary counts these questions); these zeros and ones are "
+    "the official rule's, not measurements.",
+    "The answer_ids_ measures score the same ranking with the default rule's gold: "
+    "answer_session_ids present in the haystack; when a record has none, the sessions holding "
+    "a has_answer turn.",
+)
+
+
+def _levels(unit: str, gold: str = "answer_session_ids") -> tuple:
+    from recallbench.datasets.longmemeval.pairs import DEFAULT_RULE_LEVEL, GOLD_OFFICIAL
     from recallbench.model import Level
 
-    session = Level("session", "", "a haystack session")
+    official = gold == GOLD_OFFICIAL
+    session = Level(
+        "session",
+        "",
+        "a haystack session (official gold)" if official else "a haystack session",
+    )
+    levels = [session]
     if unit == "turn":
-        return (session, Level("turn", "turn_", "a haystack turn (session id + '_' + position)"))
-    return (session,)
+        levels.append(Level("turn", "turn_", "a haystack turn (session id + '_' + position)"))
+    if official:
+        levels.append(
+            Level(
+                DEFAULT_RULE_LEVEL,
+                f"{DEFAULT_RULE_LEVEL}_",
+                "a haystack session, gold = answer_session_ids (the default rule), same ranking",
+            )
+        )
+    return tuple(levels)
 
 
-def measures(top_k: int, options: dict[str, Any]) -> list[Any]:
-    """recall, recall_any, recall_all, ndcg_any at k = 1, 5, 10 (up to top-k) and top-k, per level."""
+def measures(top_k: int, options: dict[str, Any], ks: Sequence[int] | None = None) -> list[Any]:
+    """recall, recall_any, recall_all, ndcg_any at k = 1, 5, 10 (up to top-k) and top-k (or
+    at the run's own `ks`), per level. With gold "official" the official levels score
+    questions without gold vacuously and list recall_all and ndcg_any first; the default
+    rule's level beside them does not."""
+    from recallbench.datasets.longmemeval.pairs import DEFAULT_RULE_LEVEL, GOLD_OFFICIAL
     from recallbench.measures import conversational_measures
 
-    return conversational_measures(top_k, _levels(options.get("unit", "session")))
+    gold = options.get("gold") or "answer_session_ids"
+    levels = _levels(options.get("unit", "session"), gold)
+    if gold != GOLD_OFFICIAL:
+        return conversational_measures(top_k, levels, ks)
+    official = [lv for lv in levels if lv.name != DEFAULT_RULE_LEVEL]
+    default = [lv for lv in levels if lv.name == DEFAULT_RULE_LEVEL]
+    chosen = conversational_measures(top_k, official, ks, official=True)
+    if options.get("unit") == "turn":
+        # the session level of a turn run: nDCG as evaluate_retrieval_turn2session computes
+        # it, from the turn ranking (recall_any/recall_all of the session ranking are its own)
+        from recallbench.measures import NDCGAny, NDCGAnyTurn2Session
+
+        chosen = [
+            NDCGAnyTurn2Session(m.level, m.k, m.prefix, empty_gold=m.empty_gold, depth=top_k)
+            if type(m) is NDCGAny and m.level == "session"
+            else m
+            for m in chosen
+        ]
+    return chosen + conversational_measures(top_k, default, ks)
 
 
 class LongMemEvalSource:
@@ -305,8 +354,16 @@ class LongMemEvalSource:
     notes = NOTES
     decide = None
 
-    def __init__(self, path: Path, session_text: str, unit: str) -> None:
-        from recallbench.datasets.longmemeval.pairs import SESSION_TEXT_MODES, UNITS
+    def __init__(
+        self, path: Path, session_text: str, unit: str, gold: str = "answer_session_ids"
+    ) -> None:
+        from recallbench.datasets.longmemeval.pairs import (
+            GOLD_DEFAULT,
+            GOLD_OFFICIAL,
+            GOLD_RULES,
+            SESSION_TEXT_MODES,
+            UNITS,
+        )
 
         if session_text not in SESSION_TEXT_MODES:
             raise RecallbenchError(
@@ -314,9 +371,17 @@ class LongMemEvalSource:
             )
         if unit not in UNITS:
             raise RecallbenchError(f"--unit must be one of {', '.join(UNITS)}, not {unit!r}")
+        if gold not in GOLD_RULES:
+            raise RecallbenchError(f"--gold must be one of {', '.join(GOLD_RULES)}, not {gold!r}")
         self.file = DataFile(path)
+        # the default rule is not recorded, so default runs keep their artifacts unchanged
         self.options = {"session_text": session_text, "unit": unit}
-        self.levels = _levels(unit)
+        if gold != GOLD_DEFAULT:
+            self.options["gold"] = gold
+        self.gold = gold
+        self.levels = _levels(unit, gold)
+        if gold == GOLD_OFFICIAL:  # the default rule's gold note is replaced
+            self.notes = NOTES[:2] + OFFICIAL_NOTES
         self._types: list[str] = []
         self._summary: dict[str, Any] = {}
 
@@ -338,6 +403,7 @@ class LongMemEvalSource:
         from recallbench.datasets.longmemeval.pairs import (
             GOLD_FROM_SESSIONS,
             GOLD_FROM_TURNS,
+            GOLD_OFFICIAL,
             make_scope,
         )
         from recallbench.model import Drop
@@ -357,13 +423,26 @@ class LongMemEvalSource:
             first_seen[inst.question_id] = inst.index
             types.add(inst.question_type)
             sessions.append(len(inst.session_ids))
-            made = make_scope(inst, self.options["session_text"], self.options["unit"])
+            made = make_scope(inst, self.options["session_text"], self.options["unit"], self.gold)
             if isinstance(made, Drop):
                 yield made
                 continue
             scope, gold = made
             gold_sources[gold.source] += 1
-            gold_sizes[len(gold.gold)] += 1
+            if self.gold == GOLD_OFFICIAL:
+                relevance = scope.queries[0].relevance
+                gold_sizes[len(relevance["session"])] += 1
+                stats["questions_with_vacuous_gold"] += not relevance["session"]
+                if "turn" in relevance:
+                    stats["questions_with_vacuous_turn_gold"] += not relevance["turn"]
+                stats["questions_without_default_rule_gold"] += not gold.gold
+                # identical texts are stored once: the official code indexes every copy,
+                # so a BM25's corpus statistics (and ties) can differ for these questions
+                unit_level = "turn" if "turn" in relevance else "session"
+                units = sum(len(m.units[unit_level]) for m in scope.memories)
+                stats["questions_with_identical_texts_stored_once"] += units > len(scope.memories)
+            else:
+                gold_sizes[len(gold.gold)] += 1
             stats["answer_ids_not_in_haystack"] += len(gold.missing)
             stats["questions_with_answer_ids_not_in_haystack"] += bool(gold.missing)
             stats["duplicate_session_ids_ignored"] += gold.duplicate_ids
@@ -375,6 +454,7 @@ class LongMemEvalSource:
         ordered = sorted(sessions)
         self._summary = {
             "records": self.file.records,
+            **({"gold_rule": GOLD_OFFICIAL} if self.gold == GOLD_OFFICIAL else {}),
             "gold_from_answer_session_ids": gold_sources[GOLD_FROM_SESSIONS],
             "gold_from_has_answer_turns": gold_sources[GOLD_FROM_TURNS],
             "gold_sessions_per_question": {str(k): v for k, v in sorted(gold_sizes.items())},
@@ -406,8 +486,8 @@ class LongMemEvalSource:
     def summary(self) -> dict[str, Any]:
         return dict(self._summary)
 
-    def measures(self, top_k: int) -> list[Any]:
-        return measures(top_k, self.options)
+    def measures(self, top_k: int, ks: Sequence[int] | None = None) -> list[Any]:
+        return measures(top_k, self.options, ks)
 
 
 def type_sort_key(question_type: str) -> tuple[int, str]:
@@ -418,12 +498,16 @@ def type_sort_key(question_type: str) -> tuple[int, str]:
 
 
 def open_source(paths: dict[str, Path], options: dict[str, Any]) -> LongMemEvalSource:
-    """paths: {"data": FILE}; options: session_text ("user"), unit ("session")."""
+    """paths: {"data": FILE}; options: session_text ("user"), unit ("session"), gold
+    ("answer_session_ids", or "official")."""
     if "data" not in paths:
         raise RecallbenchError("--dataset longmemeval needs --data FILE")
-    unknown = sorted(set(options) - {"session_text", "unit"})
+    unknown = sorted(set(options) - {"session_text", "unit", "gold"})
     if unknown:
         raise RecallbenchError(f"LongMemEval has no option {unknown[0]!r}")
     return LongMemEvalSource(
-        Path(paths["data"]), options.get("session_text") or "user", options.get("unit") or "session"
+        Path(paths["data"]),
+        options.get("session_text") or "user",
+        options.get("unit") or "session",
+        options.get("gold") or "answer_session_ids",
     )
