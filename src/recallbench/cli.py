@@ -414,17 +414,20 @@ def score_cmd(ctx: Context) -> None:
 @pass_ctx
 def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> None:
     """Write the result (results.json), the Markdown report and its plots (report-plots/
-    beside the report), together."""
+    beside the report) and the HTML report (report.html beside it), together."""
     from recallbench.artifacts import artifact_path
-    from recallbench.stages.report import build_report, timings_for
+    from recallbench.stages.report import build_report, html_path, timings_for
 
     envs = [ctx.read(k) for k in ("suite", "hydrate", "runs", "roundtrip")]
     envs.append(ctx.read_current("scores"))
     report = build_report(*envs, timings=timings_for(ctx.build_dir, *envs))
     output = output or artifact_path(ctx.build_dir, "results")
     report_path = report_path or ctx.build_dir / "report.md"
-    ctx.publish(report.files(output, report_path))
-    ctx.say(f"wrote {output} and {report_path} ({len(report.plots)} plots beside it)")
+    ctx.publish(report.files(output, report_path, ctx.build_dir))
+    ctx.say(
+        f"wrote {output}, {report_path} ({len(report.plots)} plots beside it) and "
+        f"{html_path(report_path)} ({len(report.html):,} bytes)"
+    )
     if not ctx.quiet:
         click.echo(summary_table(report.envelope["data"]))
 
@@ -638,8 +641,13 @@ def compare_cmd(
 
     if systems and result_files:
         raise click.UsageError("give either --system or --result, not both")
+    from recallbench.report.html import render_compare_html, texts_beside, texts_of_run
+
+    texts = []
     if result_files:
-        results = [load_envelope(p, "results", "recallbench report")["data"] for p in result_files]
+        envs = [load_envelope(p, "results", "recallbench report") for p in result_files]
+        results = [env["data"] for env in envs]
+        texts = [texts_beside(p, env) for p, env in zip(result_files, envs, strict=True)]
         labels = [p.parent.name if p.stem == "results" else p.stem for p in result_files]
         if len(set(labels)) != len(labels):
             labels = [str(p) for p in result_files]
@@ -657,20 +665,27 @@ def compare_cmd(
             top_k=_top_k(top_k, dataset),
             parent=ctx.build_dir,
             say=ctx.say,
+            on_run=lambda run: texts.append(texts_of_run(run)),
         )
     doc = compare_results(results, labels, seed=seed, resamples=resamples)
     output = output or ctx.build_dir / "compare.json"
     report_path = report_path or ctx.build_dir / "compare.md"
     plots = compare_plots(doc)  # beside compare.md, where its links point
     markdown = render_markdown(doc, plots=[(name, caption(name)) for name in plots])
+    html = render_compare_html(doc, results, texts, plots=plots)  # compare.html beside it
+    html_path = report_path.with_suffix(".html")
     ctx.publish(
         {
             output: dumps(doc),
             report_path: markdown.encode("utf-8"),
+            html_path: html,
             **{report_path.parent / name: svg for name, svg in plots.items()},
         }
     )
-    ctx.say(f"wrote {output} and {report_path} ({len(plots)} plots beside it)")
+    ctx.say(
+        f"wrote {output}, {report_path} ({len(plots)} plots beside it) and {html_path} "
+        f"({len(html):,} bytes)"
+    )
     click.echo(render_markdown(doc, headline_only=True))
 
 

@@ -99,9 +99,11 @@ def run_systems(
     top_k: int = 5,
     parent: Path | None = None,
     say: Callable[[str], Any] | None = None,
+    on_run: Callable[[Any], Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Each system's result document on the dataset, in order, each run in a temporary
-    directory (under `parent` when given) that is removed afterwards."""
+    directory (under `parent` when given) that is removed afterwards; `on_run` sees each
+    `pipeline.Run` while its directory (and the validated spool in it) is still there."""
     import tempfile
 
     from recallbench.pipeline import run_pipeline
@@ -114,6 +116,8 @@ def run_systems(
             run = run_pipeline(
                 dataset, paths, Path(work), options=options, system=name, top_k=top_k
             )
+            if on_run is not None:
+                on_run(run)
             results.append(run.result)
     return results
 
