@@ -449,7 +449,9 @@ def _decision(result: Mapping[str, Any]) -> dict[str, Any]:
             f"{name} = {_fmt(v) if isinstance(v, float) else v}"
             for name, v in r["measured"].items()
         )
-        rules.append({"rule": r["rule"], "condition": r["condition"], "state": state, "m": measured})
+        rules.append(
+            {"rule": r["rule"], "condition": r["condition"], "state": state, "m": measured}
+        )
     return {
         "headline": (
             d["recommendation"]
@@ -489,9 +491,7 @@ def report_page_data(
         _query_record(q, texts, pool, measures, (deep or {}).get(q["query_id"]))
         for q in result["queries"]
     ]
-    units = [
-        [scope, unit, pool.add(text)] for (scope, unit), text in sorted(texts.units.items())
-    ]
+    units = [[scope, unit, pool.add(text)] for (scope, unit), text in sorted(texts.units.items())]
     return {
         "kind": "report",
         "k": result["run"]["top_k"],
@@ -529,33 +529,37 @@ def render_report_html(
         }
         for reason, n in result["counts"]["dropped"].items()
     ]
-    page = _environment().get_template("report.html").render(
-        title=f"Retrieval quality report: {result['system']['name']} on {ds['dataset']}",
-        system=result["system"]["name"],
-        dataset=ds["dataset"],
-        version=version,
-        fingerprint=fingerprint,
-        config=_config_rows(result),
-        warning=None if ds["identity"]["known"] else ds["identity"]["label"],
-        notes=ds["notes"],
-        drops=drops,
-        summary=[
-            (key.replace("_", " "), _format_setting(v)) for key, v in result["summary"].items()
-        ],
-        definitions=_definitions(result),
-        tables=_metric_tables(result),
-        images=[_image(n, svg, caption(n)) for n, svg in (plots or {}).items()],
-        truncation=result["truncation"],
-        roundtrip=_roundtrip_line(result),
-        decision=_decision(result),
-        categories=[(c, labels.get(c, c)) for c in ds["categories"]],
-        measures=data["measures"],
-        text_note=_text_note(texts),
-        level=texts.level,
-        top_k=result["run"]["top_k"],
-        data=_data_markup(data),
-        css=_asset("page.css"),
-        script=_asset("page.js"),
+    page = (
+        _environment()
+        .get_template("report.html")
+        .render(
+            title=f"Retrieval quality report: {result['system']['name']} on {ds['dataset']}",
+            system=result["system"]["name"],
+            dataset=ds["dataset"],
+            version=version,
+            fingerprint=fingerprint,
+            config=_config_rows(result),
+            warning=None if ds["identity"]["known"] else ds["identity"]["label"],
+            notes=ds["notes"],
+            drops=drops,
+            summary=[
+                (key.replace("_", " "), _format_setting(v)) for key, v in result["summary"].items()
+            ],
+            definitions=_definitions(result),
+            tables=_metric_tables(result),
+            images=[_image(n, svg, caption(n)) for n, svg in (plots or {}).items()],
+            truncation=result["truncation"],
+            roundtrip=_roundtrip_line(result),
+            decision=_decision(result),
+            categories=[(c, labels.get(c, c)) for c in ds["categories"]],
+            measures=data["measures"],
+            text_note=_text_note(texts),
+            level=texts.level,
+            top_k=result["run"]["top_k"],
+            data=_data_markup(data),
+            css=_asset("page.css"),
+            script=_asset("page.js"),
+        )
     )
     return page.encode("utf-8")
 
@@ -602,7 +606,12 @@ def compare_page_data(
                     "m": [_value(mine["metrics"].get(name)) for name in metrics],
                     "first": first,
                     "returned": [
-                        [h["id"], h["grade"], h["score"], pool.add(texts.units.get((scope, h["id"])))]
+                        [
+                            h["id"],
+                            h["grade"],
+                            h["score"],
+                            pool.add(texts.units.get((scope, h["id"]))),
+                        ]
                         for h in mine["returned"]
                     ],
                     "why": list(mine["why_missed"]),
@@ -652,9 +661,7 @@ def _pair_rows(pair: Mapping[str, Any]) -> list[dict[str, str]]:
                 "ref": _fmt(o["reference_mean"]),
                 "ch": _fmt(o["challenger_mean"]),
                 "diff": "n/a" if o["mean_difference"] is None else f"{o['mean_difference']:+.3f}",
-                "ci": "n/a"
-                if o["ci95"] is None
-                else f"[{o['ci95'][0]:+.3f}, {o['ci95'][1]:+.3f}]",
+                "ci": "n/a" if o["ci95"] is None else f"[{o['ci95'][0]:+.3f}, {o['ci95'][1]:+.3f}]",
                 "p": "n/a" if o["p_value"] is None else f"{o['p_value']:.4f}",
                 "wtl": f"{o['wins']} / {o['ties']} / {o['losses']}",
             }
@@ -696,25 +703,29 @@ def render_compare_html(
         for s in doc["systems"]
     ]
     digest = hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()
-    page = _environment().get_template("compare.html").render(
-        title=f"Systems side by side: {', '.join(data['systems'])} on {doc['dataset']['name']}",
-        version=version,
-        fingerprint=digest,
-        dataset=(
-            f"{doc['dataset']['name']} ({files}; {doc['dataset']['label']}), "
-            f"{doc['dataset']['queries']:,} scored queries, top-{doc['top_k']}; seed "
-            f"{doc['seed']}, {doc['resamples']:,} resamples"
-        ),
-        systems=systems,
-        pairs=[
-            {"reference": p["reference"], "challenger": p["challenger"], "rows": _pair_rows(p)}
-            for p in doc["comparisons"]
-        ],
-        images=[_image(n, svg, caption(n)) for n, svg in (plots or {}).items()],
-        categories=[tuple(c) for c in data["categories"]],
-        text_note=_text_note(texts),
-        data=_data_markup(data),
-        css=_asset("page.css"),
-        script=_asset("page.js"),
+    page = (
+        _environment()
+        .get_template("compare.html")
+        .render(
+            title=f"Systems side by side: {', '.join(data['systems'])} on {doc['dataset']['name']}",
+            version=version,
+            fingerprint=digest,
+            dataset=(
+                f"{doc['dataset']['name']} ({files}; {doc['dataset']['label']}), "
+                f"{doc['dataset']['queries']:,} scored queries, top-{doc['top_k']}; seed "
+                f"{doc['seed']}, {doc['resamples']:,} resamples"
+            ),
+            systems=systems,
+            pairs=[
+                {"reference": p["reference"], "challenger": p["challenger"], "rows": _pair_rows(p)}
+                for p in doc["comparisons"]
+            ],
+            images=[_image(n, svg, caption(n)) for n, svg in (plots or {}).items()],
+            categories=[tuple(c) for c in data["categories"]],
+            text_note=_text_note(texts),
+            data=_data_markup(data),
+            css=_asset("page.css"),
+            script=_asset("page.js"),
+        )
     )
     return page.encode("utf-8")

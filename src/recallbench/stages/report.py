@@ -13,8 +13,8 @@ bytes for the same inputs. Its size goes to the report's timing sidecar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
