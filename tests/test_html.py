@@ -270,3 +270,21 @@ def test_compare_html_renders_hostile_labels_as_text(lane: Run) -> None:
     html = render_compare_html(doc, results, no_texts("memory")).decode("utf-8")
     head = html.split('id="rb-data">')[0]
     assert "<a>" not in head and "&lt;a&gt;" in head and "\u202e" not in head
+
+
+def test_report_without_its_spool_shows_ids_and_a_damaged_spool_is_refused(
+    tmp_path: Path,
+) -> None:
+    build = tmp_path / "build"
+    write_run(run_fixtures(build), build)
+    spool = build / "scopes.jsonl"
+    good = spool.read_bytes()
+    spool.write_bytes(good.replace(b"Acme", b"Acne", 1))  # same size, other bytes
+    result = cli(build, "report")
+    assert result.exit_code == 1 and "not the scope spool suite.json describes" in result.stderr
+    spool.unlink()  # artifacts copied without the spool: a page of ids, saying why
+    result = cli(build, "report")
+    assert result.exit_code == 0, result.output
+    assert "no texts: no scopes.jsonl" in result.stderr
+    assert "Texts are not shown" in (build / "report.html").read_text(encoding="utf-8")
+    assert load_json(build / "timings" / "results.json")["html"]["texts_available"] is False

@@ -424,9 +424,10 @@ def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> N
     output = output or artifact_path(ctx.build_dir, "results")
     report_path = report_path or ctx.build_dir / "report.md"
     ctx.publish(report.files(output, report_path, ctx.build_dir))
+    no_texts = "" if report.timing["html"]["texts_available"] else "; no texts: no scopes.jsonl"
     ctx.say(
         f"wrote {output}, {report_path} ({len(report.plots)} plots beside it) and "
-        f"{html_path(report_path)} ({len(report.html):,} bytes)"
+        f"{html_path(report_path)} ({len(report.html):,} bytes{no_texts})"
     )
     if not ctx.quiet:
         click.echo(summary_table(report.envelope["data"]))
@@ -642,6 +643,7 @@ def compare_cmd(
     if systems and result_files:
         raise click.UsageError("give either --system or --result, not both")
     from recallbench.report.html import render_compare_html, texts_beside, texts_of_run
+    from recallbench.stages.report import html_path
 
     texts = []
     if result_files:
@@ -673,17 +675,17 @@ def compare_cmd(
     plots = compare_plots(doc)  # beside compare.md, where its links point
     markdown = render_markdown(doc, plots=[(name, caption(name)) for name in plots])
     html = render_compare_html(doc, results, texts, plots=plots)  # compare.html beside it
-    html_path = report_path.with_suffix(".html")
+    page = html_path(report_path)
     ctx.publish(
         {
             output: dumps(doc),
             report_path: markdown.encode("utf-8"),
-            html_path: html,
+            page: html,
             **{report_path.parent / name: svg for name, svg in plots.items()},
         }
     )
     ctx.say(
-        f"wrote {output}, {report_path} ({len(plots)} plots beside it) and {html_path} "
+        f"wrote {output}, {report_path} ({len(plots)} plots beside it) and {page} "
         f"({len(html):,} bytes)"
     )
     click.echo(render_markdown(doc, headline_only=True))

@@ -149,6 +149,17 @@ def collect_texts(
     return texts
 
 
+def report_texts(suite_env: Mapping[str, Any], result: Mapping[str, Any]) -> Texts:
+    """The texts of the report page: from the suite's spool, or none when the spool is not
+    there at all (artifacts copied without scopes.jsonl: the page shows ids and says why).
+    A spool that is there but not the one suite.json describes is refused."""
+    from recallbench.spool import spool_path
+
+    if not spool_path(suite_env).is_file():
+        return no_texts(suite_env["data"]["levels"][0]["name"])
+    return collect_texts(suite_env, [result])
+
+
 def texts_of_run(run: Any) -> Texts:
     """The texts of one in-process run (`pipeline.Run`), read while its spool is there."""
     return collect_texts(run.envelopes["suite"], [run.result])

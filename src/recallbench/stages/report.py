@@ -75,8 +75,13 @@ def report_files(
 
 
 def html_path(report_path: Path) -> Path:
-    """Where the HTML report goes for the Markdown report at `report_path`."""
-    return Path(report_path).with_suffix(".html")
+    """Where the HTML report goes for the Markdown report at `report_path`: the same name
+    with `.html` (`report.md` -> `report.html`; a Markdown path that already ends in .html
+    gets a second `.html`, so neither overwrites the other)."""
+    report_path = Path(report_path)
+    if report_path.suffix == ".html":
+        return report_path.with_name(report_path.name + ".html")
+    return report_path.with_suffix(".html")
 
 
 def build_report(
@@ -115,10 +120,10 @@ def build_report(
     page = b""
     timing: dict[str, Any] = {"markdown_bytes": len(markdown.encode("utf-8"))}
     if html:
-        from recallbench.report.html import collect_texts, deep_ranks, render_report_html
+        from recallbench.report.html import deep_ranks, render_report_html, report_texts
 
         level = result["dataset"]["levels"][0]["name"]
-        texts = collect_texts(suite_env, [result])
+        texts = report_texts(suite_env, result)
         page = render_report_html(
             result,
             texts,
@@ -129,6 +134,7 @@ def build_report(
         )
         timing["html"] = {
             "bytes": len(page),
+            "texts_available": texts.available,
             "texts_complete": texts.complete,
             "unit_texts": len(texts.units),
             "units_total": texts.totals.get("units", 0),
