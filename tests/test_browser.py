@@ -218,7 +218,7 @@ return {page: doc.scrollWidth - doc.clientWidth, tables: document.querySelectorA
 """
 
 
-@pytest.mark.parametrize("path", ["", "fixtures/", "reading-the-report/"])
+@pytest.mark.parametrize("path", ["", "fixtures/", "longmemeval/", "reading-the-report/"])
 def test_docs_pages_render_and_their_tables_fit(page: Any, site: str, path: str) -> None:
     browser.open_page(page, site + path)
     assert page.find_element("css selector", "article h1").text
