@@ -33,8 +33,8 @@ class Run:
         return self.envelopes["results"]["data"]
 
     def files(self, build_dir: Path) -> dict[Path, bytes]:
-        """Every artifact, timing sidecar, report.md and report.html, as `publish` takes them (the scope
-        spool already lies in the work directory the run used)."""
+        """Every artifact, timing sidecar, report.md and report.html, as `publish` takes
+        them (the scope spool already lies in the work directory the run used)."""
         out: dict[Path, bytes] = {}
         for kind, env in self.envelopes.items():
             out.update(stage_files(build_dir, env, self.timings.get(kind)))
