@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -171,4 +170,3 @@ if __name__ == "__main__":
         sys.exit(f"browser.py: {why}")
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else DOCS_SHOT
     print(f"wrote {docs_screenshot(target)}", file=sys.stderr)
-    shutil.rmtree(Path(__file__).resolve().parent / "__pycache__", ignore_errors=True)
