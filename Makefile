@@ -10,8 +10,10 @@ BIN := $(VENV)/bin
 BUILD ?= build
 STAMP := $(VENV)/.recallbench-installed
 RB := $(BIN)/recallbench --build-dir "$(BUILD)"
+# Material for MkDocs prints a notice about MkDocs 2.0 on every build; it is not a warning of ours.
+export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup setup-semantic eval test test-portable lint docs baseline bench bench-longmemeval bench-embed bench-peer bench-large bench-large-full clean
+.PHONY: setup setup-semantic eval test test-portable lint docs screenshot baseline bench bench-longmemeval bench-embed bench-peer bench-large bench-large-full clean
 
 setup: $(STAMP)
 
@@ -33,7 +35,7 @@ eval: $(STAMP)
 	  echo "$(RB) $$stage"; $(RB) $$stage; done
 	$(RB) export-trec
 	$(RB) check-baseline
-	@echo "results: $(BUILD)/results.json  report: $(BUILD)/report.md  decision: $(BUILD)/decision.json"
+	@echo "results: $(BUILD)/results.json  report: $(BUILD)/report.md and $(BUILD)/report.html  decision: $(BUILD)/decision.json"
 
 test: $(STAMP)
 	$(BIN)/ruff check .
@@ -54,6 +56,11 @@ lint: $(STAMP)
 
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict
+
+# docs/img/report-screenshot.png, by the browser test's own functions (needs Debian's
+# chromium and chromium-driver: apt-get install -y chromium chromium-driver).
+screenshot: $(STAMP)
+	$(BIN)/python tests/browser.py docs/img/report-screenshot.png
 
 # The committed baseline, then the docs' plots drawn from it (a test fails when they are stale).
 baseline: $(STAMP)

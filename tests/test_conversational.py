@@ -10,6 +10,7 @@ deduplicated sessions; the script's turn-level summary; a deterministic round-tr
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import math
@@ -666,3 +667,43 @@ def test_export_trec_for_longmemeval_agrees_with_trec_eval(
         assert theirs[qid]["recall_5"] == pytest.approx(value, abs=1e-12), qid
     mean = sum(ours.values()) / len(ours)
     assert scores["overall"]["recall@5"]["value"] == pytest.approx(mean)
+
+
+def test_locomo_category_labels_in_the_markdown_and_the_html(locomo_build: Path) -> None:
+    """The five-worst table, the why-missed lines and report.html name LoCoMo's categories
+    by their labels ('1 multi-hop'), as the plots do; report.html shows a session's text as
+    its turns' texts, read from the spool."""
+    import re
+
+    import orjson
+
+    result = load(locomo_build / "results.json")["data"]
+    labels = result["dataset"]["category_labels"]
+    assert labels["1"] == "1 multi-hop"
+    report = (locomo_build / "report.md").read_text()
+    worst = report.split("## Five worst queries")[1].split("## ")[0]
+    rows = [x for x in worst.splitlines() if x.startswith("| ") and not x.startswith("| query")]
+    assert rows and all(x.split(" | ")[1] in labels.values() for x in rows)
+    from recallbench.report.markdown import render_markdown
+
+    missed = copy.deepcopy(result)  # BM25 misses nothing here: give one query a miss line
+    first = missed["queries"][0]
+    first["why_missed"] = ["D1 (grade 3) not returned at all; the top-1 held: D2 (not gold)"]
+    why = render_markdown(missed, {}, "now", "0").split("## Why relevant items were missed")[1]
+    line = next(x for x in why.splitlines() if x.startswith("- `"))
+    assert line == (
+        f"- `{first['query_id']}` ({labels[first['category']]}): {first['why_missed'][0]}"
+    )
+    html = (locomo_build / "report.html").read_bytes()
+    data = orjson.loads(re.search(rb'id="rb-data">(.*?)</script>', html, re.S).group(1))
+    assert data["categories"] == [[c, labels[c]] for c in result["dataset"]["categories"]]
+    assert b"1 multi-hop" in html
+    suite_turns = {}
+    for line in (locomo_build / "scopes.jsonl").read_bytes().splitlines():
+        scope = orjson.loads(line)
+        for m in scope["memories"]:
+            for session in m["units"]["session"]:
+                suite_turns.setdefault((scope["scope_id"], session), []).append(m["text"])
+    q = data["queries"][0]
+    for unit, _grade, _rank, text in q["expected"]:
+        assert data["texts"][text] == "\n\n".join(suite_turns[(q["scope"], unit)])

@@ -98,7 +98,7 @@ def test_in_process_chain_into_a_build_dir(sandbox: Sandbox) -> None:
     }
     assert {p.split(os.sep)[1] for p in after["cwd"] if os.sep in p} == {
         name for _, name in STAGE_OUTPUTS
-    } | {SPOOL, "report.md", REPORT_PLOTS_DIR, "stores", "roundtrip", "timings"}
+    } | {SPOOL, "report.md", "report.html", REPORT_PLOTS_DIR, "stores", "roundtrip", "timings"}
     assert after["tmp"] == {}  # HotMem's spool stayed inside the build dir
     assert after["home"] == before["home"] == {}
     assert after["benchmarks"] == before["benchmarks"]
@@ -118,7 +118,7 @@ def test_cli_stages_write_only_into_the_build_dir(sandbox: Sandbox) -> None:
     assert new and all(p == "build" or p.startswith("build" + os.sep) for p in new)
     top = {p.split(os.sep)[1] for p in new if os.sep in p}
     assert top == {name for _, name in STAGE_OUTPUTS} | {
-        SPOOL, "report.md", REPORT_PLOTS_DIR, "stores", "roundtrip", "timings", "run.trec",
+        SPOOL, "report.md", "report.html", REPORT_PLOTS_DIR, "stores", "roundtrip", "timings", "run.trec",
         "qrels.trec", LOCK_NAME,
     }  # fmt: skip
     assert (Path("build") / LOCK_NAME).read_bytes() == b""  # released: no holder recorded
@@ -150,7 +150,7 @@ def test_script_leaves_tmpdir_empty_and_writes_only_its_outputs(sandbox: Sandbox
     # the report's plots go beside it, where its links point (and results.json lists them)
     plots = [p["file"] for p in load_json(sandbox.cwd / "r.json")["plots"]]
     assert plots and all(p.startswith(REPORT_PLOTS_DIR + "/") for p in plots)
-    assert set(after["cwd"]) == {"r.json", "r.md", REPORT_PLOTS_DIR} | {
+    assert set(after["cwd"]) == {"r.json", "r.md", "r.html", REPORT_PLOTS_DIR} | {
         os.path.join(*p.split("/")) for p in plots
     }
     assert after["tmp"] == {}

@@ -70,5 +70,12 @@ def test_make_eval_into_another_build_directory(tmp_path: Path) -> None:
     done = run(f"make -s eval BUILD={build}", {})
     assert done.returncode == 0, done.stderr[-2000:]
     assert "result matches" in done.stderr
-    for name in ("results.json", "report.md", "decision.json", "run.trec", "qrels.trec"):
+    for name in (
+        "results.json",
+        "report.md",
+        "report.html",
+        "decision.json",
+        "run.trec",
+        "qrels.trec",
+    ):
         assert (build / name).is_file(), name

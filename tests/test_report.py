@@ -330,8 +330,12 @@ def test_markdown_why_missed_lines(lane: Run) -> None:
     lines = [x for x in section(lane.markdown, "Why relevant items were missed") if x]
     total = sum(len(q["why_missed"]) for q in lane.result["queries"])
     assert len(lines) == total == 28  # fewer than the 30 shown: no "... and N more" line
-    assert lines[0].startswith("- `q-semantic-001`: mem-fin-001 (grade 3) ranked ")
-    assert all(re.match(r"- `q-[a-z]+-\d{3}`: mem-\S+ \(grade [23]\) ", x) for x in lines)
+    assert lines[0].startswith(
+        "- `q-semantic-001` (semantic_paraphrase): mem-fin-001 (grade 3) ranked "
+    )
+    assert all(
+        re.match(r"- `q-[a-z]+-\d{3}` \([a-z_]+\): mem-\S+ \(grade [23]\) ", x) for x in lines
+    )
 
 
 def test_markdown_category_observations_and_roundtrip(lane: Run) -> None:

@@ -79,9 +79,12 @@ def test_valid_fixtures_exit_0_and_write_every_output(tmp_path: Path) -> None:
     assert sorted(p.name for p in out_dir.iterdir()) == [
         "baseline.json",
         "report-plots",
+        "report.html",
         "report.md",
         "result.json",
     ]
+    # the HTML report beside report.md: written inside the run, while its spool was there
+    assert "q-semantic-001" in (out_dir / "report.html").read_text(encoding="utf-8")
 
 
 def test_malformed_corpus_exits_1_with_file_line_and_writes_nothing(tmp_path: Path) -> None:

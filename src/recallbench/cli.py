@@ -455,17 +455,21 @@ def score_cmd(ctx: Context) -> None:
 @pass_ctx
 def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> None:
     """Write the result (results.json), the Markdown report and its plots (report-plots/
-    beside the report), together."""
+    beside the report) and the HTML report (report.html beside it), together."""
     from recallbench.artifacts import artifact_path
-    from recallbench.stages.report import build_report, timings_for
+    from recallbench.stages.report import build_report, html_path, timings_for
 
     envs = [ctx.read(k) for k in ("suite", "hydrate", "runs", "roundtrip")]
     envs.append(ctx.read_current("scores"))
     report = build_report(*envs, timings=timings_for(ctx.build_dir, *envs))
     output = output or artifact_path(ctx.build_dir, "results")
     report_path = report_path or ctx.build_dir / "report.md"
-    ctx.publish(report.files(output, report_path))
-    ctx.say(f"wrote {output} and {report_path} ({len(report.plots)} plots beside it)")
+    ctx.publish(report.files(output, report_path, ctx.build_dir))
+    no_texts = "" if report.timing["html"]["texts_available"] else "; no texts: no scopes.jsonl"
+    ctx.say(
+        f"wrote {output}, {report_path} ({len(report.plots)} plots beside it) and "
+        f"{html_path(report_path)} ({len(report.html):,} bytes{no_texts})"
+    )
     if not ctx.quiet:
         click.echo(summary_table(report.envelope["data"]))
 
@@ -770,12 +774,17 @@ def compare_cmd(
 
     if systems and result_files:
         raise click.UsageError("give either --system or --result, not both")
+    from recallbench.report.html import render_compare_html, texts_beside, texts_of_run
+    from recallbench.stages.report import html_path
+
+    texts = []
     vectors: list[dict[str, Any]] = []
     timing: dict[str, Any] | None = None
     if result_files:
         envelopes = [load_envelope(p, "results", "recallbench report") for p in result_files]
         results = [env["data"] for env in envelopes]
         builds = [env.get("embedder_build") for env in envelopes]
+        texts = [texts_beside(p, env) for p, env in zip(result_files, envelopes, strict=True)]
         labels = [p.parent.name if p.stem == "results" else p.stem for p in result_files]
         if len(set(labels)) != len(labels):
             labels = [str(p) for p in result_files]
@@ -796,6 +805,7 @@ def compare_cmd(
             parent=ctx.build_dir,
             say=ctx.say,
             execution=_execution(executor, workers, ray_address, cache),
+            on_run=lambda run: texts.append(texts_of_run(run)),
         )
         results, builds, vectors, timing = runs.results, runs.builds, runs.vectors, runs.timing
     doc = compare_results(
@@ -810,15 +820,21 @@ def compare_cmd(
         sidecar[ctx.build_dir / "timings" / "compare.json"] = dumps(
             {"label": "local diagnostic: wall time on this machine, not a result", **timing}
         )
+    html = render_compare_html(doc, results, texts, plots=plots)  # compare.html beside it
+    page = html_path(report_path)
     ctx.publish(
         {
             **sidecar,
             output: dumps(doc),
             report_path: markdown.encode("utf-8"),
+            page: html,
             **{report_path.parent / name: svg for name, svg in plots.items()},
         }
     )
-    ctx.say(f"wrote {output} and {report_path} ({len(plots)} plots beside it)")
+    ctx.say(
+        f"wrote {output}, {report_path} ({len(plots)} plots beside it) and {page} "
+        f"({len(html):,} bytes)"
+    )
     click.echo(render_markdown(doc, headline_only=True))
     for note in doc["notes"]:
         click.echo(f"note: {note}", err=True)

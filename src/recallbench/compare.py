@@ -119,6 +119,7 @@ def run_compared(
     parent: Path | None = None,
     say: Callable[[str], Any] | None = None,
     execution: Execution | None = None,
+    on_run: Callable[[Any], Any] | None = None,
 ) -> SystemRuns:
     """Each system's pipeline on the dataset, in order, each in a temporary directory
     (under `parent` when given) that is removed afterwards.
@@ -126,7 +127,8 @@ def run_compared(
     Systems whose embedder has one identity share one vector cache: the `--cache` given
     (`execution.cache`) when it was made by that embedder, else one made once for the
     whole comparison under `parent/vectors/` (or a temporary directory), so each distinct
-    text is embedded once per embedder, however many systems use it."""
+    text is embedded once per embedder, however many systems use it. `on_run` sees each
+    `pipeline.Run` while its directory (and the validated spool in it) is still there."""
     import tempfile
     import time
     from dataclasses import replace
@@ -164,6 +166,8 @@ def run_compared(
                     top_k=top_k,
                     execution=chosen,
                 )
+                if on_run is not None:
+                    on_run(run)
             made = run.timings.get("hydrate", {}).get("vector_cache")
             out.results.append(run.result)
             out.builds.append(run.envelopes["results"].get("embedder_build"))
@@ -198,6 +202,7 @@ def run_systems(
     parent: Path | None = None,
     say: Callable[[str], Any] | None = None,
     execution: Execution | None = None,
+    on_run: Callable[[Any], Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Each system's result document on the dataset, in order (see `run_compared`)."""
     return run_compared(
@@ -209,6 +214,7 @@ def run_systems(
         parent=parent,
         say=say,
         execution=execution,
+        on_run=on_run,
     ).results
 
 

@@ -16,13 +16,16 @@ STAGES = STAGE_NAMES
 
 @dataclass
 class Run:
-    """Every artifact envelope of one run, their timings, and the Markdown report."""
+    """Every artifact envelope of one run, their timings, the Markdown report and the HTML
+    report."""
 
     envelopes: dict[str, dict[str, Any]]
     timings: dict[str, dict[str, Any]] = field(default_factory=dict)
     markdown: str = ""
     #: the report's plots: path relative to the report's directory -> SVG bytes
     plots: dict[str, bytes] = field(default_factory=dict)
+    #: report.html's bytes
+    html: bytes = b""
 
     @property
     def result(self) -> dict[str, Any]:
@@ -30,8 +33,8 @@ class Run:
         return self.envelopes["results"]["data"]
 
     def files(self, build_dir: Path) -> dict[Path, bytes]:
-        """Every artifact, timing sidecar and report.md, as `publish` takes them (the scope
-        spool already lies in the work directory the run used)."""
+        """Every artifact, timing sidecar, report.md and report.html, as `publish` takes
+        them (the scope spool already lies in the work directory the run used)."""
         out: dict[Path, bytes] = {}
         for kind, env in self.envelopes.items():
             out.update(stage_files(build_dir, env, self.timings.get(kind)))
@@ -39,10 +42,11 @@ class Run:
         return out
 
     def report_files(self, report_path: Path) -> dict[Path, bytes]:
-        """The Markdown report at `report_path` and its plots beside it (where it links)."""
+        """The Markdown report at `report_path`, its plots beside it (where it links) and the
+        HTML report beside it."""
         from recallbench.stages.report import report_files
 
-        return report_files(report_path, self.markdown, self.plots)
+        return report_files(report_path, self.markdown, self.plots, self.html)
 
 
 def run_pipeline(
@@ -94,6 +98,7 @@ def run_pipeline(
     )
     scores = run_score(suite, runs, roundtrip)
     report = build_report(suite, hydrate, runs, roundtrip, scores, timings=timings)
+    timings["results"] = report.timing
     decision = run_decide(suite, scores)
     envelopes = {
         "suite": suite,
@@ -104,7 +109,7 @@ def run_pipeline(
         "results": report.envelope,
         "decision": decision,
     }
-    return Run(envelopes, timings, report.markdown, report.plots)
+    return Run(envelopes, timings, report.markdown, report.plots, report.html)
 
 
 def write_run(run: Run, build_dir: Path) -> None:

@@ -329,6 +329,7 @@ def render_markdown(
             "",
         ]
     out += ["## Five worst queries", ""]
+    labels = ds["category_labels"]
     names = _primary_ranked(result)[:1]
     out += [
         f"| query | category | {names[0] if names else 'score'} | expected (grade) | returned (grade) |",
@@ -340,14 +341,18 @@ def render_markdown(
         expected = cut([f"{md_cell(i)} ({g})" for i, g in q["expected"].items()], 5, "results.json")
         returned = ", ".join(f"{md_cell(h['id'])} ({h['grade']})" for h in q["returned"])
         out.append(
-            f"| {md_cell(q['query_id'])} | {md_cell(q['category'])} | {_fmt(value)} | {expected} | {returned} |"
+            f"| {md_cell(q['query_id'])} | {md_cell(labels.get(q['category'], q['category']))} "
+            f"| {_fmt(value)} | {expected} | {returned} |"
         )
     out += ["", "## Why relevant items were missed", ""]
-    misses = [(q["query_id"], why) for q in result["queries"] for why in q["why_missed"]]
-    limit = 3 * LIST_LIMIT
-    out += [f"- `{md_cell(qid)}`: {md_cell(why)}" for qid, why in misses[:limit]] or [
-        "No relevant item was missed."
+    misses = [
+        (q["query_id"], q["category"], why) for q in result["queries"] for why in q["why_missed"]
     ]
+    limit = 3 * LIST_LIMIT
+    out += [
+        f"- `{md_cell(qid)}` ({md_cell(labels.get(cat, cat))}): {md_cell(why)}"
+        for qid, cat, why in misses[:limit]
+    ] or ["No relevant item was missed."]
     if len(misses) > limit:
         out.append(f"- ... and {len(misses) - limit} more; all in results.json")
     out += ["", "## Category observations", ""]

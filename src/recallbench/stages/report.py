@@ -1,22 +1,34 @@
-"""report: the result envelope (results.json), the Markdown report and its plots beside it.
+"""report: the result envelope (results.json), the Markdown report and its plots beside it,
+and the HTML report (report.html) beside report.md.
 
 The result document is `report.result.build_result` of the upstream artifacts; the Markdown
 (`report.markdown`) adds the local timings from the sidecars; the plots (`report.plots`) are
 SVG files under `report-plots/` beside report.md, linked from it and listed (file, sha256) in
 the envelope's top-level `plots`, outside its fingerprinted `data` (their bytes depend on the
-matplotlib version). All of them are published together.
+matplotlib version). report.html (`report.html`) is the result with the texts of its queries
+and units read from the validated spool, the plots inline: one self-contained page, the same
+bytes for the same inputs. Its size goes to the report's timing sidecar
+(``timings/results.json``). All of them are published together.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from recallbench import __version__
-from recallbench.artifacts import dumps, envelope, inputs_of, read_timing, require_made_from
+from recallbench.artifacts import (
+    dumps,
+    envelope,
+    inputs_of,
+    read_timing,
+    require_made_from,
+    timing_path,
+)
 from recallbench.report.markdown import render_markdown
 from recallbench.report.result import build_result
 
@@ -24,26 +36,52 @@ from recallbench.report.result import build_result
 @dataclass(frozen=True)
 class Report:
     """The report stage's output: the envelope, the Markdown and its plots (file relative to
-    the report's directory -> SVG bytes)."""
+    the report's directory -> SVG bytes), the HTML page (empty when not made) and the
+    stage's timing sidecar (local figures: the HTML's size, the wall time)."""
 
     envelope: dict[str, Any]
     markdown: str
     plots: dict[str, bytes]
+    html: bytes = b""
+    timing: dict[str, Any] = field(default_factory=dict)
 
-    def files(self, results_path: Path, report_path: Path) -> dict[Path, bytes]:
-        """results.json, report.md and the plots beside report.md, as `publish` takes them."""
-        return {
-            Path(results_path): dumps(self.envelope),
-            **report_files(report_path, self.markdown, self.plots),
-        }
+    def files(
+        self, results_path: Path, report_path: Path, build_dir: Path | None = None
+    ) -> dict[Path, bytes]:
+        """results.json, report.md with the plots and report.html beside it, and (with
+        `build_dir`) the timing sidecar, as `publish` takes them."""
+        from recallbench.artifacts import stage_files
+
+        files = {Path(results_path): dumps(self.envelope)}
+        if build_dir is not None:
+            sidecar = stage_files(Path(build_dir), self.envelope, self.timing)
+            files[timing_path(build_dir, "results")] = sidecar[timing_path(build_dir, "results")]
+        files.update(report_files(report_path, self.markdown, self.plots, self.html))
+        return files
 
 
-def report_files(report_path: Path, markdown: str, plots: Mapping[str, bytes]) -> dict[Path, bytes]:
-    """report.md at `report_path` and its plots beside it, where its relative links point."""
+def report_files(
+    report_path: Path, markdown: str, plots: Mapping[str, bytes], html: bytes = b""
+) -> dict[Path, bytes]:
+    """report.md at `report_path`, its plots beside it (where its relative links point) and,
+    when made, the HTML report beside it (`report.html`, or `<stem>.html` for a report not
+    called report.md)."""
     report_path = Path(report_path)
     files = {report_path: markdown.encode("utf-8")}
     files.update({report_path.parent / name: svg for name, svg in plots.items()})
+    if html:
+        files[html_path(report_path)] = html
     return files
+
+
+def html_path(report_path: Path) -> Path:
+    """Where the HTML report goes for the Markdown report at `report_path`: the same name
+    with `.html` (`report.md` -> `report.html`; a Markdown path that already ends in .html
+    gets a second `.html`, so neither overwrites the other)."""
+    report_path = Path(report_path)
+    if report_path.suffix == ".html":
+        return report_path.with_name(report_path.name + ".html")
+    return report_path.with_suffix(".html")
 
 
 def build_report(
@@ -56,9 +94,12 @@ def build_report(
     timings: Mapping[str, Any] | None = None,
     generated_at: str | None = None,
     plots: bool = True,
+    html: bool = True,
 ) -> Report:
-    """The `results` envelope, the Markdown report (timings: kind -> sidecar) and, with
-    `plots`, the plots it links to."""
+    """The `results` envelope, the Markdown report (timings: kind -> sidecar), with `plots`
+    the plots it links to and, with `html`, the HTML report (its texts read from the suite's
+    validated spool)."""
+    started = time.perf_counter()
     require_made_from(hydrate_env, suite_env)
     require_made_from(runs_env, suite_env, hydrate_env)
     require_made_from(roundtrip_env, runs_env)
@@ -89,7 +130,31 @@ def build_report(
         env["plots"] = plot_list(svgs)  # beside `data`, not fingerprinted
     when = generated_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     links = [(name, caption(name)) for name in svgs]
-    return Report(env, render_markdown(result, timings or {}, when, __version__, links), svgs)
+    markdown = render_markdown(result, timings or {}, when, __version__, links)
+    page = b""
+    timing: dict[str, Any] = {"markdown_bytes": len(markdown.encode("utf-8"))}
+    if html:
+        from recallbench.report.html import deep_ranks, render_report_html, report_texts
+
+        level = result["dataset"]["levels"][0]["name"]
+        texts = report_texts(suite_env, result)
+        page = render_report_html(
+            result,
+            texts,
+            plots=svgs,
+            deep=deep_ranks(runs_env, level),
+            fingerprint=env["fingerprint"],
+            version=__version__,
+        )
+        timing["html"] = {
+            "bytes": len(page),
+            "texts_available": texts.available,
+            "texts_complete": texts.complete,
+            "unit_texts": len(texts.units),
+            "units_total": texts.totals.get("units", 0),
+        }
+    timing["wall_seconds"] = round(time.perf_counter() - started, 6)
+    return Report(env, markdown, svgs, page, timing)
 
 
 def timings_for(build_dir: Path, *envs: Mapping[str, Any]) -> dict[str, Any]:

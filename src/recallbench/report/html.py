@@ -1,0 +1,742 @@
+"""The HTML views: `report.html` beside report.md and `compare.html` beside compare.md.
+
+Each is one self-contained file: the styles, the script and the plots (SVG, as data: URIs) are
+inside it, nothing is fetched, and it works opened from `file://`. The bytes are a function of
+the documents, the validated texts and the plots only (no clock, no timings, no paths), so the
+same inputs give byte-identical files.
+
+The static parts (headline tables, configuration, dataset facts, the decision) are rendered
+by Jinja2 templates (`templates/`) with autoescaping on, after every control and format
+character of a string (bidi overrides, zero-width characters) is replaced by its visible
+``U+XXXX`` form. The per-query part is data: one JSON document inside a
+``<script type="application/json">`` element with ``<``, ``>`` and ``&`` written as JSON
+escapes (so no text can close the element), drawn by plain JavaScript that inserts every
+string as text (``textContent``), never as markup.
+
+Texts come from the validated scope spool (`collect_texts`): the text of every scored query
+and of every unit (memory, session) at the primary level. A dataset whose spool is larger than
+`ALL_TEXTS_BYTES` (LongMemEval S: hundreds of thousands of turns) contributes only the texts
+of its scored queries and of the units they expected or returned; the page says which.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import orjson
+
+#: a spool up to this size contributes every text; a larger one only the texts the page uses
+ALL_TEXTS_BYTES = 8 * 2**20
+#: characters of a text shown before its "show all" button
+SHORT_TEXT = 480
+
+_CONTROL = re.compile(r"[^\n\t\x20-\x7e]")
+
+
+def visible(text: Any) -> str:
+    """`text` as a string whose control, format and surrogate characters (bidi overrides,
+    zero-width characters, NUL; not newline and tab) are shown as ``U+XXXX``."""
+    text = str(text)
+    if not _CONTROL.search(text):
+        return text
+    return "".join(
+        f"U+{ord(ch):04X}"
+        if ch not in "\n\t" and unicodedata.category(ch) in ("Cc", "Cf", "Cs")
+        else ch
+        for ch in text
+    )
+
+
+def json_for_script(obj: Any) -> str:
+    """JSON that can stand inside a <script> element: `<`, `>` and `&` (and the two JavaScript
+    line separators) as \\u escapes, so no string can end the element or open a comment."""
+    text = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+    for ch, esc in (
+        ("&", "\\u0026"),
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
+        text = text.replace(ch, esc)
+    return text
+
+
+# --- texts from the spool ------------------------------------------------------------------
+
+
+@dataclass
+class Texts:
+    """Query texts (query id -> text, notes) and unit texts ((scope id, unit id) -> text) at
+    the primary level, as read from a validated spool."""
+
+    level: str
+    queries: dict[str, tuple[str, str]] = field(default_factory=dict)
+    units: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: every unit text of the dataset is here (False: only those the results use)
+    complete: bool = True
+    #: the dataset's counts: queries, units at the primary level
+    totals: dict[str, int] = field(default_factory=dict)
+    #: False when no spool could be read (the page then shows ids only)
+    available: bool = True
+
+    def merge(self, other: Texts) -> Texts:
+        """These texts and `other`'s (another system's run on the same dataset)."""
+        if not other.available:
+            return self
+        if not self.available:
+            return other
+        self.queries.update(other.queries)
+        self.units.update(other.units)
+        self.complete = self.complete and other.complete
+        self.totals = {k: max(self.totals.get(k, 0), v) for k, v in other.totals.items()}
+        return self
+
+
+def no_texts(level: str) -> Texts:
+    """No texts at all (no spool to read): the pages show ids only, and say so."""
+    return Texts(level, complete=False, available=False)
+
+
+def _wanted(results: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    wanted: set[tuple[str, str]] = set()
+    for result in results:
+        for q in result["queries"]:
+            scope = q["scope_id"]
+            wanted.update((scope, unit) for unit in q["expected"])
+            wanted.update((scope, h["id"]) for h in q["returned"])
+    return wanted
+
+
+def collect_texts(
+    suite_env: Mapping[str, Any],
+    results: Sequence[Mapping[str, Any]],
+    *,
+    everything: bool | None = None,
+) -> Texts:
+    """The texts the pages of `results` show, read from `suite_env`'s validated spool (its
+    sha256 checked as it is read). `everything`: include every unit's text (default: when
+    the spool is at most `ALL_TEXTS_BYTES`)."""
+    from recallbench.spool import stream_scopes
+
+    data = suite_env["data"]
+    level = data["levels"][0]["name"]
+    if everything is None:
+        everything = data["spool"]["bytes"] <= ALL_TEXTS_BYTES
+    wanted = None if everything else _wanted(results)
+    texts = Texts(level, complete=everything)
+    units_total = 0
+    for _, scope in stream_scopes(suite_env):
+        scope_id = scope["scope_id"]
+        parts: dict[str, list[str]] = {}
+        for memory in scope["memories"]:
+            for unit in memory["units"].get(level, ()):
+                parts.setdefault(unit, []).append(memory["text"])
+        units_total += len(parts)
+        for unit, pieces in parts.items():
+            if wanted is None or (scope_id, unit) in wanted:
+                texts.units[(scope_id, unit)] = "\n\n".join(pieces)
+        for query in scope["queries"]:
+            texts.queries[query["query_id"]] = (query["text"], query.get("notes") or "")
+    texts.totals = {"queries": len(texts.queries), "units": units_total}
+    return texts
+
+
+def report_texts(suite_env: Mapping[str, Any], result: Mapping[str, Any]) -> Texts:
+    """The texts of the report page: from the suite's spool, or none when the spool is not
+    there at all (artifacts copied without scopes.jsonl: the page shows ids and says why).
+    A spool that is there but not the one suite.json describes is refused."""
+    from recallbench.spool import spool_path
+
+    if not spool_path(suite_env).is_file():
+        return no_texts(suite_env["data"]["levels"][0]["name"])
+    return collect_texts(suite_env, [result])
+
+
+def texts_of_run(run: Any) -> Texts:
+    """The texts of one in-process run (`pipeline.Run`), read while its spool is there."""
+    return collect_texts(run.envelopes["suite"], [run.result])
+
+
+def texts_beside(results_path: Any, results_env: Mapping[str, Any]) -> Texts:
+    """The texts of a saved results.json, from the suite.json and scopes.jsonl beside it when
+    they are the ones the result was made from; else none (the page says so)."""
+    from pathlib import Path
+
+    from recallbench.artifacts import load_envelope
+    from recallbench.errors import ArtifactError
+
+    level = results_env["data"]["dataset"]["levels"][0]["name"]
+    suite_path = Path(results_path).parent / "suite.json"
+    try:
+        suite = load_envelope(suite_path, "suite", "recallbench validate")
+        if results_env["inputs"].get("suite") != suite["fingerprint"]:
+            return no_texts(level)
+        suite["spool_path"] = str(suite_path.parent / suite["data"]["spool"]["file"])
+        return collect_texts(suite, [results_env["data"]])
+    except ArtifactError:
+        return no_texts(level)
+
+
+def merged(level: str, texts: Iterable[Texts]) -> Texts:
+    """One `Texts` of several (each system's run of the same dataset)."""
+    out = no_texts(level)
+    for t in texts:
+        out = out.merge(t)
+    return out
+
+
+class _Pool:
+    """Distinct texts, each stored once in the page; `add` gives its index."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def add(self, text: str | None) -> int | None:
+        if text is None:
+            return None
+        if text not in self._index:
+            self._index[text] = len(self.items)
+            self.items.append(text)
+        return self._index[text]
+
+
+# --- shared pieces ---------------------------------------------------------------------------
+
+
+def _environment() -> Any:
+    import jinja2
+    from markupsafe import Markup
+
+    def finalize(value: Any) -> Any:
+        if isinstance(value, Markup) or value is None:
+            return "" if value is None else value
+        return visible(value)
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("recallbench.report", "templates"),
+        autoescape=True,
+        finalize=finalize,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["visible"] = visible
+    return env
+
+
+def _asset(name: str) -> Any:
+    """A file of `templates/` as markup to stand inside a <style> or <script> element."""
+    from markupsafe import Markup
+
+    text = resources.files("recallbench.report").joinpath("templates", name).read_text("utf-8")
+    if re.search(r"</(script|style)", text, re.IGNORECASE):
+        raise ValueError(f"{name} would end its own element")
+    return Markup(text)
+
+
+def _image(name: str, svg: bytes, caption: str) -> dict[str, str]:
+    return {
+        "name": name,
+        "caption": caption,
+        "src": "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii"),
+    }
+
+
+def _data_markup(obj: Any) -> Any:
+    from markupsafe import Markup
+
+    return Markup(json_for_script(obj))
+
+
+def _text_note(texts: Texts) -> str:
+    if not texts.available:
+        return (
+            "Texts are not shown: the validated scope spool (scopes.jsonl beside suite.json) "
+            "was not found."
+        )
+    totals = texts.totals
+    if texts.complete:
+        return (
+            f"Texts: every scored query ({totals.get('queries', 0):,}) and every {texts.level} "
+            f"({totals.get('units', 0):,}) of the dataset, from the validated spool."
+        )
+    return (
+        f"Texts: this dataset is large, so the page holds only the texts of its "
+        f"{totals.get('queries', 0):,} scored queries and of the {len(texts.units):,} "
+        f"{texts.level} units they expected or returned (of {totals.get('units', 0):,}); "
+        "every text is in the spool (scopes.jsonl)."
+    )
+
+
+def _fmt(x: float | None, pct: bool = False) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x * 100:.1f}%" if pct else f"{x:.3f}"
+
+
+def table_measures(result: Mapping[str, Any]) -> list[str]:
+    """The headline measures of the per-query table: recall@1 and the primary level's mean
+    measures at the run's cutoff (at most five), as the summary table on stdout shows."""
+    k = result["run"]["top_k"]
+    primary = result["dataset"]["levels"][0]["name"]
+    means = [m for m in result["run"]["measures"] if m["level"] == primary and not m["pooled"]]
+    names = [m["name"] for m in means if m["k"] == 1 and m["name"].startswith("recall@")]
+    names += [m["name"] for m in means if m["k"] == k and m["name"] not in names]
+    if len(names) <= 1:  # a result scored below its top-k: the largest k it has
+        from recallbench.report.plots import headline_measures
+
+        names += [m["name"] for m in headline_measures(result) if m["name"] not in names]
+    return names[:5]
+
+
+def _value(cell: Any) -> float | None:
+    return cell.get("value") if isinstance(cell, dict) else cell
+
+
+def _relevant(expected: Mapping[str, int]) -> int:
+    from recallbench.model import RELEVANT_GRADE
+
+    return sum(1 for g in expected.values() if g >= RELEVANT_GRADE)
+
+
+def _query_record(
+    q: Mapping[str, Any],
+    texts: Texts,
+    pool: _Pool,
+    measures: Sequence[str],
+    deep: Mapping[str, int | None] | None,
+) -> dict[str, Any]:
+    """One query of the page's data: what the table and the opened query show."""
+    from recallbench.model import RELEVANT_GRADE
+
+    scope = q["scope_id"]
+    text, notes = texts.queries.get(q["query_id"], (None, ""))
+    top = {h["id"]: i + 1 for i, h in enumerate(q["returned"])}
+    first = next((top[h["id"]] for h in q["returned"] if h["grade"] >= RELEVANT_GRADE), None)
+    if first is None and deep:
+        ranks = [r for r in deep.values() if r is not None]
+        first = min(ranks) if ranks else None
+    expected = []
+    for unit, grade in q["expected"].items():
+        rank = top.get(unit)
+        if rank is None and deep:
+            rank = deep.get(unit)
+        expected.append([unit, grade, rank, pool.add(texts.units.get((scope, unit)))])
+    return {
+        "id": q["query_id"],
+        "cat": q["category"],
+        "scope": scope,
+        "text": pool.add(text),
+        "notes": notes or None,
+        "m": [_value(q["metrics"].get(name)) for name in measures],
+        "rel": _relevant(q["expected"]),
+        "missed": list(q["missed"]),
+        "first": first,
+        "expected": expected,
+        "returned": [
+            [h["id"], h["grade"], h["score"], pool.add(texts.units.get((scope, h["id"])))]
+            for h in q["returned"]
+        ],
+        "why": list(q["why_missed"]),
+        "lexical": q.get("lexical_matches"),
+    }
+
+
+def deep_ranks(runs_env: Mapping[str, Any] | None, level: str) -> dict[str, dict[str, Any]]:
+    """query id -> {missed id: where it ranked in a search of the whole store (None: not
+    returned)}, from the query stage's diagnostics."""
+    if runs_env is None:
+        return {}
+    return {
+        row["query_id"]: {e["id"]: e["rank"] for e in row["missed"].get(level, [])}
+        for row in runs_env["data"]["queries"]
+        if row["missed"].get(level)
+    }
+
+
+# --- report.html -----------------------------------------------------------------------------
+
+
+def _config_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
+    from recallbench.report.markdown import format_setting
+
+    ds, counts, system = result["dataset"], result["counts"], result["system"]
+    rows = [
+        ("system" if key == "name" else key.replace("_", " "), format_setting(v))
+        for key, v in sorted(system.items(), key=lambda kv: (kv[0] != "name", kv[0]))
+    ]
+    rows.append(("dataset", f"{ds['dataset']}: {ds['identity']['label']}"))
+    rows.append(
+        (
+            "files",
+            ", ".join(
+                f"{f['name']} ({f['size_bytes']:,} bytes, sha256 {f['sha256'][:12]}...)"
+                for f in ds["identity"]["files"]
+            ),
+        )
+    )
+    if ds["options"]:
+        rows.append(("reader options", format_setting(ds["options"])))
+    rows += [
+        (
+            "scopes / memories / queries",
+            f"{counts['scopes']:,} / {counts['memories']:,} / {counts['queries']:,} scored of "
+            f"{counts['queries_raw']:,}",
+        ),
+        ("top-k / stores", f"{result['run']['top_k']} / {result['run']['store_mode']}"),
+    ]
+    return rows
+
+
+def _cell(cell: Mapping[str, Any] | None, measure: Mapping[str, Any]) -> tuple[str, str]:
+    """An aggregate cell as (value, the counts behind it), as the Markdown writes it."""
+    from recallbench.report.markdown import cell_text
+
+    main, _, sub = cell_text(cell, measure).partition(" ")
+    return main, sub
+
+
+def _metric_tables(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    measures = result["run"]["measures"]
+    labels = result["dataset"]["category_labels"]
+    counts = result["counts"]["per_category"]
+    tables = []
+    for level in result["dataset"]["levels"]:
+        cols = [m for m in measures if m["level"] == level["name"]]
+        if not cols:
+            continue
+        overall = result["metrics"]["overall"]
+        rows = [
+            {
+                "label": "overall",
+                "overall": True,
+                "queries": result["counts"]["queries"],
+                "cells": [_cell(overall[m["name"]], m) for m in cols],
+            }
+        ]
+        for cat in result["dataset"]["categories"]:
+            cells = result["metrics"]["per_category"][cat]
+            rows.append(
+                {
+                    "label": labels.get(cat, cat),
+                    "overall": False,
+                    "queries": counts.get(cat, {}).get("scored", 0),
+                    "cells": [_cell(cells[m["name"]], m) for m in cols],
+                }
+            )
+        tables.append(
+            {
+                "title": f"{level['name']} level ({level['description'] or level['name']})",
+                "columns": [m["name"] for m in cols],
+                "rows": rows,
+            }
+        )
+    return tables
+
+
+def _definitions(result: Mapping[str, Any]) -> list[tuple[str, str]]:
+    seen: dict[str, str] = {}
+    for m in result["run"]["measures"]:
+        seen.setdefault(m["name"].split("@")[0] + "@k", m["definition"])
+    return list(seen.items())
+
+
+def _decision(result: Mapping[str, Any]) -> dict[str, Any]:
+    d = result["decision"]
+    rules = []
+    for r in d.get("rules") or []:
+        state = "fired" if r["fired"] else ("also met" if r["met"] else "not met")
+        measured = ", ".join(
+            f"{name} = {_fmt(v) if isinstance(v, float) else v}"
+            for name, v in r["measured"].items()
+        )
+        rules.append(
+            {"rule": r["rule"], "condition": r["condition"], "state": state, "m": measured}
+        )
+    return {
+        "headline": (
+            d["recommendation"]
+            if d["rule"] is None
+            else f"Rule {d['rule']} fired: {d['recommendation']}"
+        ),
+        "rules": rules,
+        "guardrails": list(d.get("guardrails") or []),
+    }
+
+
+def _roundtrip_line(result: Mapping[str, Any]) -> str:
+    rt = result["roundtrip"]
+    if not rt["available"]:
+        return f"{rt['reason']}."
+    eq, rec = rt["equivalence"], rt["records"]
+    return (
+        f"Logical top-{result['run']['top_k']} equivalence after snapshot -> verify -> clean "
+        f"hydrate: {eq['numerator']}/{eq['denominator']} queries identical "
+        f"({_fmt(eq['value'], pct=True)}); records: source {rec['source']}, clone "
+        f"{rec['clone']}; {len(rt['drift'])} queries drifted; corrupted packages rejected: "
+        f"{sum(1 for c in rt['corruption_checks'] if c['all_rejected'])} of "
+        f"{len(rt['corruption_checks'])}."
+    )
+
+
+def report_page_data(
+    result: Mapping[str, Any],
+    texts: Texts,
+    deep: Mapping[str, Mapping[str, int | None]] | None = None,
+) -> dict[str, Any]:
+    """The JSON document the report page's script draws the per-query table from."""
+    measures = table_measures(result)
+    pool = _Pool()
+    labels = result["dataset"]["category_labels"]
+    queries = [
+        _query_record(q, texts, pool, measures, (deep or {}).get(q["query_id"]))
+        for q in result["queries"]
+    ]
+    units = [[scope, unit, pool.add(text)] for (scope, unit), text in sorted(texts.units.items())]
+    return {
+        "kind": "report",
+        "k": result["run"]["top_k"],
+        "level": texts.level,
+        "measures": measures,
+        "categories": [[c, labels.get(c, c)] for c in result["dataset"]["categories"]],
+        "queries": queries,
+        "units": units,
+        "texts": pool.items,
+        "short": SHORT_TEXT,
+    }
+
+
+def render_report_html(
+    result: Mapping[str, Any],
+    texts: Texts,
+    *,
+    plots: Mapping[str, bytes] | None = None,
+    deep: Mapping[str, Mapping[str, int | None]] | None = None,
+    fingerprint: str = "",
+    version: str = "",
+) -> bytes:
+    """report.html: the result document, its texts and plots, as one self-contained page."""
+    from recallbench.report.plots import caption
+
+    ds = result["dataset"]
+    data = report_page_data(result, texts, deep)
+    labels = ds["category_labels"]
+    drops = [
+        {
+            "reason": reason,
+            "count": n,
+            "rule": ds["drop_rules"].get(reason, reason),
+            "ids": [x["query_id"] for x in result["drops"] if x["reason"] == reason],
+        }
+        for reason, n in result["counts"]["dropped"].items()
+    ]
+    page = (
+        _environment()
+        .get_template("report.html")
+        .render(
+            title=f"Retrieval quality report: {result['system']['name']} on {ds['dataset']}",
+            system=result["system"]["name"],
+            dataset=ds["dataset"],
+            version=version,
+            fingerprint=fingerprint,
+            config=_config_rows(result),
+            warning=None if ds["identity"]["known"] else ds["identity"]["label"],
+            notes=ds["notes"],
+            drops=drops,
+            summary=[
+                (key.replace("_", " "), _format_setting(v)) for key, v in result["summary"].items()
+            ],
+            definitions=_definitions(result),
+            tables=_metric_tables(result),
+            images=[_image(n, svg, caption(n)) for n, svg in (plots or {}).items()],
+            truncation=result["truncation"],
+            roundtrip=_roundtrip_line(result),
+            decision=_decision(result),
+            categories=[(c, labels.get(c, c)) for c in ds["categories"]],
+            measures=data["measures"],
+            text_note=_text_note(texts),
+            level=texts.level,
+            top_k=result["run"]["top_k"],
+            data=_data_markup(data),
+            css=_asset("page.css"),
+            script=_asset("page.js"),
+        )
+    )
+    return page.encode("utf-8")
+
+
+def _format_setting(value: Any) -> str:
+    from recallbench.report.markdown import format_setting
+
+    return format_setting(value)
+
+
+# --- compare.html ----------------------------------------------------------------------------
+
+
+def compare_page_data(
+    doc: Mapping[str, Any],
+    results: Sequence[Mapping[str, Any]],
+    texts: Texts,
+) -> dict[str, Any]:
+    """The JSON document the comparison page's script draws from: per query, every system's
+    per-query values of the compared measures and its top-k."""
+    from recallbench.model import RELEVANT_GRADE
+
+    metrics = list(doc["comparisons"][0]["metrics"]) if doc["comparisons"] else []
+    labels = [s["label"] for s in doc["systems"]]
+    pool = _Pool()
+    ref = results[0]
+    by_id = [{q["query_id"]: q for q in r["queries"]} for r in results]
+    queries = []
+    for q in ref["queries"]:
+        qid, scope = q["query_id"], q["scope_id"]
+        text, notes = texts.queries.get(qid, (None, ""))
+        systems = []
+        for lookup in by_id:
+            mine = lookup.get(qid)
+            if mine is None:
+                systems.append(None)
+                continue
+            first = next(
+                (i + 1 for i, h in enumerate(mine["returned"]) if h["grade"] >= RELEVANT_GRADE),
+                None,
+            )
+            systems.append(
+                {
+                    "m": [_value(mine["metrics"].get(name)) for name in metrics],
+                    "first": first,
+                    "returned": [
+                        [
+                            h["id"],
+                            h["grade"],
+                            h["score"],
+                            pool.add(texts.units.get((scope, h["id"]))),
+                        ]
+                        for h in mine["returned"]
+                    ],
+                    "why": list(mine["why_missed"]),
+                }
+            )
+        queries.append(
+            {
+                "id": qid,
+                "cat": q["category"],
+                "scope": scope,
+                "text": pool.add(text),
+                "notes": notes or None,
+                "rel": _relevant(q["expected"]),
+                "expected": [
+                    [unit, grade, pool.add(texts.units.get((scope, unit)))]
+                    for unit, grade in q["expected"].items()
+                ],
+                "systems": systems,
+            }
+        )
+    cat_labels = doc["dataset"].get("category_labels", {})
+    categories = list(ref["dataset"]["categories"])
+    k = doc["top_k"]
+    preferred = [n for n in (f"ndcg@{k}", f"recall@{k}") if n in metrics]
+    return {
+        "kind": "compare",
+        "k": k,
+        "level": texts.level,
+        "systems": labels,
+        "metrics": metrics,
+        "metric": (preferred or metrics or [""])[0],
+        "categories": [[c, cat_labels.get(c, c)] for c in categories],
+        "queries": queries,
+        "texts": pool.items,
+        "short": SHORT_TEXT,
+    }
+
+
+def _pair_rows(pair: Mapping[str, Any]) -> list[dict[str, str]]:
+    rows = []
+    for metric, m in pair["metrics"].items():
+        o = m["overall"]
+        rows.append(
+            {
+                "metric": metric,
+                "n": str(o["queries"]),
+                "ref": _fmt(o["reference_mean"]),
+                "ch": _fmt(o["challenger_mean"]),
+                "diff": "n/a" if o["mean_difference"] is None else f"{o['mean_difference']:+.3f}",
+                "ci": "n/a" if o["ci95"] is None else f"[{o['ci95'][0]:+.3f}, {o['ci95'][1]:+.3f}]",
+                "p": "n/a" if o["p_value"] is None else f"{o['p_value']:.4f}",
+                "wtl": f"{o['wins']} / {o['ties']} / {o['losses']}",
+            }
+        )
+    return rows
+
+
+def render_compare_html(
+    doc: Mapping[str, Any],
+    results: Sequence[Mapping[str, Any]],
+    texts: Texts | Sequence[Texts] = (),
+    *,
+    plots: Mapping[str, bytes] | None = None,
+    version: str | None = None,
+) -> bytes:
+    """compare.html: the comparison document, every system's per-query results, their texts
+    (one `Texts`, or one per system to merge) and the comparison's plots, as one
+    self-contained page."""
+    from recallbench import __version__
+    from recallbench.report.markdown import format_setting
+    from recallbench.report.plots import caption
+
+    if not isinstance(texts, Texts):
+        texts = merged(results[0]["dataset"]["levels"][0]["name"], texts)
+    version = __version__ if version is None else version
+
+    data = compare_page_data(doc, results, texts)
+    files = ", ".join(f["name"] for f in doc["dataset"]["files"])
+    systems = [
+        {
+            "label": s["label"],
+            "name": s["name"],
+            "config": "; ".join(
+                f"{k.replace('_', ' ')} {format_setting(v)}"
+                for k, v in s.items()
+                if k not in ("label", "name") and not k.endswith("function")
+            ),
+        }
+        for s in doc["systems"]
+    ]
+    digest = hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    page = (
+        _environment()
+        .get_template("compare.html")
+        .render(
+            title=f"Systems side by side: {', '.join(data['systems'])} on {doc['dataset']['name']}",
+            version=version,
+            fingerprint=digest,
+            dataset=(
+                f"{doc['dataset']['name']} ({files}; {doc['dataset']['label']}), "
+                f"{doc['dataset']['queries']:,} scored queries, top-{doc['top_k']}; seed "
+                f"{doc['seed']}, {doc['resamples']:,} resamples"
+            ),
+            systems=systems,
+            pairs=[
+                {"reference": p["reference"], "challenger": p["challenger"], "rows": _pair_rows(p)}
+                for p in doc["comparisons"]
+            ],
+            images=[_image(n, svg, caption(n)) for n, svg in (plots or {}).items()],
+            categories=[tuple(c) for c in data["categories"]],
+            text_note=_text_note(texts),
+            data=_data_markup(data),
+            css=_asset("page.css"),
+            script=_asset("page.js"),
+        )
+    )
+    return page.encode("utf-8")

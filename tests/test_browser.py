@@ -1,0 +1,232 @@
+"""report.html, compare.html and the docs site in a real browser: headless Chromium (Debian's
+`chromium` and `chromium-driver`) driven by Selenium, no browser download (see browser.py).
+
+Run locally with `.venv/bin/pytest tests/test_browser.py` after
+`apt-get install -y chromium chromium-driver`. Without them the tests skip, except under
+CI=true, where they fail: CI (.ci/run) installs both.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import browser
+import orjson
+import pytest
+from conftest import CORPUS, ROOT, cli, load_json, run_fixtures
+from test_html import HOSTILE_ID, HOSTILE_TEXT, hostile_suite, run_pipeline_on
+
+from recallbench.pipeline import write_run
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[Any]:
+    why = browser.missing()
+    if why:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the browser tests, but {why} (.ci/run installs it)")
+        pytest.skip(why)
+    with browser.chromium() as d:
+        yield d
+
+
+@pytest.fixture
+def page(driver: Any) -> Any:
+    """The browser with its console log emptied."""
+    browser.console_errors(driver)
+    return driver
+
+
+def fact(memory_id: str) -> str:
+    for line in CORPUS.read_bytes().splitlines():
+        record = orjson.loads(line)
+        if record["memory_id"] == memory_id:
+            return record["fact"]
+    raise KeyError(memory_id)
+
+
+def cell_texts(rows: list[Any], column: int) -> list[str]:
+    return [r.find_elements("css selector", "td")[column].text for r in rows]
+
+
+def test_report_opens_filters_and_shows_a_query(page: Any, tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    write_run(run_fixtures(build), build)
+    detail = browser.show_query(
+        page, build / "report.html", "semantic_paraphrase", "q-semantic-001"
+    )
+    # the expected memory's text, with its grade and its rank in the whole store
+    assert fact("mem-fin-001") in detail.text
+    assert "57 (beyond top-5)" in detail.text
+    assert "FTS5 matched 0 memories" in detail.text
+    assert "mem-fin-001 (grade 3) ranked 57 of 80" in detail.text  # why missed
+    rows = browser.query_rows(page)
+    assert len(rows) == 7 and set(cell_texts(rows, 1)) == {"semantic_paraphrase"}
+    assert page.find_element("id", "q-count").text == "showing 7 of 57 queries"
+    # hit/miss filter, search by text, sort by a column
+    browser.select(page, "f-cat", "")
+    browser.select(page, "f-outcome", "miss")
+    assert len(browser.query_rows(page)) == len(
+        load_json(build / "results.json")["data"]["missed_query_ids"]
+    )
+    browser.select(page, "f-outcome", "")
+    search = page.find_element("id", "f-search")
+    search.send_keys("sign off before we pay")
+    assert [r.get_attribute("data-qid") for r in browser.query_rows(page)] == ["q-semantic-001"]
+    search.clear()
+    search.send_keys("q-entity")
+    assert len(browser.query_rows(page)) == 7
+    search.clear()
+    search.send_keys(" ")  # an input event: back to all rows
+    page.find_element("css selector", '#q-table th[data-key="first"]').click()
+    ranks = cell_texts(browser.query_rows(page), 8)
+    numbers = [int(x) for x in ranks if x.isdigit()]
+    assert numbers == sorted(numbers) and ranks[: len(numbers)] == [str(n) for n in numbers]
+    shot = browser.screenshot(page, tmp_path / "report.png")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert browser.console_errors(page) == []
+
+
+def test_a_long_text_is_shortened_with_a_way_to_expand_it(page: Any, tmp_path: Path) -> None:
+    corpus = [orjson.loads(x) for x in CORPUS.read_bytes().splitlines()]
+    long_fact = " ".join(f"word{i}" for i in range(300))
+    for record in corpus:
+        if record["memory_id"] == "mem-fin-001":
+            record["fact"] = "Acme invoices above EUR 5,000 need two approvers. " + long_fact
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "corpus.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in corpus))
+    build = tmp_path / "build"
+    from conftest import QUERIES
+
+    write_run(run_pipeline_on(build, data / "corpus.jsonl", QUERIES, system="bm25"), build)
+    detail = browser.show_query(
+        page, build / "report.html", "semantic_paraphrase", "q-semantic-001"
+    )
+    assert "word299" not in detail.text
+    button = next(
+        b for b in detail.find_elements("css selector", "button.more") if "characters" in b.text
+    )
+    button.click()
+    assert "word299" in detail.text and button.text == "show less"
+    assert browser.console_errors(page) == []
+
+
+def test_hostile_ids_and_texts_stay_text_in_the_browser(page: Any, tmp_path: Path) -> None:
+    from selenium.common.exceptions import NoAlertPresentException
+
+    corpus, queries = hostile_suite(tmp_path / "data")
+    build = tmp_path / "build"
+    write_run(run_pipeline_on(build, corpus, queries, system="bm25"), build)
+    browser.open_page(page, (build / "report.html").as_uri())
+    page.find_element("id", "f-search").send_keys("q-<img")
+    rows = browser.query_rows(page)
+    assert [r.get_attribute("data-qid") for r in rows] == [HOSTILE_ID]
+    detail = browser.open_query(page, HOSTILE_ID)
+    assert HOSTILE_ID in detail.text
+    assert "</script><script>alert(1)</script><!--" in detail.text  # shown, not run
+    marks = [e.text for e in detail.find_elements("css selector", ".ctl")]
+    assert "U+202E" in marks and "U+2066" in marks and "U+200B" in marks
+    assert (
+        page.find_elements("css selector", "main img:not([data-name]), main b, main script") == []
+    )
+    with pytest.raises(NoAlertPresentException):
+        page.switch_to.alert.text  # noqa: B018
+    assert browser.console_errors(page) == []
+    assert HOSTILE_TEXT.startswith("</script>")
+
+
+def test_compare_opens_filters_and_shows_each_systems_top_k(page: Any, tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    result = cli(build, "compare", "--system", "hotmem", "--system", "bm25", "--resamples", "200")
+    assert result.exit_code == 0, result.output
+    doc = load_json(build / "compare.json")
+    overall = doc["comparisons"][0]["metrics"]["ndcg@5"]["overall"]
+    browser.open_page(page, (build / "compare.html").as_uri())
+    assert browser.console_errors(page) == []
+    for outcome, key in (("win", "wins"), ("tie", "ties"), ("loss", "losses")):
+        browser.select(page, "f-outcome", outcome)
+        rows = browser.query_rows(page)
+        assert len(rows) == overall[key], outcome
+        assert set(cell_texts(rows, 5)) <= {outcome}
+    qid = browser.query_rows(page)[0].get_attribute("data-qid")
+    detail = browser.open_query(page, qid)
+    columns = detail.find_elements("css selector", ".side > div")
+    assert [c.get_attribute("data-system") for c in columns] == ["hotmem", "bm25"]
+    for column in columns:
+        assert len(column.find_elements("css selector", "table > tbody > tr")) == 5
+    suite_query = next(
+        orjson.loads(x)
+        for x in (ROOT / "benchmarks/retrieval/queries.jsonl").read_bytes().splitlines()
+        if orjson.loads(x)["query_id"] == qid
+    )
+    assert suite_query["query"][:40] in detail.text
+    best = max(suite_query["relevance"], key=lambda m: suite_query["relevance"][m])
+    assert fact(best)[:40] in detail.text  # the expected memory's text
+    browser.screenshot(page, tmp_path / "compare.png")
+    assert browser.console_errors(page) == []
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The docs, built strictly into a temporary directory and served on 127.0.0.1 (Material's
+    search runs in a web worker, which a file:// page may not start)."""
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(out)],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(out))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+OVERFLOW = """
+const doc = document.documentElement;
+const wide = [];
+document.querySelectorAll('article table').forEach((t) => {
+  const box = t.closest('.md-typeset__scrollwrap') || t.parentElement;
+  if (box.scrollWidth > box.clientWidth + 1 || t.getBoundingClientRect().right > doc.clientWidth)
+    wide.push(t.rows[0].textContent.trim().slice(0, 60));
+});
+return {page: doc.scrollWidth - doc.clientWidth, tables: document.querySelectorAll('article table').length, wide: wide};
+"""
+
+
+@pytest.mark.parametrize("path", ["", "fixtures/", "longmemeval/", "reading-the-report/"])
+def test_docs_pages_render_and_their_tables_fit(page: Any, site: str, path: str) -> None:
+    browser.open_page(page, site + path)
+    assert page.find_element("css selector", "article h1").text
+    assert "md-header" in page.page_source  # Material for MkDocs
+    found = page.execute_script(OVERFLOW)
+    assert found["tables"] > 0
+    assert found["page"] <= 0 and found["wide"] == [], found
+    if path == "reading-the-report/":
+        shot = page.find_element("css selector", 'article img[src$="report-screenshot.png"]')
+        assert page.execute_script("return arguments[0].naturalWidth", shot) > 0
+    assert browser.console_errors(page) == []

@@ -1,0 +1,290 @@
+"""report.html and compare.html without a browser: self-contained, deterministic, escaped,
+their texts from the validated spool, their size in the report's timing sidecar."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from conftest import CORPUS, QUERIES, cli, load_json, run_fixtures
+
+from recallbench.pipeline import Run, write_run
+from recallbench.report.html import (
+    ALL_TEXTS_BYTES,
+    collect_texts,
+    json_for_script,
+    no_texts,
+    render_compare_html,
+    render_report_html,
+    visible,
+)
+
+DATA = re.compile(r'<script type="application/json" id="rb-data">(.*?)</script>', re.S)
+HOSTILE_ID = "q-<img/src=x/onerror=alert(1)>\"'&amp;"
+HOSTILE_MEMORY = "mem-<b>\"fin'</b>-001"
+HOSTILE_TEXT = "</script><script>alert(1)</script><!-- \u202egnp.exe <img src=x onerror=alert(2)>"
+
+
+def page_data(html: bytes) -> dict[str, Any]:
+    match = DATA.search(html.decode("utf-8"))
+    assert match, "no data element"
+    return orjson.loads(match.group(1))
+
+
+def hostile_suite(directory: Path) -> tuple[Path, Path]:
+    """The committed suite with a query id, a memory id and texts made to break a page:
+    markup, quotes, an entity, a comment opener and a bidi override."""
+    directory.mkdir(parents=True, exist_ok=True)
+    corpus = [orjson.loads(x) for x in CORPUS.read_bytes().splitlines()]
+    queries = [orjson.loads(x) for x in QUERIES.read_bytes().splitlines()]
+    for m in corpus:
+        if m["memory_id"] == "mem-fin-001":
+            m["memory_id"] = HOSTILE_MEMORY
+            m["fact"] += " " + HOSTILE_TEXT
+    for q in queries:
+        q["relevance"] = {
+            (HOSTILE_MEMORY if k == "mem-fin-001" else k): v for k, v in q["relevance"].items()
+        }
+        if q["query_id"] == "q-lexical-001":
+            q["query_id"] = HOSTILE_ID
+            q["query"] += " <b>bold</b> \u2066isolate\u2069 & \u200bzero-width"
+    paths = directory / "corpus.jsonl", directory / "queries.jsonl"
+    for path, records in zip(paths, (corpus, queries), strict=True):
+        path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    work = tmp_path_factory.mktemp("hostile")
+    corpus, queries = hostile_suite(work / "data")
+    return run_pipeline_on(work / "build", corpus, queries, system="bm25")
+
+
+def run_pipeline_on(build: Path, corpus: Path, queries: Path, **kwargs: Any) -> Run:
+    from recallbench.pipeline import run_pipeline
+
+    return run_pipeline("fixtures", {"corpus": corpus, "queries": queries}, build, **kwargs)
+
+
+# --- the page ----------------------------------------------------------------------------
+
+
+def test_report_html_is_one_self_contained_page(lane: Run) -> None:
+    html = lane.html.decode("utf-8")
+    assert html.startswith('<!DOCTYPE html>\n<html lang="en">')
+    # nothing is fetched: no external script, style, font or image, and a policy that
+    # forbids any
+    assert "default-src 'none'; img-src data:" in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//|file:)""", html, re.I)
+    assert not re.search(r"<link\b", html, re.I)
+    assert "@import" not in html and "url(" not in html
+    # the two plots, inline as data: URIs
+    images = re.findall(r'<img src="data:image/svg\+xml;base64,[A-Za-z0-9+/=]+"', html)
+    assert len(images) == len(lane.plots) == 2
+    # the headline table, configuration and dataset facts are in the static page
+    assert '<th scope="row">system</th><td>hotmem</td>' in html
+    assert "semantic_paraphrase" in html and "0.702" in html
+    data = page_data(lane.html)
+    assert data["kind"] == "report"
+    assert data["measures"] == ["recall@1", "recall@5", "mrr@5", "ndcg@5"]
+    assert len(data["queries"]) == 57
+
+
+def test_report_html_holds_every_text_of_the_small_suite(lane: Run) -> None:
+    data = page_data(lane.html)
+    texts = data["texts"]
+    corpus = {
+        r["memory_id"]: r["fact"] for r in map(orjson.loads, CORPUS.read_bytes().splitlines())
+    }
+    queries = {
+        r["query_id"]: r["query"] for r in map(orjson.loads, QUERIES.read_bytes().splitlines())
+    }
+    assert {u[1]: texts[u[2]] for u in data["units"]} == corpus  # every memory, complete
+    by_id = {q["id"]: q for q in data["queries"]}
+    for qid, text in queries.items():
+        assert texts[by_id[qid]["text"]] == text
+    q = by_id["q-semantic-001"]
+    expected = {e[0]: (e[1], e[2], texts[e[3]]) for e in q["expected"]}
+    assert expected["mem-fin-001"] == (3, 57, corpus["mem-fin-001"])  # rank in the whole store
+    assert q["first"] == 47 and q["missed"] == ["mem-fin-001", "mem-fin-002"]
+    assert [r[0] for r in q["returned"]] == [
+        h["id"]
+        for h in next(x for x in lane.result["queries"] if x["query_id"] == "q-semantic-001")[
+            "returned"
+        ]
+    ]
+    assert q["lexical"] == {"matcher": "FTS5", "count": 0}
+    assert q["why"][0].startswith("mem-fin-001 (grade 3) ranked 57 of 80")
+    assert "every scored query (57) and every memory (80)" in lane.html.decode()
+
+
+def test_a_large_spool_contributes_only_the_texts_the_page_uses(lane: Run) -> None:
+    suite = lane.envelopes["suite"]
+    assert suite["data"]["spool"]["bytes"] <= ALL_TEXTS_BYTES
+    texts = collect_texts(suite, [lane.result], everything=False)
+    used = {(q["scope_id"], u) for q in lane.result["queries"] for u in q["expected"]}
+    used |= {(q["scope_id"], h["id"]) for q in lane.result["queries"] for h in q["returned"]}
+    assert set(texts.units) == used and len(used) < 80
+    assert not texts.complete and texts.totals == {"queries": 57, "units": 80}
+    html = render_report_html(lane.result, texts).decode("utf-8")
+    assert f"only the texts of its 57 scored queries and of the {len(used)} memory units" in html
+    assert len(page_data(html.encode())["units"]) == len(used)
+
+
+def test_without_a_spool_the_page_shows_ids_and_says_why(lane: Run) -> None:
+    html = render_report_html(lane.result, no_texts("memory")).decode("utf-8")
+    assert "Texts are not shown: the validated scope spool" in html
+    data = page_data(html.encode())
+    assert data["texts"] == [] and all(q["text"] is None for q in data["queries"])
+
+
+def test_the_html_size_is_in_the_report_timing_sidecar(tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    run = run_fixtures(build)
+    write_run(run, build)
+    sidecar = load_json(build / "timings" / "results.json")
+    size = (build / "report.html").stat().st_size
+    assert sidecar["html"]["bytes"] == size == len(run.html)
+    assert sidecar["artifact_fingerprint"] == run.envelopes["results"]["fingerprint"]
+    assert sidecar["html"]["texts_complete"] is True
+    # the CLI's report stage writes the same page and the same sidecar figure
+    assert cli(build, "report").exit_code == 0
+    assert (build / "report.html").read_bytes() == run.html
+    assert load_json(build / "timings" / "results.json")["html"]["bytes"] == size
+
+
+def test_two_runs_give_byte_identical_html(tmp_path: Path) -> None:
+    pages = []
+    for name in ("first", "second"):
+        build = tmp_path / name
+        result = cli(build, "run", "--corpus", CORPUS, "--queries", QUERIES)
+        assert result.exit_code == 0, result.output
+        pages.append((build / "report.html").read_bytes())
+    assert pages[0] == pages[1]
+    # the page holds no path, clock or timing
+    text = pages[0].decode("utf-8")
+    assert str(tmp_path) not in text and "Generated " not in text
+
+
+def test_compare_writes_a_deterministic_compare_html(tmp_path: Path) -> None:
+    pages = []
+    for name in ("a", "b"):
+        build = tmp_path / name
+        result = cli(
+            build, "compare", "--system", "hotmem", "--system", "bm25", "--resamples", "200"
+        )
+        assert result.exit_code == 0, result.output
+        assert f"{build / 'compare.html'}" in result.stderr
+        pages.append((build / "compare.html").read_bytes())
+    assert pages[0] == pages[1]
+    data = page_data(pages[0])
+    assert data["kind"] == "compare" and data["systems"] == ["hotmem", "bm25"]
+    assert data["metric"] == "ndcg@5"
+    q = next(q for q in data["queries"] if q["id"] == "q-lexical-001")
+    assert [len(s["returned"]) for s in q["systems"]] == [5, 5]
+    assert all(r[3] is not None for s in q["systems"] for r in s["returned"])  # texts
+    # the per-query wins agree with compare.json's count
+    doc = load_json(tmp_path / "a" / "compare.json")
+    i = data["metrics"].index("ndcg@5")
+    wins = sum(
+        1
+        for q in data["queries"]
+        if None not in (q["systems"][0]["m"][i], q["systems"][1]["m"][i])
+        and q["systems"][1]["m"][i] > q["systems"][0]["m"][i]
+    )
+    assert wins == doc["comparisons"][0]["metrics"]["ndcg@5"]["overall"]["wins"]
+
+
+def test_compare_of_saved_results_reads_the_texts_beside_them(tmp_path: Path) -> None:
+    for name, system in (("old", "hotmem"), ("new", "bm25")):
+        build = tmp_path / name
+        result = cli(build, "run", "--corpus", CORPUS, "--queries", QUERIES, "--system", system)
+        assert result.exit_code == 0, result.output
+    out = tmp_path / "cmp"
+    result = cli(
+        out, "compare", "--result", tmp_path / "old" / "results.json",
+        "--result", tmp_path / "new" / "results.json", "--resamples", "200",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = page_data((out / "compare.html").read_bytes())
+    assert data["systems"] == ["old", "new"] and len(data["texts"]) > 57
+    # a result whose suite.json is gone: ids only, and the page says so
+    (tmp_path / "new" / "suite.json").unlink()
+    (tmp_path / "old" / "suite.json").unlink()
+    result = cli(
+        out, "compare", "--result", tmp_path / "old" / "results.json",
+        "--result", tmp_path / "new" / "results.json", "--resamples", "200",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    html = (out / "compare.html").read_text(encoding="utf-8")
+    assert "Texts are not shown" in html and page_data(html.encode())["texts"] == []
+
+
+# --- escaping ------------------------------------------------------------------------------
+
+
+def test_visible_and_json_for_script() -> None:
+    assert visible("a\u202eb\u200bc\x00d\ne\tf") == "aU+202EbU+200BcU+0000d\ne\tf"
+    assert visible("plain <b> & 'quotes'") == "plain <b> & 'quotes'"
+    text = json_for_script({"t": "</script><!-- & \u2028"})
+    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
+    assert orjson.loads(text) == {"t": "</script><!-- & \u2028"}
+
+
+def test_hostile_ids_and_texts_stay_text(hostile: Run) -> None:
+    html = hostile.html.decode("utf-8")
+    # the data element cannot be closed early: the only closing tags are the page's own
+    assert html.count("</script>") == 2
+    assert "<!--" not in html and "alert(" not in html.split('id="rb-data">')[0]
+    data = page_data(hostile.html)
+    by_id = {q["id"]: q for q in data["queries"]}
+    q = by_id[HOSTILE_ID]
+    assert data["texts"][q["text"]].endswith("\u2066isolate\u2069 & \u200bzero-width")
+    expected = {e[0]: data["texts"][e[3]] for e in q["expected"]}
+    assert expected[HOSTILE_MEMORY].endswith(HOSTILE_TEXT)  # the text itself, unchanged
+
+
+def test_static_parts_are_escaped_and_bidi_made_visible(lane: Run) -> None:
+    result = copy.deepcopy(lane.result)
+    result["dataset"]["notes"] = ["<script>alert(1)</script> \u202eevil"]
+    result["system"]["name"] = '<b class="x">sys</b>'
+    result["dataset"]["category_labels"]["exact_lexical"] = "lex<i>&'\"</i>"
+    html = render_report_html(result, no_texts("memory")).decode("utf-8")
+    head = html.split('id="rb-data">')[0]
+    assert "<script>alert" not in head and "&lt;script&gt;alert(1)&lt;/script&gt;" in head
+    assert "\u202e" not in head and "U+202Eevil" in head
+    assert "&lt;b class=&#34;x&#34;&gt;sys&lt;/b&gt;" in head
+    assert "lex&lt;i&gt;&amp;&#39;&#34;&lt;/i&gt;" in head
+
+
+def test_compare_html_renders_hostile_labels_as_text(lane: Run) -> None:
+    from recallbench.compare import compare_results
+
+    results = [lane.result, copy.deepcopy(lane.result)]
+    doc = compare_results(results, ["<a>", "b\u202e"], resamples=200)
+    html = render_compare_html(doc, results, no_texts("memory")).decode("utf-8")
+    head = html.split('id="rb-data">')[0]
+    assert "<a>" not in head and "&lt;a&gt;" in head and "\u202e" not in head
+
+
+def test_report_without_its_spool_shows_ids_and_a_damaged_spool_is_refused(
+    tmp_path: Path,
+) -> None:
+    build = tmp_path / "build"
+    write_run(run_fixtures(build), build)
+    spool = build / "scopes.jsonl"
+    good = spool.read_bytes()
+    spool.write_bytes(good.replace(b"Acme", b"Acne", 1))  # same size, other bytes
+    result = cli(build, "report")
+    assert result.exit_code == 1 and "not the scope spool suite.json describes" in result.stderr
+    spool.unlink()  # artifacts copied without the spool: a page of ids, saying why
+    result = cli(build, "report")
+    assert result.exit_code == 0, result.output
+    assert "no texts: no scopes.jsonl" in result.stderr
+    assert "Texts are not shown" in (build / "report.html").read_text(encoding="utf-8")
+    assert load_json(build / "timings" / "results.json")["html"]["texts_available"] is False
