@@ -763,6 +763,7 @@ def compare_cmd(
     workers: int,
     ray_address: str | None,
     cache: Path | None,
+    call_timeout: float | None,
 ) -> None:
     """Run a dataset against several systems (or read saved results) and compare them with
     paired statistics per query: mean differences, bootstrap CIs, sign-flip p-values,
@@ -804,7 +805,7 @@ def compare_cmd(
             top_k=_top_k(top_k, dataset),
             parent=ctx.build_dir,
             say=ctx.say,
-            execution=_execution(executor, workers, ray_address, cache),
+            execution=_execution(executor, workers, ray_address, cache, call_timeout),
             on_run=lambda run: texts.append(texts_of_run(run)),
         )
         results, builds, vectors, timing = runs.results, runs.builds, runs.vectors, runs.timing
