@@ -151,7 +151,7 @@ def run_query(
         "top_k": top_k,
         "levels": levels,
         "store_mode": hyd["mode"],
-        "call_timeout_seconds": execution.call_timeout,
+        "call_timeout": execution.call_timeout,
         "scopes": scopes,
         "queries": rows,
     }
