@@ -213,9 +213,10 @@ def test_a_cached_run_computes_no_embedding(
     ok(cli(tmp_path, "snapshot-roundtrip", "--cache", cache))
     roundtrip = orjson.loads((tmp_path / "roundtrip.json").read_bytes())["data"]
     assert roundtrip["equivalence"]["value"] == 1.0
-    inline = cli(tmp_path, "query")
-    assert isinstance(inline.exception, AssertionError)
-    assert "embedded a text" in str(inline.exception)
+    inline = cli(tmp_path, "query")  # embeds: the refusal inside the store is one line
+    assert inline.exit_code == 1, inline.output
+    assert "system 'hotmem': " in inline.stderr
+    assert "raised AssertionError: embedded a text" in inline.stderr
 
 
 def test_lookup_hit_and_miss(setup: dict) -> None:

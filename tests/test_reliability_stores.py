@@ -309,15 +309,15 @@ def test_the_call_timeout_is_recorded_beside_the_result(plugin_path: Path, tmp_p
     a = orjson.loads((plain / "results.json").read_bytes())
     b = orjson.loads((limited / "results.json").read_bytes())
     assert a["data"] == b["data"]
-    assert a["provenance"]["call_timeout_seconds"] == {"hydrate": None, "query": None}
-    assert b["provenance"]["call_timeout_seconds"] == {"hydrate": 30.0, "query": 30.0}
+    assert a["provenance"]["call_timeout"] == {"hydrate": None, "query": None}
+    assert b["provenance"]["call_timeout"] == {"hydrate": 30.0, "query": 30.0}
     assert b["provenance"]["system"] == {
         "name": "evil-slow",
         "distribution": "misbehaving-rb",
         "version": "0.3.1",
     }
     runs = orjson.loads((limited / "runs.json").read_bytes())
-    assert runs["data"]["call_timeout_seconds"] == 30.0
+    assert runs["data"]["call_timeout"] == 30.0
 
 
 # --------------------------------------------------------------------------- dead workers

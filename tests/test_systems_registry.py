@@ -42,6 +42,8 @@ def entry_points(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
         "    return BM25System('not-the-entry-point-name')\n"
         "def raises():\n"
         "    raise RuntimeError('the plugin could not start')\n"
+        "def exits():\n"
+        "    import sys; sys.exit(0)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
 
@@ -133,10 +135,11 @@ def test_a_broken_plugin_is_listed_unavailable_and_breaks_nothing(entry_points) 
             "gone": "no_such_module_xyz:make",
             "crashes": "fake_rb_plugin:raises",
             "misnamed": "fake_rb_plugin:misnamed",
+            "exits": "fake_rb_plugin:exits",
             "fake": "fake_rb_plugin:good",
         }
     )
-    assert system_names() == (*BUILTIN, "crashes", "fake", "gone", "misnamed")
+    assert system_names() == (*BUILTIN, "crashes", "exits", "fake", "gone", "misnamed")
     rows = {r["name"]: r for r in describe_systems()}
     assert rows["fake"]["available"] is True
     assert rows["bm25"]["source"] == "built-in"
@@ -144,6 +147,7 @@ def test_a_broken_plugin_is_listed_unavailable_and_breaks_nothing(entry_points) 
         ("gone", "ModuleNotFoundError"),
         ("crashes", "RuntimeError: the plugin could not start"),
         ("misnamed", "returned a system named 'not-the-entry-point-name'"),
+        ("exits", "failed to load: SystemExit: 0"),  # a factory's sys.exit ended the CLI
     ]:
         assert rows[name]["available"] is False
         assert needle in rows[name]["install_hint"]

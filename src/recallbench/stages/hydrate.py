@@ -48,6 +48,7 @@ class Truncation:
         embedder = getattr(system, "embedder", None)
         limited = embedder is not None and getattr(embedder, "max_tokens", None) is not None
         self._embedder = embedder if limited else None
+        self._name = getattr(system, "name", "?")
         self._total: dict[str, Any] = {}
 
     @property
@@ -57,9 +58,17 @@ class Truncation:
     def add(self, scope: Mapping[str, Any]) -> None:
         if self._embedder is None:
             return
+        from recallbench.boundary import Boundary
         from recallbench.systems.base import truncation_report
 
-        part = truncation_report(self._embedder, [m["text"] for m in scope["memories"]])
+        guard = Boundary(self._name)
+        part = guard.call(
+            "token_counts",
+            f"scope {scope['scope_id']}",
+            truncation_report,
+            self._embedder,
+            [m["text"] for m in scope["memories"]],
+        )
         for key in self.COUNTS:
             self._total[key] = self._total.get(key, 0) + part[key]
         self._total["max_tokens"] = part["max_tokens"]
@@ -154,7 +163,7 @@ def run_hydrate(
         # which distribution provided the system, and the per-call time limit: recorded
         # beside the result document (in the results envelope), never compared by a baseline
         "provider": provider(system_name),
-        "call_timeout_seconds": execution.call_timeout,
+        "call_timeout": execution.call_timeout,
         "capabilities": {
             "clone": system.clone is not None,
             "embedder": system.embedder is not None,

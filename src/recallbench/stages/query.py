@@ -171,7 +171,7 @@ def run_query(
         **({"ks": sorted(set(ks))} if ks else {}),
         "levels": levels,
         "store_mode": hyd["mode"],
-        "call_timeout_seconds": execution.call_timeout,
+        "call_timeout": execution.call_timeout,
         "scopes": scopes,
         "queries": rows,
     }

@@ -117,9 +117,9 @@ def build_report(
             "name": hydrate_env["data"]["system"],
             **hydrate_env["data"].get("provider", {}),
         },
-        "call_timeout_seconds": {
-            "hydrate": hydrate_env["data"].get("call_timeout_seconds"),
-            "query": runs_env["data"].get("call_timeout_seconds"),
+        "call_timeout": {
+            "hydrate": hydrate_env["data"].get("call_timeout"),
+            "query": runs_env["data"].get("call_timeout"),
         },
     }
     svgs: dict[str, bytes] = {}
