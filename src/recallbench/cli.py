@@ -365,13 +365,9 @@ def query_cmd(
     from recallbench.stages.query import run_query
 
     suite = ctx.read("suite")
-    top_k, ks = run_options(
-        preset,
-        suite["data"]["dataset"],
-        default_top_k(top_k, ks),
-        ks,
-        suite["data"]["options"].get("unit"),
-    )
+    unit = suite["data"]["options"].get("unit")
+    top_k, ks = run_options(preset, suite["data"]["dataset"], top_k, ks, unit)
+    top_k = default_top_k(top_k, ks)
     k = _top_k(top_k, suite["data"]["dataset"])
     env, timing = run_query(
         suite,
@@ -701,7 +697,8 @@ def run_cmd(
     from recallbench.stages.decide import headline
 
     session_text, gold = reader_options(preset, dataset, session_text, gold)
-    top_k, ks = run_options(preset, dataset, default_top_k(top_k, ks), ks, unit)
+    top_k, ks = run_options(preset, dataset, top_k, ks, unit)
+    top_k = default_top_k(top_k, ks)
     paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text, gold=gold)
     run = run_pipeline(
         dataset,
