@@ -2,7 +2,8 @@
 `ray start --head` and `ray start --address` on loopback addresses, one CPU each, token
 authentication on. Each case runs a recallbench command as a real process twice, locally
 with one worker and through the cluster with two, and checks that the artifacts are
-byte-identical and that the run's two worker actors ran on the two nodes.
+byte-identical and that the worker actors of the cluster run (two per stage that has tasks)
+ran on both nodes.
 
 To cover another command, add a `Case` to CASES: `setup` runs (locally, in both build
 directories) before `command`, which gets `--workers 1` for the local run and `--executor ray
@@ -34,7 +35,7 @@ from recallbench.datasets.longmemeval.generator import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 RECALLBENCH = Path(sys.executable).with_name("recallbench")
-#: seconds for one recallbench command (a cluster run takes about 6 s here)
+#: seconds for one recallbench command (a cluster run took 5-35 s on the shared 2-core machine)
 COMMAND_TIMEOUT = 300
 
 
@@ -47,7 +48,7 @@ class Case:
     #: the host the driver is given: the head's own address, or 127.0.0.1 (which Ray turns
     #: into this machine's interface address; the head listens there too)
     host: str = raycluster.HEAD_IP
-    #: the data file the commands read, made once per session: "{data}" in an argument
+    #: the DATA file the commands read (made once per module): "{data}" in an argument
     data: str = ""
 
 
@@ -117,7 +118,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[raycluster.Ray
     if len(str(root / "h")) > raycluster.MAX_TEMP_DIR:  # a long --basetemp
         root = private = Path(tempfile.mkdtemp(prefix="rbray", dir="/tmp"))
     started = raycluster.start(root)
-    atexit.register(raycluster.stop, started)  # if pytest itself is killed mid-teardown
+    # if pytest exits without tearing the fixture down; a killed pytest: PR_SET_PDEATHSIG
+    atexit.register(raycluster.stop, started)
     try:
         yield started
     finally:
