@@ -31,6 +31,7 @@ from recallbench.systems.storekit import (
     DirectoryClone,
     MiniLMCapability,
     VectorSource,
+    caches_beside,
     claim,
     existing,
     offline_environment,
@@ -153,7 +154,8 @@ class ChromaSystem(TimedCalls):
 
     def _open(self, directory: Path, vectors: VectorLookup | None) -> ChromaStore:
         offline_environment()
-        return ChromaStore(self, Path(directory), vectors)
+        with caches_beside(directory):
+            return ChromaStore(self, Path(directory), vectors)
 
     def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> ChromaStore:
         claim(directory, self.name)

@@ -50,6 +50,7 @@ from recallbench.systems.storekit import (
     DirectoryClone,
     MiniLMCapability,
     VectorSource,
+    caches_beside,
     claim,
     existing,
     offline_environment,
@@ -259,7 +260,8 @@ class LangGraphSystem(TimedCalls):
 
     def _open(self, directory: Path, vectors: VectorLookup | None) -> LangGraphStore:
         offline_environment()
-        return LangGraphStore(self, Path(directory), vectors)
+        with caches_beside(directory):
+            return LangGraphStore(self, Path(directory), vectors)
 
     def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> LangGraphStore:
         claim(directory, self.name)

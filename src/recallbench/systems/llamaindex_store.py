@@ -32,6 +32,7 @@ from recallbench.systems.storekit import (
     DirectoryClone,
     MiniLMCapability,
     VectorSource,
+    caches_beside,
     claim,
     existing,
     offline_environment,
@@ -183,14 +184,16 @@ class LlamaIndexSystem(TimedCalls):
     ) -> LlamaIndexStore:
         claim(directory, self.name)
         offline_environment()
-        store = LlamaIndexStore(self, Path(directory), vectors, load=False)
+        with caches_beside(directory):
+            store = LlamaIndexStore(self, Path(directory), vectors, load=False)
         store.flush()
         return store
 
     def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> LlamaIndexStore:
         existing(directory, self.name)
         offline_environment()
-        return LlamaIndexStore(self, Path(directory), vectors, load=True)
+        with caches_beside(directory):
+            return LlamaIndexStore(self, Path(directory), vectors, load=True)
 
 
 @register(

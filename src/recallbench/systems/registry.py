@@ -74,10 +74,6 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
         ("langgraph.store", "langgraph.store.sqlite", "langmem", *_SEMANTIC),
         "pip install -e '.[semantic,langgraph]' (or `make setup`)",
     ),
-    "mem0": (
-        ("mem0", "qdrant_client", *_SEMANTIC),
-        "pip install -e '.[semantic,mem0]' (or `make setup`)",
-    ),
     "vipune": (
         (f"{BINARY}vipune",),
         "build the `vipune` binary from its source (repository randomm/vipune, `cargo install "

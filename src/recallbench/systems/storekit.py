@@ -1,5 +1,5 @@
 """What the built-in third-party stores share (Chroma, txtai, LlamaIndex, LangGraph, LangMem,
-mem0, vipune): the MiniLM embedder capability, the vector source a store is fed from, the
+vipune): the MiniLM embedder capability, the vector source a store is fed from, the
 offline environment, the marker file of a store directory and the directory clone path.
 
 * `MiniLMCapability`: the embedder capability of `minilm` (`dense.DenseEmbedder` over
@@ -7,8 +7,8 @@ offline environment, the marker file of a store directory and the directory clon
 * `VectorSource`: text -> vector for a store's own embedding hook. With the pipeline's
   lookup (`vectors=`), every vector comes from it; without, from the embedder capability.
   Never a model the store loads itself.
-* `offline_environment()`: hubs offline, telemetry off, and the stores' home and cache
-  directories pointed inside the build directory (a store's own directory when it has one).
+* `offline_environment()`: hubs offline, telemetry off; `caches_beside()`: the XDG cache
+  directory inside the build directory while a store is opened.
 * `DirectoryClone`: snapshot = the store's persisted directory as one tar file plus a
   manifest (sha256, record count, digest, embedder identity); verify = the manifest, then the
   store's own load of an extracted copy (its count and digest read back through its API);
@@ -19,11 +19,12 @@ offline environment, the marker file of a store directory and the directory clon
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
 import tarfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -65,34 +66,38 @@ OFFLINE_ENV: dict[str, str] = {
     "TRANSFORMERS_VERBOSITY": "error",
     "TOKENIZERS_PARALLELISM": "false",
     "ANONYMIZED_TELEMETRY": "False",  # chroma
-    "MEM0_TELEMETRY": "False",  # mem0
     "DO_NOT_TRACK": "1",
     "LANGCHAIN_TRACING_V2": "false",
     "LANGSMITH_TRACING": "false",
 }
 
 
-def offline_environment(home: Path | None = None) -> None:
-    """Set `OFFLINE_ENV` (without overriding what the user set) and, with `home`, point the
-    stores' own home/cache variables there (always: nothing may be written elsewhere)."""
+def offline_environment() -> None:
+    """Set `OFFLINE_ENV`, without overriding what the user set. (None of these stores, set up
+    as here, writes a home or cache directory: `tests/test_no_outside_writes.py` checks.)"""
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
-    if home is not None:
-        home = Path(home)
-        home.mkdir(parents=True, exist_ok=True)
-        for key, sub in (
-            ("MEM0_DIR", "mem0"),
-            ("FASTEMBED_CACHE_PATH", "fastembed"),
-            ("LLAMA_INDEX_CACHE_DIR", "llama_index"),
-            ("NLTK_DATA", "nltk"),
-        ):
-            os.environ[key] = str(home / sub)
 
 
-def build_home(directory: Path) -> Path:
-    """Where a store's home/cache directories go: `.store-home` beside the store's directory
-    (inside the build directory, as every store directory is)."""
-    return Path(directory).resolve().parent / ".store-home"
+@contextlib.contextmanager
+def caches_beside(directory: Path) -> Iterator[None]:
+    """XDG_CACHE_HOME and TMPDIR pointed at `.store-cache` beside a store's directory (inside
+    the build directory) while a store package is imported and opened: onnxruntime, which
+    txtai imports, writes a device id under `$XDG_CACHE_HOME` (else `~/.cache`) and a
+    session file `.ses` in the temporary directory when it loads. (Python's own `tempfile`
+    keeps the directory it chose before.)"""
+    cache = Path(directory).resolve().parent / ".store-cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    previous = {key: os.environ.get(key) for key in ("XDG_CACHE_HOME", "TMPDIR")}
+    os.environ.update({key: str(cache) for key in previous})
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 class MiniLMCapability:

@@ -35,6 +35,7 @@ from recallbench.systems.storekit import (
     DirectoryClone,
     MiniLMCapability,
     VectorSource,
+    caches_beside,
     claim,
     existing,
     offline_environment,
@@ -152,14 +153,16 @@ class TxtaiSystem(TimedCalls):
     def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> TxtaiStore:
         claim(directory, self.name)
         offline_environment()
-        store = TxtaiStore(self, Path(directory), vectors, load=False)
+        with caches_beside(directory):
+            store = TxtaiStore(self, Path(directory), vectors, load=False)
         store.flush()
         return store
 
     def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> TxtaiStore:
         existing(directory, self.name)
         offline_environment()
-        return TxtaiStore(self, Path(directory), vectors, load=True)
+        with caches_beside(directory):
+            return TxtaiStore(self, Path(directory), vectors, load=True)
 
 
 @register(
