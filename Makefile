@@ -3,7 +3,8 @@
 #   make test  - set up .venv, then lint, tests and the strict docs build (what CI runs)
 # Setup installs everything, optional parts included, so no test is skipped: torch (a CPU
 # build, first: on these machines `torch==2.13.0` is found on local disk), the semantic and
-# ray extras, and the example plugin (examples/plugin-system, LanceDB). About 2 GB in .venv.
+# ray extras, the memory stores' extras (chroma, txtai, llamaindex, langgraph) and the
+# example plugin (examples/plugin-system, LanceDB). About 2 GB in .venv.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -22,7 +23,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 $(STAMP): pyproject.toml examples/plugin-system/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) 'torch==2.13.0'
-	$(PIP) -e '.[dev,docs,semantic,ray,okapi]' -e examples/plugin-system
+	$(PIP) -e '.[dev,docs,semantic,ray,okapi,chroma,txtai,llamaindex,langgraph]' -e examples/plugin-system
 	@touch $(STAMP)
 
 # Kept for old habits: setup already installs the semantic extra.

@@ -171,3 +171,38 @@ def test_failed_validation_writes_nothing_anywhere(sandbox: Sandbox) -> None:
     assert after["cwd"][lock][0] == 0
     del after["cwd"]["build"], after["cwd"][lock]
     assert after == before
+
+
+@pytest.mark.parametrize("name", ["chroma", "txtai", "llamaindex", "langgraph", "langmem"])
+def test_the_memory_stores_write_only_into_their_directory(sandbox: Sandbox, name: str) -> None:
+    """Each store people run, through its own API (add, search, save, load, its clone
+    path): no home or cache directory of its own, nothing in TMPDIR, nothing beside the
+    build directory. Telemetry is off and the hubs offline, so nothing is fetched either."""
+    from recallbench.systems import get_system
+    from recallbench.systems.base import StoreRecord
+
+    system = get_system(name)
+    # the model loads first: torch leaves its inductor directory in TMPDIR when it loads,
+    # which is torch's, not the store's
+    system.embedder.embed_texts(["warm the model up before the listing"])
+    before = sandbox.watched()
+    build = Path("build")
+    store = system.open_store(build / "stores" / "s")
+    store.ingest(
+        [
+            StoreRecord(f"m{i}", "acme", text)
+            for i, text in enumerate(["Backups are kept for ninety days.", "Trains over planes."])
+        ]
+    )
+    assert store.search("backup retention", 2)
+    system.clone.snapshot(store, build / "package")
+    store.close()
+    system.clone.verify(build / "package", build / "work")
+    system.clone.restore(build / "package", build / "restored").close()
+    system.attach(build / "stores" / "s").close()
+    after = sandbox.watched()
+    new = set(after["cwd"]) - set(before["cwd"])
+    assert new and all(p == "build" or p.startswith("build" + os.sep) for p in new)
+    assert after["home"] == before["home"] == {}
+    assert after["tmp"] == before["tmp"]
+    assert after["benchmarks"] == before["benchmarks"]

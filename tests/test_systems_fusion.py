@@ -118,7 +118,7 @@ def test_hybrid_rrf_is_bm25_plus_minilm_with_k_25() -> None:
     assert config["k"] == 25
     assert list(config["children"]) == ["bm25", "minilm"]
     assert config["recency_weight"] == 0
-    assert "not vipune" in config["recipe"] and "bge-small" in config["recipe"]
+    assert "not vipune" in config["recipe"] and "bm25 + minilm" in config["recipe"]
     assert system.embedder.identity() == get_system("minilm").embedder.identity()
 
 

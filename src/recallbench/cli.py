@@ -844,7 +844,7 @@ def systems_cmd() -> None:
     from recallbench.systems.registry import describe_systems
 
     for s in describe_systems():
-        state = "available" if s["available"] else f"not available ({s.get('install_hint')})"
+        state = "available" if s["available"] else f"unavailable ({s['install_hint']})"
         caps = ", ".join(s["capabilities"]) or "core only"
         click.echo(f"{s['name']:<14} {state}; {caps}; {s['description']}")
 

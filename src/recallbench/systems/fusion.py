@@ -342,17 +342,14 @@ def rrf_system(
     return FusionSystem(name, [get_system(c) for c in children], k=k, depth=depth, **kw)
 
 
-#: vipune's search_hybrid setting (its scope document): RRF k = 25, recency weight 0
+#: RRF k = 25 (the k vipune's scope document names), each child read to depth 50
 HYBRID_K = 25
 HYBRID_DEPTH = 50
 
 
 @register(
     "hybrid-rrf",
-    description=(
-        "RRF (k = 25) of bm25 + minilm: vipune's search_hybrid recipe with all-MiniLM-L6-v2 "
-        "in place of bge-small, not vipune"
-    ),
+    description="RRF (k = 25) of bm25 + minilm",
     capabilities=("clone", "embedder", "lexical"),
     extra="semantic",
 )
@@ -363,8 +360,8 @@ def hybrid_rrf_system() -> FusionSystem:
         k=HYBRID_K,
         depth=HYBRID_DEPTH,
         notes={
-            "recipe": "vipune search_hybrid (RRF k = 25, recency weight 0) with "
-            "all-MiniLM-L6-v2 in place of bge-small; not vipune",
+            "recipe": "RRF (k = 25) of bm25 + minilm; not vipune's hybrid search (the "
+            "`vipune` system runs that)",
             "recency_weight": 0,
         },
     )

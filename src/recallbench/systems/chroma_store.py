@@ -1,0 +1,176 @@
+"""`chroma`: Chroma (`chromadb`) embedded, through its public client API (optional extra
+`chroma`).
+
+Store: `chromadb.PersistentClient(path=<store dir>/chroma, Settings(anonymized_telemetry=
+False))`, one collection `memories` with cosine HNSW (`hnsw:space` = cosine, one insert
+thread so the graph is the same run after run) and no embedding function: Chroma's default
+one downloads a model, so vectors are passed in (`add(embeddings=...)`,
+`query(query_embeddings=...)`), from the pipeline's vector cache or from the `minilm`
+embedder capability. Memory ids are Chroma's ids as given; the identifier rides in the
+metadata. Search: `collection.query(n_results=top_k)` in Chroma's order (distance
+ascending; the score is 1 - cosine distance). Digest: (id, document) read back with
+`collection.get`. Clone: the persisted directory (`storekit.DirectoryClone`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from recallbench.systems.base import (
+    Hit,
+    StoreRecord,
+    TimedCalls,
+    VectorLookup,
+    check_new_ids,
+    records_digest,
+)
+from recallbench.systems.registry import register
+from recallbench.systems.storekit import (
+    DirectoryClone,
+    MiniLMCapability,
+    VectorSource,
+    caches_beside,
+    claim,
+    existing,
+    offline_environment,
+    package_version,
+)
+
+COLLECTION = "memories"
+SUBDIR = "chroma"
+PACKAGE_FORMAT = "recallbench-chroma-dir-v1"
+#: Chroma's HNSW settings: every one not at its default is listed in the configuration.
+HNSW_METADATA = {"hnsw:space": "cosine", "hnsw:num_threads": 1}
+GET_PAGE = 5000
+
+
+class ChromaStore:
+    def __init__(self, system: ChromaSystem, directory: Path, lookup: VectorLookup | None):
+        import chromadb
+        from chromadb.config import Settings
+
+        self._system = system
+        self.directory = directory
+        self._vectors = VectorSource(system.embedder, lookup)
+        with system._inside():
+            self._client = chromadb.PersistentClient(
+                path=str(directory / SUBDIR),
+                settings=Settings(anonymized_telemetry=False, allow_reset=False),
+            )
+            self._collection = self._client.get_or_create_collection(
+                COLLECTION, metadata=dict(HNSW_METADATA), embedding_function=None
+            )
+
+    def _ids(self) -> list[str]:
+        return [i for i, _ in self._pairs()]
+
+    def _pairs(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        offset = 0
+        while True:
+            page = self._collection.get(include=["documents"], limit=GET_PAGE, offset=offset)
+            out.extend(zip(page["ids"], page["documents"] or [], strict=True))
+            if len(page["ids"]) < GET_PAGE:
+                return out
+            offset += GET_PAGE
+
+    def ingest(self, records: Sequence[StoreRecord]) -> int:
+        with self._system._inside():
+            check_new_ids(self._ids(), records)
+            if records:
+                texts = [r.text for r in records]
+                self._collection.add(
+                    ids=[r.memory_id for r in records],
+                    documents=texts,
+                    embeddings=self._vectors(texts),
+                    metadatas=[{"identifier": r.identifier} for r in records],
+                )
+            return self._collection.count()
+
+    def search(self, query: str, top_k: int) -> list[Hit]:
+        self._vectors.check(query)
+        with self._system._inside():
+            n = self._collection.count()
+            if n == 0 or top_k <= 0:
+                return []
+            result = self._collection.query(
+                query_embeddings=[self._vectors.one(query)],
+                n_results=min(top_k, n),
+                include=["distances", "metadatas"],
+            )
+        ids, distances, metas = result["ids"][0], result["distances"][0], result["metadatas"][0]
+        return [
+            Hit(i, round(1.0 - float(d), 6), str(m["identifier"]))
+            for i, d, m in zip(ids, distances, metas, strict=True)
+        ]
+
+    def count(self) -> int:
+        with self._system._inside():
+            return self._collection.count()
+
+    def digest(self) -> str:
+        with self._system._inside():
+            pairs = self._pairs()
+        return records_digest(pairs)
+
+    def delete_smallest(self) -> None:
+        with self._system._inside():
+            self._collection.delete(ids=[min(self._ids())])
+
+    def flush(self) -> None:
+        """Chroma writes through on every call: nothing to flush."""
+
+    def close(self) -> None:
+        self._collection = None
+        self._client = None
+
+
+class ChromaSystem(TimedCalls):
+    """Chroma embedded: cosine HNSW over MiniLM vectors passed in."""
+
+    lexical = False
+
+    def __init__(self) -> None:
+        self.name = "chroma"
+        self.embedder = MiniLMCapability(self)
+        self.clone = DirectoryClone(self, PACKAGE_FORMAT, lambda s: s.delete_smallest())
+
+    def configuration(self) -> dict[str, Any]:
+        return {
+            "implementation": "chromadb",
+            "implementation_version": package_version("chromadb"),
+            "backend": "PersistentClient (embedded, SQLite + HNSW segment) in the store directory",
+            "collection_metadata": dict(HNSW_METADATA),
+            "settings": {"anonymized_telemetry": False},
+            "embedding_function": None,
+            "vectors": "passed in: the pipeline's vector cache, else the minilm embedder",
+            "embedder": self.embedder.identity(),
+            "search": "collection.query(query_embeddings, n_results=top_k): Chroma's order",
+            "score": "1 - cosine distance",
+            "clone_format": PACKAGE_FORMAT,
+        }
+
+    def _open(self, directory: Path, vectors: VectorLookup | None) -> ChromaStore:
+        offline_environment()
+        with caches_beside(directory):
+            return ChromaStore(self, Path(directory), vectors)
+
+    def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> ChromaStore:
+        claim(directory, self.name)
+        return self._open(directory, vectors)
+
+    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> ChromaStore:
+        existing(directory, self.name)
+        return self._open(directory, vectors)
+
+
+@register(
+    "chroma",
+    description="Chroma embedded (chromadb PersistentClient): cosine HNSW over all-MiniLM-L6-v2 vectors passed in",
+    capabilities=("clone", "embedder"),
+    extra="chroma",
+)
+def chroma_system() -> ChromaSystem:
+    return ChromaSystem()

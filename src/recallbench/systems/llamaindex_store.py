@@ -1,0 +1,206 @@
+"""`llamaindex`: LlamaIndex (`llama-index-core`) `VectorStoreIndex`, through its public API
+(optional extra `llamaindex`).
+
+Store: a `VectorStoreIndex` over `TextNode(id_=memory id, text, metadata={"identifier"})`
+with the default in-memory `SimpleVectorStore`, persisted after every ingest with
+`storage_context.persist(<store dir>/index)` and reopened with `load_index_from_storage`.
+The identifier is excluded from the embedded (and LLM) text (`excluded_embed_metadata_keys`:
+LlamaIndex otherwise embeds metadata with the text). Embedding: a `BaseEmbedding` subclass
+(LlamaIndex's own extension point) that takes every vector from the pipeline's vector cache,
+or from the `minilm` embedder capability: LlamaIndex never loads a model of its own, and no
+LLM is used. Search: `index.as_retriever(similarity_top_k=top_k).retrieve(query)` in
+LlamaIndex's order (exact cosine over every node; its score). Digest: (node id, text) of
+the docstore. Clone: the persisted directory (`storekit.DirectoryClone`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from recallbench.systems.base import (
+    Hit,
+    StoreRecord,
+    TimedCalls,
+    VectorLookup,
+    check_new_ids,
+    records_digest,
+)
+from recallbench.systems.registry import register
+from recallbench.systems.storekit import (
+    DirectoryClone,
+    MiniLMCapability,
+    VectorSource,
+    caches_beside,
+    claim,
+    existing,
+    offline_environment,
+    package_version,
+)
+
+SUBDIR = "index"
+PACKAGE_FORMAT = "recallbench-llamaindex-dir-v1"
+METADATA_KEY = "identifier"
+
+
+def _embedding_class() -> type:
+    """A LlamaIndex `BaseEmbedding` over a `VectorSource` (defined on first use: the module
+    imports LlamaIndex only when the system is built)."""
+    from llama_index.core.embeddings import BaseEmbedding
+    from pydantic import PrivateAttr
+
+    class SourceEmbedding(BaseEmbedding):
+        """Vectors from recallbench: the vector cache, else the minilm embedder."""
+
+        _source: Any = PrivateAttr()
+
+        def __init__(self, source: VectorSource, model_name: str) -> None:
+            super().__init__(model_name=model_name)
+            self._source = source
+
+        @classmethod
+        def class_name(cls) -> str:
+            return "RecallbenchSourceEmbedding"
+
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return self._source.one(query)
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._source.one(query)
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return self._source.one(text)
+
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return self._source(texts)
+
+    return SourceEmbedding
+
+
+class LlamaIndexStore:
+    def __init__(
+        self, system: LlamaIndexSystem, directory: Path, lookup: VectorLookup | None, load: bool
+    ) -> None:
+        from llama_index.core import StorageContext, VectorStoreIndex, load_index_from_storage
+
+        self._system = system
+        self.directory = directory
+        self._source = VectorSource(system.embedder, lookup)
+        self._embed_model = system.embedding_class(self._source, system.embedder.identity())
+        with system._inside():
+            if load:
+                storage = StorageContext.from_defaults(persist_dir=str(directory / SUBDIR))
+                self._index = load_index_from_storage(
+                    storage, embed_model=self._embed_model, show_progress=False
+                )
+            else:
+                self._index = VectorStoreIndex(nodes=[], embed_model=self._embed_model)
+
+    def _docs(self) -> dict[str, Any]:
+        return self._index.docstore.docs
+
+    def ingest(self, records: Sequence[StoreRecord]) -> int:
+        from llama_index.core.schema import TextNode
+
+        with self._system._inside():
+            check_new_ids(self._docs(), records)
+            nodes = [
+                TextNode(
+                    id_=r.memory_id,
+                    text=r.text,
+                    metadata={METADATA_KEY: r.identifier},
+                    excluded_embed_metadata_keys=[METADATA_KEY],
+                    excluded_llm_metadata_keys=[METADATA_KEY],
+                )
+                for r in records
+            ]
+            if nodes:
+                self._index.insert_nodes(nodes)
+            self.flush()
+            return len(self._docs())
+
+    def search(self, query: str, top_k: int) -> list[Hit]:
+        self._source.check(query)
+        with self._system._inside():
+            if not self._docs() or top_k <= 0:
+                return []
+            found = self._index.as_retriever(similarity_top_k=top_k).retrieve(query)
+        return [
+            Hit(n.node.node_id, round(float(n.score), 6), str(n.node.metadata[METADATA_KEY]))
+            for n in found
+        ]
+
+    def count(self) -> int:
+        with self._system._inside():
+            return len(self._docs())
+
+    def digest(self) -> str:
+        with self._system._inside():
+            pairs = [(node_id, node.text) for node_id, node in self._docs().items()]
+        return records_digest(pairs)
+
+    def delete_smallest(self) -> None:
+        with self._system._inside():
+            self._index.delete_nodes([min(self._docs())], delete_from_docstore=True)
+
+    def flush(self) -> None:
+        self._index.storage_context.persist(persist_dir=str(self.directory / SUBDIR))
+
+    def close(self) -> None:
+        self._index = None
+
+
+class LlamaIndexSystem(TimedCalls):
+    """LlamaIndex VectorStoreIndex (SimpleVectorStore) over MiniLM vectors."""
+
+    lexical = False
+
+    def __init__(self) -> None:
+        self.name = "llamaindex"
+        self.embedder = MiniLMCapability(self)
+        self.embedding_class = _embedding_class()
+        self.clone = DirectoryClone(self, PACKAGE_FORMAT, lambda s: s.delete_smallest())
+
+    def configuration(self) -> dict[str, Any]:
+        return {
+            "implementation": "llama-index-core",
+            "implementation_version": package_version("llama-index-core"),
+            "backend": "VectorStoreIndex over the default SimpleVectorStore, persisted with "
+            "storage_context.persist / load_index_from_storage",
+            "nodes": "TextNode(id_=memory id, text, metadata={identifier}); the identifier "
+            "excluded from the embedded and LLM text",
+            "embed_model": "a BaseEmbedding subclass over the pipeline's vector cache, else the "
+            "minilm embedder",
+            "embedder": self.embedder.identity(),
+            "llm": None,
+            "search": "index.as_retriever(similarity_top_k=top_k).retrieve(query): exact cosine, "
+            "LlamaIndex's order and score",
+            "clone_format": PACKAGE_FORMAT,
+        }
+
+    def open_store(
+        self, directory: Path, *, vectors: VectorLookup | None = None
+    ) -> LlamaIndexStore:
+        claim(directory, self.name)
+        offline_environment()
+        with caches_beside(directory):
+            store = LlamaIndexStore(self, Path(directory), vectors, load=False)
+        store.flush()
+        return store
+
+    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> LlamaIndexStore:
+        existing(directory, self.name)
+        offline_environment()
+        with caches_beside(directory):
+            return LlamaIndexStore(self, Path(directory), vectors, load=True)
+
+
+@register(
+    "llamaindex",
+    description="LlamaIndex VectorStoreIndex (SimpleVectorStore, exact cosine) over all-MiniLM-L6-v2 vectors",
+    capabilities=("clone", "embedder"),
+    extra="llamaindex",
+)
+def llamaindex_system() -> LlamaIndexSystem:
+    return LlamaIndexSystem()

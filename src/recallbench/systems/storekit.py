@@ -1,0 +1,291 @@
+"""What the built-in third-party stores share (Chroma, txtai, LlamaIndex, LangGraph, LangMem,
+vipune): the MiniLM embedder capability, the vector source a store is fed from, the
+offline environment, the marker file of a store directory and the directory clone path.
+
+* `MiniLMCapability`: the embedder capability of `minilm` (`dense.DenseEmbedder` over
+  `semantic.shared_embedder()`): the same identity, so all of them share one prep cache.
+* `VectorSource`: text -> vector for a store's own embedding hook. With the pipeline's
+  lookup (`vectors=`), every vector comes from it; without, from the embedder capability.
+  Never a model the store loads itself.
+* `offline_environment()`: hubs offline, telemetry off; `caches_beside()`: the XDG cache
+  directory inside the build directory while a store is opened.
+* `DirectoryClone`: snapshot = the store's persisted directory as one tar file plus a
+  manifest (sha256, record count, digest, embedder identity); verify = the manifest, then the
+  store's own load of an extracted copy (its count and digest read back through its API);
+  restore = verify, extract into a clean directory, load. Its corruptions: one byte flipped
+  (`raw_byte`) and a record deleted through the store's own API under the old manifest
+  (`stale_manifest`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import tarfile
+from collections.abc import Callable, Iterator, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from recallbench.systems.base import (
+    Corruption,
+    PackageInfo,
+    SnapshotRejected,
+    TimedCalls,
+    VectorLookup,
+    check_manifest,
+    copy_package,
+    package_size,
+    raw_byte_corruption,
+    write_manifest,
+)
+
+MARKER = "recallbench-store.json"
+TARBALL = "store.tar"
+
+
+def package_version(name: str) -> str | None:
+    """The installed version of a distribution (None when it is not installed)."""
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+#: Environment every store here runs under: no hub, no telemetry, no progress bars.
+OFFLINE_ENV: dict[str, str] = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "TOKENIZERS_PARALLELISM": "false",
+    "ANONYMIZED_TELEMETRY": "False",  # chroma
+    "DO_NOT_TRACK": "1",
+    "LANGCHAIN_TRACING_V2": "false",
+    "LANGSMITH_TRACING": "false",
+}
+
+
+def offline_environment() -> None:
+    """Set `OFFLINE_ENV`, without overriding what the user set. (None of these stores, set up
+    as here, writes a home or cache directory: `tests/test_no_outside_writes.py` checks.)"""
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+
+
+@contextlib.contextmanager
+def caches_beside(directory: Path) -> Iterator[None]:
+    """XDG_CACHE_HOME and TMPDIR pointed at `.store-cache` beside a store's directory (inside
+    the build directory) while a store package is imported and opened: onnxruntime, which
+    txtai imports, writes a device id under `$XDG_CACHE_HOME` (else `~/.cache`) and a
+    session file `.ses` in the temporary directory when it loads. (Python's own `tempfile`
+    keeps the directory it chose before.)"""
+    cache = Path(directory).resolve().parent / ".store-cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    previous = {key: os.environ.get(key) for key in ("XDG_CACHE_HOME", "TMPDIR")}
+    os.environ.update({key: str(cache) for key in previous})
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+class MiniLMCapability:
+    """The `minilm` embedder capability for a third-party system (`DenseEmbedder` over
+    `semantic.shared_embedder()`): same identity, same vectors, one shared prep cache."""
+
+    def __new__(cls, system: TimedCalls) -> Any:
+        from recallbench.systems.dense import DenseEmbedder
+        from recallbench.systems.semantic import shared_embedder
+
+        return DenseEmbedder(system, shared_embedder())  # type: ignore[arg-type]
+
+
+class VectorSource:
+    """text -> vector (lists of floats) for a store's own embedding hook.
+
+    With `lookup` (the pipeline's vector cache) every vector comes from it, else from the
+    embedder capability's model (untimed here: the store's call that needs the vectors is
+    already timed as the system's own work)."""
+
+    def __init__(self, embedder: Any, lookup: VectorLookup | None) -> None:
+        self._embedder = embedder
+        self.lookup = lookup
+
+    def __call__(self, texts: Sequence[str]) -> list[list[float]]:
+        texts = list(texts)
+        if not texts:
+            return []
+        if self.lookup is not None:
+            return [[float(x) for x in self.lookup(t)] for t in texts]
+        unique = list(dict.fromkeys(texts))
+        vectors = dict(zip(unique, self._embedder.inner.embed_batch(unique), strict=True))
+        return [list(vectors[t]) for t in texts]
+
+    def one(self, text: str) -> list[float]:
+        return self([text])[0]
+
+    def check(self, text: str) -> None:
+        """Raise MissingVector now when a lookup has no vector for `text` (before a store
+        call that might wrap the exception in its own)."""
+        if self.lookup is not None:
+            self.lookup(text)
+
+
+# --------------------------------------------------------------------------- directories
+
+
+def claim(directory: Path, system: str, **extra: Any) -> Path:
+    """A fresh store directory with its marker (FileExistsError when one is there)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    marker = directory / MARKER
+    if marker.exists():
+        raise FileExistsError(f"{marker}: a store already exists here")
+    marker.write_bytes(orjson.dumps({"system": system, **extra}, option=orjson.OPT_SORT_KEYS))
+    return directory
+
+
+def existing(directory: Path, system: str) -> dict[str, Any]:
+    """The marker of a store `claim` made (FileNotFoundError when there is none)."""
+    marker = Path(directory) / MARKER
+    if not marker.exists():
+        raise FileNotFoundError(f"{marker}: no {system} store here")
+    return orjson.loads(marker.read_bytes())
+
+
+def tar_directory(directory: Path) -> bytes:
+    """The directory's files as a tar archive, entries sorted, owners and times zeroed."""
+    out = io.BytesIO()
+    root = Path(directory)
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):
+            info = tar.gettarinfo(str(path), arcname=path.relative_to(root).as_posix())
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = 0
+            if path.is_file():
+                with open(path, "rb") as handle:
+                    tar.addfile(info, handle)
+            elif path.is_dir():
+                tar.addfile(info)
+    return out.getvalue()
+
+
+def untar(tarball: Path, directory: Path) -> None:
+    """Extract a `tar_directory` archive into a new directory (regular files and dirs only)."""
+    directory = Path(directory)
+    if directory.exists() and any(directory.iterdir()):
+        raise FileExistsError(f"{directory}: not empty")
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        with tarfile.open(tarball, mode="r") as tar:
+            tar.extractall(directory, filter="data")
+    except (tarfile.TarError, OSError) as exc:
+        raise SnapshotRejected("unreadable", f"{tarball}: {exc}") from None
+
+
+class DirectoryClone:
+    """The clone path of a store that persists to its directory (see the module docstring).
+
+    `close` releases what the store holds on its files before they are read; `delete_one`
+    deletes the record with the smallest memory id through the store's own API (for the
+    `stale_manifest` corruption)."""
+
+    def __init__(
+        self,
+        system: Any,
+        package_format: str,
+        delete_one: Callable[[Any], None],
+    ) -> None:
+        self._system = system
+        self._format = package_format
+        self._delete_one = delete_one
+
+    def snapshot(self, store: Any, package_dir: Path) -> PackageInfo:
+        package_dir = Path(package_dir)
+        package_dir.mkdir(parents=True, exist_ok=False)
+        count, digest = store.count(), store.digest()
+        store.flush()
+        (package_dir / TARBALL).write_bytes(tar_directory(store.directory))
+        write_manifest(
+            package_dir,
+            self._format,
+            count,
+            [TARBALL],
+            digest=digest,
+            embedder=self._system.embedder.identity(),
+            system=self._system.name,
+        )
+        return PackageInfo(records=count, size_bytes=package_size(package_dir))
+
+    def _load(self, package_dir: Path, directory: Path) -> tuple[Any, dict[str, Any]]:
+        package_dir = Path(package_dir)
+        manifest = check_manifest(package_dir, self._format)
+        ours = self._system.embedder.identity()
+        if manifest.get("embedder") != ours:
+            raise SnapshotRejected(
+                "embedder_mismatch",
+                f"vectors made by {manifest.get('embedder')!r}, this system embeds with {ours!r}",
+            )
+        untar(package_dir / TARBALL, directory)
+        try:
+            store = self._system.attach(directory)
+        except FileNotFoundError as exc:
+            raise SnapshotRejected("missing_file", str(exc)) from None
+        count, digest = store.count(), store.digest()
+        if count != manifest.get("record_count"):
+            store.close()
+            raise SnapshotRejected(
+                "record_count_mismatch",
+                f"{count} records, manifest says {manifest.get('record_count')}",
+            )
+        if digest != manifest.get("digest"):
+            store.close()
+            raise SnapshotRejected(
+                "digest_mismatch", "the records read back do not match the manifest's digest"
+            )
+        return store, manifest
+
+    def verify(self, package_dir: Path, work_dir: Path) -> int:
+        work = Path(work_dir) / "verify-load"
+        if work.exists():
+            shutil.rmtree(work)
+        store, manifest = self._load(package_dir, work)
+        store.close()
+        shutil.rmtree(work, ignore_errors=True)
+        return int(manifest["record_count"])
+
+    def restore(self, package_dir: Path, directory: Path) -> Any:
+        store, _ = self._load(package_dir, directory)
+        return store
+
+    def corruptions(self, package_dir: Path, work_dir: Path) -> list[Corruption]:
+        raw = raw_byte_corruption(package_dir, work_dir)
+        stale = copy_package(package_dir, work_dir, "stale_manifest")
+        scratch = Path(work_dir) / "stale_manifest.store"
+        untar(stale / TARBALL, scratch)
+        store = self._system.attach(scratch)
+        self._delete_one(store)
+        store.flush()
+        store.close()
+        (stale / TARBALL).write_bytes(tar_directory(scratch))
+        shutil.rmtree(scratch, ignore_errors=True)
+        return [
+            raw,
+            Corruption(
+                "stale_manifest",
+                "the record with the smallest id deleted through the store's API, the manifest kept",
+                stale,
+            ),
+        ]

@@ -1,0 +1,89 @@
+"""The memory stores people run (Chroma, txtai, LlamaIndex, LangGraph, LangMem) end to end
+through the stages on the fixture suite: the same results for 1 and 2 workers, and with and
+without the vector cache. Real stores through their own APIs, nothing mocked.
+
+With the cache (every vector from `prep`) the runs are identical byte for byte whatever the
+number of workers. Without it, the store's vectors come from the model in other batches than
+prep's: all-MiniLM-L6-v2's vectors differ in the last bits with the batch (CPU kernels are
+chosen by shape), so there the scores must agree within 1e-5 and the rankings be the same
+up to the order within ties (two computation paths: never float equality).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner, Result
+
+from recallbench.cli import main
+
+STORES = ("chroma", "txtai", "llamaindex", "langgraph", "langmem")
+
+
+def cli(build: Path, *args: str | Path) -> Result:
+    result = CliRunner().invoke(main, ["--build-dir", str(build), "-q", *map(str, args)])
+    assert result.exit_code == 0, (args, result.output, result.exception)
+    return result
+
+
+def runs(build: Path) -> dict[str, Any]:
+    return orjson.loads((build / "runs.json").read_bytes())["data"]
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A validated fixture build and one vector cache: every store here has the minilm
+    embedder's identity, so `prep` for minilm feeds them all."""
+    root = tmp_path_factory.mktemp("stores-e2e")
+    cli(root / "base", "validate")
+    cli(root / "base", "prep", "--cache", root / "cache", "--system", "minilm")
+    return {"root": root, "build": root / "base", "cache": root / "cache"}
+
+
+def staged(base: dict[str, Path], name: str, system: str, *options: str | Path) -> dict:
+    build = base["root"] / f"{system}-{name}"
+    shutil.copytree(base["build"], build)
+    cli(build, "hydrate", "--system", system, *options)
+    cli(build, "query", *options)
+    return runs(build)
+
+
+def rankings(data: dict) -> dict[str, list[tuple[str, str]]]:
+    return {
+        q["query_id"]: [(h["memory_id"], h["identifier"]) for h in q["hits"]]
+        for q in data["queries"]
+    }
+
+
+@pytest.mark.parametrize("system", STORES)
+def test_workers_and_cache_give_the_same_results(base: dict[str, Path], system: str) -> None:
+    cache = base["cache"]
+    one = staged(base, "w1", system, "--cache", cache)
+    two = staged(base, "w2", system, "--cache", cache, "--workers", "2")
+    assert one["system"] == system
+    assert two == one  # every hit, score and scope, byte for byte
+    assert sum(len(q["hits"]) for q in one["queries"]) > 0
+
+    inline = staged(base, "inline", system)
+    for a, b in zip(inline["queries"], one["queries"], strict=True):
+        got = [h["score"] for h in a["hits"]]
+        assert got == pytest.approx([h["score"] for h in b["hits"]], abs=1e-5)
+        # the same ranking, except the order within (near) ties: hits closer than 1e-5
+        # may come in either order, and the last such group may be cut at top-k
+        assert _tie_groups(a["hits"])[:-1] == _tie_groups(b["hits"])[:-1], a["query_id"]
+
+
+def _tie_groups(hits: list[dict]) -> list[set[tuple[str, str]]]:
+    """The hits in rank order, neighbours closer than 1e-5 in one set."""
+    groups: list[set[tuple[str, str]]] = []
+    last = None
+    for h in hits:
+        if last is None or abs(last - h["score"]) >= 1e-5:
+            groups.append(set())
+        groups[-1].add((h["memory_id"], h["identifier"]))
+        last = h["score"]
+    return groups
