@@ -76,6 +76,9 @@ def conversational_summary(result: Mapping[str, Any]) -> str:
                 value = overall[name]["value"]
                 cells.append(f"{name} {'n/a' if value is None else f'{value:.3f}'}")
             lines.append("  ".join(cells))
+    vacuous = result.get("summary", {}).get("questions_with_vacuous_gold")
+    if vacuous:  # --gold official: fractional recall is n/a there, the others average them in
+        counts[0] += f", {vacuous} of them with vacuous gold (no recall@k; recall_all 1, ndcg 0)"
     means = counts[0] + (f" ({', '.join(counts[1:])} with evidence)" if counts[1:] else "")
     return "\n".join(lines) + f"\n(means over {means}; recall = fractional)"
 

@@ -408,3 +408,20 @@ def test_the_gold_rule_is_a_reader_option_of_suite_and_cache(data: Path, tmp_pat
     refused = rb("query", "--cache", str(tmp_path / "cache"))
     assert refused.exit_code == 1
     assert "this run uses {'gold': 'official'," in refused.stderr
+
+
+def test_the_script_takes_gold_official_and_counts_the_vacuous(data: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, str(root / "scripts" / "retrieval_eval.py"), "-q", "--longmemeval"]
+        + [str(data), "--gold", "official", "--system", "bm25-okapi"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "(means over 28 scored queries, 2 of them with vacuous gold" in done.stdout
+    assert "answer_ids_recall_all@10 " in done.stdout
