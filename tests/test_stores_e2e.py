@@ -68,22 +68,7 @@ def test_workers_and_cache_give_the_same_results(base: dict[str, Path], system: 
     assert two == one  # every hit, score and scope, byte for byte
     assert sum(len(q["hits"]) for q in one["queries"]) > 0
 
-    inline = staged(base, "inline", system)
-    for a, b in zip(inline["queries"], one["queries"], strict=True):
-        got = [h["score"] for h in a["hits"]]
-        assert got == pytest.approx([h["score"] for h in b["hits"]], abs=1e-5)
-        # the same ranking, except the order within (near) ties: hits closer than 1e-5
-        # may come in either order, and the last such group may be cut at top-k
-        assert _tie_groups(a["hits"])[:-1] == _tie_groups(b["hits"])[:-1], a["query_id"]
-
-
-def _tie_groups(hits: list[dict]) -> list[set[tuple[str, str]]]:
-    """The hits in rank order, neighbours closer than 1e-5 in one set."""
-    groups: list[set[tuple[str, str]]] = []
-    last = None
-    for h in hits:
-        if last is None or abs(last - h["score"]) >= 1e-5:
-            groups.append(set())
-        groups[-1].add((h["memory_id"], h["identifier"]))
-        last = h["score"]
-    return groups
+    # without --cache the stages make the same cache in BUILD/vectors (the one embedding
+    # path): the same bytes, not only the same rankings
+    auto = staged(base, "auto", system)
+    assert auto == one
