@@ -87,3 +87,21 @@ def _tie_groups(hits: list[dict]) -> list[set[tuple[str, str]]]:
         groups[-1].add((h["memory_id"], h["identifier"]))
         last = h["score"]
     return groups
+
+
+def test_compare_over_the_stores_on_a_generated_longmemeval_file(tmp_path: Path) -> None:
+    """The stores side by side on conversational data: one store per question (scope)."""
+    from recallbench.datasets.longmemeval.generator import generate
+
+    data = tmp_path / "lme.json"
+    generate(data, shape="s", questions=3, seed=3, sessions_per_question=4, session_chars=200)
+    out = tmp_path / "compare.json"
+    args = ["compare", "--dataset", "longmemeval", "--data", data, "--resamples", "200"]
+    for name in ("minilm", *STORES):
+        args += ["--system", name]
+    cli(tmp_path / "build", *args, "--output", out, "--report", tmp_path / "c.md")
+    doc = orjson.loads(out.read_bytes())
+    assert [s["label"] for s in doc["systems"]] == ["minilm", *STORES]
+    assert len(doc["comparisons"]) == len(STORES)
+    for c in doc["comparisons"]:
+        assert any(m["overall"]["queries"] > 0 for m in c["metrics"].values()), c["challenger"]
