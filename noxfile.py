@@ -14,9 +14,15 @@ def _stages(session: nox.Session) -> list[str]:
 
 def _install(session: nox.Session) -> None:
     """Everything `make` installs: torch (a CPU build, first), the project with its dev,
-    docs, semantic and ray extras, and the example plugin, so no test is skipped."""
+    docs, semantic and ray extras, the memory stores' extras, and the example plugin, so no
+    test is skipped (but vipune's contract, whose binary no package installs)."""
     session.install("torch==2.13.0")
-    session.install("-e", ".[dev,docs,semantic,ray]", "-e", "examples/plugin-system")
+    session.install(
+        "-e",
+        ".[dev,docs,semantic,ray,chroma,txtai,llamaindex,langgraph]",
+        "-e",
+        "examples/plugin-system",
+    )
 
 
 @nox.session

@@ -72,3 +72,21 @@ def test_workers_and_cache_give_the_same_results(base: dict[str, Path], system: 
     # path): the same bytes, not only the same rankings
     auto = staged(base, "auto", system)
     assert auto == one
+
+
+def test_compare_over_the_stores_on_a_generated_longmemeval_file(tmp_path: Path) -> None:
+    """The stores side by side on conversational data: one store per question (scope)."""
+    from recallbench.datasets.longmemeval.generator import generate
+
+    data = tmp_path / "lme.json"
+    generate(data, shape="s", questions=3, seed=3, sessions_per_question=4, session_chars=200)
+    out = tmp_path / "compare.json"
+    args = ["compare", "--dataset", "longmemeval", "--data", data, "--resamples", "200"]
+    for name in ("minilm", *STORES):
+        args += ["--system", name]
+    cli(tmp_path / "build", *args, "--output", out, "--report", tmp_path / "c.md")
+    doc = orjson.loads(out.read_bytes())
+    assert [s["label"] for s in doc["systems"]] == ["minilm", *STORES]
+    assert len(doc["comparisons"]) == len(STORES)
+    for c in doc["comparisons"]:
+        assert any(m["overall"]["queries"] > 0 for m in c["metrics"].values()), c["challenger"]

@@ -123,6 +123,11 @@ class ChromaStore:
         """Chroma writes through on every call: nothing to flush."""
 
     def close(self) -> None:
+        """`client.close()`: Chroma keeps one system per path in the process and releases it
+        (its SQLite connections, the HNSW segment) when the last client of the path closes;
+        a directory removed and made again must not meet the old one."""
+        if self._client is not None:
+            self._client.close()
         self._collection = None
         self._client = None
 
