@@ -168,7 +168,7 @@ def main(
         from recallbench.stages.execution import Execution
 
         progress.configure(quiet)
-        execution = Execution(executor, workers, ray_address, cache, call_timeout)
+        execution = Execution(executor, workers, ray_address, cache, call_timeout=call_timeout)
         k = top_k if top_k is not None else DEFAULT_TOP_K.get(dataset, 5)
 
         def evaluate(work: Path) -> Any:

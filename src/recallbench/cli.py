@@ -241,7 +241,7 @@ def _execution(
 ) -> Any:
     from recallbench.stages.execution import Execution
 
-    return Execution(executor, workers, ray_address, cache, call_timeout)
+    return Execution(executor, workers, ray_address, cache, call_timeout=call_timeout)
 
 
 def _top_k(top_k: int | None, dataset: str) -> int:

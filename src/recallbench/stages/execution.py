@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ class Execution:
     workers: int = 1
     ray_address: str | None = None
     cache: Path | None = None
+    _: KW_ONLY  # the fields below by name only
     device: str = "auto"
     cache_root: Path | None = None
     #: seconds each call into the system may take (`--call-timeout`; None: no limit)
