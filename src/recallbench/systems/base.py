@@ -470,3 +470,40 @@ def check_new_ids(held: Iterable[str], records: Sequence[StoreRecord]) -> None:
         if r.memory_id in seen:
             raise SnapshotRejected("ingest_dropped", f"duplicate memory id {r.memory_id!r}")
         seen.add(r.memory_id)
+
+
+#: the records file of stores kept as JSONL (`RecordsClone`)
+RECORDS_FILE = "records.jsonl"
+
+
+class RecordsClone:
+    """The clone path of a store kept as `records.jsonl` and rebuilt from it (`bm25`,
+    `bm25-okapi`): the package is that file plus a manifest (size, sha256, record count)
+    of format `package_format`; restore ingests the records into a fresh store."""
+
+    def __init__(self, system: Any, package_format: str) -> None:
+        self._system = system
+        self.package_format = package_format
+
+    def snapshot(self, store: Any, package_dir: Path) -> PackageInfo:
+        package_dir = Path(package_dir)
+        package_dir.mkdir(parents=True, exist_ok=False)
+        shutil.copyfile(store.directory / RECORDS_FILE, package_dir / RECORDS_FILE)
+        write_manifest(package_dir, self.package_format, store.count(), [RECORDS_FILE])
+        return PackageInfo(records=store.count(), size_bytes=package_size(package_dir))
+
+    def verify(self, package_dir: Path, work_dir: Path) -> int:
+        manifest = check_manifest(package_dir, self.package_format)
+        return check_record_count(package_dir, manifest, RECORDS_FILE)
+
+    def restore(self, package_dir: Path, directory: Path) -> Any:
+        self.verify(package_dir, directory)
+        store = self._system.open_store(directory)
+        store.ingest(jsonl_records(Path(package_dir) / RECORDS_FILE))
+        return store
+
+    def corruptions(self, package_dir: Path, work_dir: Path) -> list[Corruption]:
+        return [
+            raw_byte_corruption(package_dir, work_dir),
+            stale_jsonl_corruption(package_dir, work_dir, RECORDS_FILE, "text"),
+        ]

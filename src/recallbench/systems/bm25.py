@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,22 +25,15 @@ import numpy as np
 
 from recallbench.artifacts import atomic_write_bytes
 from recallbench.systems.base import (
-    Corruption,
     Hit,
-    PackageInfo,
+    RecordsClone,
     StoreRecord,
     TimedCalls,
     VectorLookup,
-    check_manifest,
     check_new_ids,
-    check_record_count,
     jsonl_bytes,
     jsonl_records,
-    package_size,
-    raw_byte_corruption,
     records_digest,
-    stale_jsonl_corruption,
-    write_manifest,
 )
 from recallbench.systems.registry import register
 
@@ -119,36 +111,6 @@ class BM25Store:
         self._index = None
 
 
-class BM25Clone:
-    """The package: `records.jsonl` plus a manifest (size, sha256, record count)."""
-
-    def __init__(self, system: BM25System) -> None:
-        self._system = system
-
-    def snapshot(self, store: BM25Store, package_dir: Path) -> PackageInfo:
-        package_dir = Path(package_dir)
-        package_dir.mkdir(parents=True, exist_ok=False)
-        shutil.copyfile(store.directory / RECORDS, package_dir / RECORDS)
-        write_manifest(package_dir, PACKAGE_FORMAT, store.count(), [RECORDS])
-        return PackageInfo(records=store.count(), size_bytes=package_size(package_dir))
-
-    def verify(self, package_dir: Path, work_dir: Path) -> int:
-        manifest = check_manifest(package_dir, PACKAGE_FORMAT)
-        return check_record_count(package_dir, manifest, RECORDS)
-
-    def restore(self, package_dir: Path, directory: Path) -> BM25Store:
-        self.verify(package_dir, directory)
-        store = self._system.open_store(directory)
-        store.ingest(jsonl_records(Path(package_dir) / RECORDS))
-        return store
-
-    def corruptions(self, package_dir: Path, work_dir: Path) -> list[Corruption]:
-        return [
-            raw_byte_corruption(package_dir, work_dir),
-            stale_jsonl_corruption(package_dir, work_dir, RECORDS, "text"),
-        ]
-
-
 class BM25System(TimedCalls):
     """Okapi BM25 over the records' text; parameters k1 and b as in Lucene."""
 
@@ -159,7 +121,7 @@ class BM25System(TimedCalls):
         self.name = name
         self.k1 = k1
         self.b = b
-        self.clone = BM25Clone(self)
+        self.clone = RecordsClone(self, PACKAGE_FORMAT)
 
     def configuration(self) -> dict[str, Any]:
         return {

@@ -20,7 +20,6 @@ and the record count) and lexical diagnostics; no embedder.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,22 +28,15 @@ import numpy as np
 
 from recallbench.artifacts import atomic_write_bytes
 from recallbench.systems.base import (
-    Corruption,
     Hit,
-    PackageInfo,
+    RecordsClone,
     StoreRecord,
     TimedCalls,
     VectorLookup,
-    check_manifest,
     check_new_ids,
-    check_record_count,
     jsonl_bytes,
     jsonl_records,
-    package_size,
-    raw_byte_corruption,
     records_digest,
-    stale_jsonl_corruption,
-    write_manifest,
 )
 from recallbench.systems.registry import register
 
@@ -129,36 +121,6 @@ class OkapiStore:
         self._index = None
 
 
-class OkapiClone:
-    """The package: `records.jsonl` plus a manifest (size, sha256, record count)."""
-
-    def __init__(self, system: OkapiSystem) -> None:
-        self._system = system
-
-    def snapshot(self, store: OkapiStore, package_dir: Path) -> PackageInfo:
-        package_dir = Path(package_dir)
-        package_dir.mkdir(parents=True, exist_ok=False)
-        shutil.copyfile(store.directory / RECORDS, package_dir / RECORDS)
-        write_manifest(package_dir, PACKAGE_FORMAT, store.count(), [RECORDS])
-        return PackageInfo(records=store.count(), size_bytes=package_size(package_dir))
-
-    def verify(self, package_dir: Path, work_dir: Path) -> int:
-        manifest = check_manifest(package_dir, PACKAGE_FORMAT)
-        return check_record_count(package_dir, manifest, RECORDS)
-
-    def restore(self, package_dir: Path, directory: Path) -> OkapiStore:
-        self.verify(package_dir, directory)
-        store = self._system.open_store(directory)
-        store.ingest(jsonl_records(Path(package_dir) / RECORDS))
-        return store
-
-    def corruptions(self, package_dir: Path, work_dir: Path) -> list[Corruption]:
-        return [
-            raw_byte_corruption(package_dir, work_dir),
-            stale_jsonl_corruption(package_dir, work_dir, RECORDS, "text"),
-        ]
-
-
 class OkapiSystem(TimedCalls):
     """rank_bm25's BM25Okapi with LongMemEval's tokenisation and ranking."""
 
@@ -172,7 +134,7 @@ class OkapiSystem(TimedCalls):
         self.k1 = k1
         self.b = b
         self.epsilon = epsilon
-        self.clone = OkapiClone(self)
+        self.clone = RecordsClone(self, PACKAGE_FORMAT)
 
     def configuration(self) -> dict[str, Any]:
         from importlib.metadata import version
