@@ -30,11 +30,8 @@ from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
     DirectoryClone,
     MiniLMCapability,
+    OpensDirectories,
     VectorSource,
-    caches_beside,
-    claim,
-    existing,
-    offline_environment,
     package_version,
 )
 
@@ -132,7 +129,7 @@ class ChromaStore:
         self._client = None
 
 
-class ChromaSystem(TimedCalls):
+class ChromaSystem(OpensDirectories, TimedCalls):
     """Chroma embedded: cosine HNSW over MiniLM vectors passed in."""
 
     lexical = False
@@ -157,18 +154,8 @@ class ChromaSystem(TimedCalls):
             "clone_format": PACKAGE_FORMAT,
         }
 
-    def _open(self, directory: Path, vectors: VectorLookup | None) -> ChromaStore:
-        offline_environment()
-        with caches_beside(directory):
-            return ChromaStore(self, Path(directory), vectors)
-
-    def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> ChromaStore:
-        claim(directory, self.name)
-        return self._open(directory, vectors)
-
-    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> ChromaStore:
-        existing(directory, self.name)
-        return self._open(directory, vectors)
+    def _store(self, directory: Path, vectors: VectorLookup | None, *, load: bool) -> ChromaStore:
+        return ChromaStore(self, directory, vectors)
 
 
 @register(

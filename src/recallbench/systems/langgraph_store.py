@@ -49,11 +49,8 @@ from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
     DirectoryClone,
     MiniLMCapability,
+    OpensDirectories,
     VectorSource,
-    caches_beside,
-    claim,
-    existing,
-    offline_environment,
     package_version,
 )
 
@@ -204,7 +201,7 @@ def _stored_key(reply: Any) -> str:
     return words[-1]
 
 
-class LangGraphSystem(TimedCalls):
+class LangGraphSystem(OpensDirectories, TimedCalls):
     """LangGraph SqliteStore with a semantic index (or LangMem's tools over it)."""
 
     lexical = False
@@ -258,20 +255,10 @@ class LangGraphSystem(TimedCalls):
             config["search"] = "store.search(namespace, query=q, limit=top_k): its order and score"
         return config
 
-    def _open(self, directory: Path, vectors: VectorLookup | None) -> LangGraphStore:
-        offline_environment()
-        with caches_beside(directory):
-            return LangGraphStore(self, Path(directory), vectors)
-
-    def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> LangGraphStore:
-        claim(directory, self.name)
-        store = self._open(directory, vectors)
-        store.flush()
-        return store
-
-    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> LangGraphStore:
-        existing(directory, self.name)
-        return self._open(directory, vectors)
+    def _store(
+        self, directory: Path, vectors: VectorLookup | None, *, load: bool
+    ) -> LangGraphStore:
+        return LangGraphStore(self, directory, vectors)
 
 
 @register(

@@ -31,11 +31,8 @@ from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
     DirectoryClone,
     MiniLMCapability,
+    OpensDirectories,
     VectorSource,
-    caches_beside,
-    claim,
-    existing,
-    offline_environment,
     package_version,
 )
 
@@ -151,7 +148,7 @@ class LlamaIndexStore:
         self._index = None
 
 
-class LlamaIndexSystem(TimedCalls):
+class LlamaIndexSystem(OpensDirectories, TimedCalls):
     """LlamaIndex VectorStoreIndex (SimpleVectorStore) over MiniLM vectors."""
 
     lexical = False
@@ -179,21 +176,10 @@ class LlamaIndexSystem(TimedCalls):
             "clone_format": PACKAGE_FORMAT,
         }
 
-    def open_store(
-        self, directory: Path, *, vectors: VectorLookup | None = None
+    def _store(
+        self, directory: Path, vectors: VectorLookup | None, *, load: bool
     ) -> LlamaIndexStore:
-        claim(directory, self.name)
-        offline_environment()
-        with caches_beside(directory):
-            store = LlamaIndexStore(self, Path(directory), vectors, load=False)
-        store.flush()
-        return store
-
-    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> LlamaIndexStore:
-        existing(directory, self.name)
-        offline_environment()
-        with caches_beside(directory):
-            return LlamaIndexStore(self, Path(directory), vectors, load=True)
+        return LlamaIndexStore(self, directory, vectors, load=load)
 
 
 @register(

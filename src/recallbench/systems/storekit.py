@@ -164,6 +164,33 @@ def existing(directory: Path, system: str) -> dict[str, Any]:
     return orjson.loads(marker.read_bytes())
 
 
+class OpensDirectories:
+    """`open_store` and `attach` of the stores here, over one `_store(directory, vectors,
+    load=...)`: the directory claimed (or found), the store's hub and telemetry off, its
+    caches kept beside it while it opens; a new store is flushed once, so that `attach`
+    finds it."""
+
+    name: str
+
+    def _store(self, directory: Path, vectors: VectorLookup | None, *, load: bool) -> Any:
+        raise NotImplementedError
+
+    def _opened(self, directory: Path, vectors: VectorLookup | None, *, load: bool) -> Any:
+        offline_environment()
+        with caches_beside(directory):
+            return self._store(Path(directory), vectors, load=load)
+
+    def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> Any:
+        claim(directory, self.name)
+        store = self._opened(directory, vectors, load=False)
+        store.flush()
+        return store
+
+    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> Any:
+        existing(directory, self.name)
+        return self._opened(directory, vectors, load=True)
+
+
 def tar_directory(directory: Path) -> bytes:
     """The directory's files as a tar archive, entries sorted, owners and times zeroed."""
     out = io.BytesIO()

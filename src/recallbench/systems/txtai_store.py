@@ -34,11 +34,8 @@ from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
     DirectoryClone,
     MiniLMCapability,
+    OpensDirectories,
     VectorSource,
-    caches_beside,
-    claim,
-    existing,
-    offline_environment,
     package_version,
 )
 
@@ -124,7 +121,7 @@ class TxtaiStore:
         self._embeddings = None
 
 
-class TxtaiSystem(TimedCalls):
+class TxtaiSystem(OpensDirectories, TimedCalls):
     """txtai Embeddings, hybrid: its BM25 and dense scores fused by txtai."""
 
     lexical = False
@@ -150,19 +147,8 @@ class TxtaiSystem(TimedCalls):
             "clone_format": PACKAGE_FORMAT,
         }
 
-    def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> TxtaiStore:
-        claim(directory, self.name)
-        offline_environment()
-        with caches_beside(directory):
-            store = TxtaiStore(self, Path(directory), vectors, load=False)
-        store.flush()
-        return store
-
-    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> TxtaiStore:
-        existing(directory, self.name)
-        offline_environment()
-        with caches_beside(directory):
-            return TxtaiStore(self, Path(directory), vectors, load=True)
+    def _store(self, directory: Path, vectors: VectorLookup | None, *, load: bool) -> TxtaiStore:
+        return TxtaiStore(self, directory, vectors, load=load)
 
 
 @register(
