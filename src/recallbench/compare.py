@@ -192,32 +192,6 @@ def run_compared(
     return out
 
 
-def run_systems(
-    dataset: str,
-    paths: Mapping[str, Path],
-    systems: Sequence[str],
-    *,
-    options: Mapping[str, Any] | None = None,
-    top_k: int = 5,
-    parent: Path | None = None,
-    say: Callable[[str], Any] | None = None,
-    execution: Execution | None = None,
-    on_run: Callable[[Any], Any] | None = None,
-) -> list[dict[str, Any]]:
-    """Each system's result document on the dataset, in order (see `run_compared`)."""
-    return run_compared(
-        dataset,
-        paths,
-        systems,
-        options=options,
-        top_k=top_k,
-        parent=parent,
-        say=say,
-        execution=execution,
-        on_run=on_run,
-    ).results
-
-
 def build_notes(labels: Sequence[str], builds: Sequence[dict[str, Any] | None]) -> list[str]:
     """A sentence when results' learned vectors come from different embedder builds
     (device, torch version, CPU capability): their scores may then differ in the last

@@ -495,12 +495,12 @@ DOCS_COMPARE_SYSTEMS = ("hotmem", "bm25", "minilm", "hybrid-rrf")
 def docs_compare_plots(systems: Sequence[str] = DOCS_COMPARE_SYSTEMS) -> dict[str, bytes]:
     """The docs' comparison plots: `systems` on the committed fixture suite, compared as
     `recallbench compare` does by default (seed 0, 10,000 resamples)."""
-    from recallbench.compare import compare_results, run_systems
+    from recallbench.compare import compare_results, run_compared
     from recallbench.options import fixture_dir
 
     base = fixture_dir()
     paths = {"corpus": base / "corpus.jsonl", "queries": base / "queries.jsonl"}
-    doc = compare_results(run_systems("fixtures", paths, systems), list(systems))
+    doc = compare_results(run_compared("fixtures", paths, systems).results, list(systems))
     return {f"compare-{Path(f).name}": svg for f, svg in compare_plots(doc).items()}
 
 
