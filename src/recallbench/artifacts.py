@@ -148,13 +148,12 @@ def envelope(kind: str, data: Mapping[str, Any], inputs: Mapping[str, str]) -> d
 
 def with_embedder_build(env: dict[str, Any], cache: Mapping[str, Any] | None) -> dict[str, Any]:
     """`env` with `embedder_build` (device, torch version, CPU capability that computed the
-    vectors, from the cache's manifest) when a vector cache was used: outside the
+    vectors, as the cache's manifest records it) when a vector cache was used: outside the
     fingerprint, so results from two machines still compare; `compare` and
     `check-baseline` say when two results' builds differ."""
     if cache is None:
         return env
-    manifest = orjson.loads((Path(cache["directory"]) / "manifest.json").read_bytes())
-    return {**env, "embedder_build": manifest.get("embedder_build")}
+    return {**env, "embedder_build": cache.get("embedder_build")}
 
 
 def inputs_of(*upstreams: Mapping[str, Any]) -> dict[str, str]:

@@ -89,7 +89,8 @@ def vector_cache(
 def cache_spec(
     execution: Execution, system: Any, suite_env: Mapping[str, Any]
 ) -> dict[str, Any] | None:
-    """The vector cache as workers open it, after one full check (files' sha256) here."""
+    """The vector cache as workers open it, after one full check (files' sha256) here; with
+    the build that made its vectors (`embedder_build`, from its manifest)."""
     if execution.cache is None:
         return None
     from recallbench.cache import check_manifest, read_manifest
@@ -103,14 +104,15 @@ def cache_spec(
         "source": cache_source(suite_env),
     }
     directory = Path(spec["directory"])
+    manifest = read_manifest(directory)
     # the manifest and the files' sha256, checked without loading the keys (workers do)
     check_manifest(
         directory,
-        read_manifest(directory),
+        manifest,
         embedder_identity=spec["embedder_identity"],
         source=spec["source"],
     )
-    return spec
+    return {**spec, "embedder_build": manifest.get("embedder_build")}
 
 
 def cache_source(suite_env: Mapping[str, Any]) -> dict[str, Any]:
