@@ -31,14 +31,15 @@ from recallbench.options import (
     DEFAULT_BASELINE,
     DEFAULT_TOP_K,
     DEVICES,
-    EXECUTORS,
     SystemChoice,
     dataset_inputs,
     dataset_options,
     execution_options,
+    executor_option,
     k_option,
     output_options,
     preset_option,
+    ray_address_option,
     repeat_option,
     system_option,
     top_k_option,
@@ -526,13 +527,7 @@ def decide_cmd(ctx: Context) -> None:
     "until the new one is complete).",
 )
 @system_option
-@click.option(
-    "--executor",
-    type=click.Choice(EXECUTORS),
-    default="local",
-    show_default=True,
-    help="local: this machine's processes; ray: a Ray cluster (extra `ray`).",
-)
+@executor_option
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
@@ -540,11 +535,7 @@ def decide_cmd(ctx: Context) -> None:
     help="Parallel embedding processes, one torch thread each (the cache is byte-identical "
     "for any number) [default: this machine's cores].",
 )
-@click.option(
-    "--ray-address",
-    default=None,
-    help="With --executor ray: the cluster's address [default: start a local Ray].",
-)
+@ray_address_option
 @click.option(
     "--device",
     type=click.Choice(DEVICES),

@@ -230,14 +230,20 @@ repeat_option = click.option(
     show_default=True,
     help="Latency samples per query (>1 only for latency; results must not change).",
 )
+executor_option = click.option(
+    "--executor",
+    type=click.Choice(EXECUTORS),
+    default="local",
+    show_default=True,
+    help="local: this machine's processes; ray: a Ray cluster (extra `ray`).",
+)
+ray_address_option = click.option(
+    "--ray-address",
+    default=None,
+    help="With --executor ray: the cluster's address [default: start a local Ray].",
+)
 execution_options = _compose(
-    click.option(
-        "--executor",
-        type=click.Choice(EXECUTORS),
-        default="local",
-        show_default=True,
-        help="local: this machine's processes; ray: a Ray cluster (extra `ray`).",
-    ),
+    executor_option,
     click.option(
         "--workers",
         type=click.IntRange(min=1),
@@ -245,11 +251,7 @@ execution_options = _compose(
         show_default=True,
         help="Parallel workers (results are identical for any number).",
     ),
-    click.option(
-        "--ray-address",
-        default=None,
-        help="With --executor ray: the cluster's address [default: start a local Ray].",
-    ),
+    ray_address_option,
     click.option(
         "--cache",
         type=click.Path(file_okay=False, path_type=Path),
