@@ -44,7 +44,7 @@ def vector_cache(
     execution: Execution, system: Any, suite_env: Mapping[str, Any], build_dir: Path
 ) -> tuple[Execution, dict[str, Any] | None]:
     """The execution with the vector cache this stage's system reads, and what making it
-    cost (None when nothing was embedded now).
+    cost and counted (None when nothing was embedded now).
 
     `--cache DIR` is used as given (and checked by `cache_spec`). Otherwise a system whose
     embedder is not batch-invariant (`recallbench.embedding.needs_cache`) gets the cache of
@@ -82,6 +82,8 @@ def vector_cache(
     return chosen, {
         "directory": str(directory),
         "embedder_identity": manifest["embedder_identity"],
+        # prep's count of what the model never sees, made on its pass over the spool
+        "truncation": manifest["truncation"],
         **manifest["timing"],
     }
 

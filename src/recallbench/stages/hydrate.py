@@ -148,7 +148,8 @@ def run_hydrate(
             records=records,
             records_per_second=records / ingest if ingest > 0 else None,
         )
-    if not keep and tally.counting:  # transient stores: count in a pass of its own
+    made = timing["vector_cache"]
+    if not keep and tally.counting and made is None:  # transient: count in a pass of its own
         for _ in counted(stream_scopes(suite_env), tally):
             pass
     from recallbench.boundary import Boundary
@@ -171,7 +172,9 @@ def run_hydrate(
         },
         "mode": "kept" if keep else "transient",
         "stores": stores,
-        "truncation": tally.report(),
+        # a transient plan whose cache prep made just now takes prep's count of the same
+        # texts by the same system, instead of a second pass over the spool
+        "truncation": made["truncation"] if not keep and made is not None else tally.report(),
     }
     timing["wall_seconds"] = watch.seconds()
     env = envelope("hydrate", data, inputs_of(suite_env))
