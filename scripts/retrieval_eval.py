@@ -184,7 +184,7 @@ def main(
             )
 
         if build_dir is not None:
-            from recallbench.lock import claimed_build_dir
+            from recallbench.workspace import claimed_build_dir
 
             with claimed_build_dir(build_dir, "scripts/retrieval_eval.py"):
                 run = evaluate(build_dir)

@@ -46,7 +46,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("stage support", ("recallbench.stages.execution", "recallbench.stages.tasks")),
     ("report rendering", ("recallbench.report.*",)),
     ("stages", ("recallbench.stages.*",)),
-    ("commands", ("recallbench.pipeline", "recallbench.compare", "recallbench.baseline")),
+    (
+        "commands",
+        (
+            "recallbench.pipeline",
+            "recallbench.compare",
+            "recallbench.baseline",
+            "recallbench.workspace",
+        ),
+    ),
     ("interface", ("recallbench.options", "recallbench.cli")),
 )
 
@@ -62,8 +70,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("recallbench.report.result", "recallbench.stages.decide"),
         # stage support runs prep for a missing vector cache
         ("recallbench.stages.execution", "recallbench.stages.prep"),
-        # the lock sets matplotlib's cache through the report package
-        ("recallbench.lock", "recallbench.report"),
         # LongMemEval's official formulas live with the other metric arithmetic
         ("recallbench.measures", "recallbench.datasets.longmemeval.official"),
     }

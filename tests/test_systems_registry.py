@@ -270,3 +270,27 @@ def test_the_docs_table_matches_the_registry() -> None:
     assert block.group(1) == expected, (
         "docs/systems.md disagrees with the registry; the table should read:\n" + expected
     )
+
+
+def test_the_systems_command_lists_every_system_on_its_own_aligned_line() -> None:
+    """`recallbench systems`: one line per registered system, names in one column wide
+    enough for the longest, an unavailable one with how to install it, a plugin with the
+    distribution that provides it."""
+    from click.testing import CliRunner
+
+    from recallbench.cli import main
+
+    result = CliRunner().invoke(main, ["systems"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    rows = describe_systems()
+    assert [line.split()[0] for line in lines] == [r["name"] for r in rows]
+    column = max(len(r["name"]) for r in rows) + 2
+    assert all(line[column] != " " and line[column - 1] == " " for line in lines), lines
+    for line, row in zip(lines, rows, strict=True):
+        if row["available"]:
+            assert line[column:].startswith("available; ")
+        else:
+            assert line[column:].startswith(f"unavailable ({row['install_hint']})")
+        assert (f"[plugin: {row['source']}]" in line) == (row["source"] != "built-in")
+    assert "None" not in result.output

@@ -147,7 +147,7 @@ def command(name: str, *, writes: bool = True, **kwargs: Any) -> Callable:
             def body() -> Any:
                 if not writes or ctx is None:
                     return fn(*args, **kw)
-                from recallbench.lock import claimed_build_dir
+                from recallbench.workspace import claimed_build_dir
 
                 with claimed_build_dir(ctx.build_dir, f"recallbench {name}"):
                     return fn(*args, **kw)
@@ -831,13 +831,17 @@ def compare_cmd(
 
 @command("systems", writes=False)
 def systems_cmd() -> None:
-    """List every registered system: name, availability, capabilities, description."""
+    """List every registered system: name, availability (or how to install it),
+    capabilities, description, and for a plugin the distribution that provides it."""
     from recallbench.systems.registry import describe_systems
 
-    for s in describe_systems():
+    rows = describe_systems()
+    width = max((len(s["name"]) for s in rows), default=0)
+    for s in rows:
         state = "available" if s["available"] else f"unavailable ({s['install_hint']})"
         caps = ", ".join(s["capabilities"]) or "core only"
-        click.echo(f"{s['name']:<14} {state}; {caps}; {s['description']}")
+        source = "" if s["source"] == "built-in" else f" [plugin: {s['source']}]"
+        click.echo(f"{s['name']:<{width}}  {state}; {caps}; {s['description']}{source}")
 
 
 if __name__ == "__main__":  # pragma: no cover

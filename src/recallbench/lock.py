@@ -186,17 +186,3 @@ def _read_info(fd: int) -> tuple[int, str, str] | None:
     # one line: the message must not be split by a strange command string
     command = " ".join(command.split())
     return pid, command, started
-
-
-@contextmanager
-def claimed_build_dir(build_dir: Path, command: str) -> Iterator[Path]:
-    """What every command that writes into a build directory does first: check the
-    directory (`buildpaths.check_build_dir`), keep matplotlib's font list in it for a
-    command that draws (`report.cache_matplotlib_in`), and hold its lock; the checked path."""
-    from recallbench.buildpaths import check_build_dir
-    from recallbench.report import MATPLOTLIB_CACHE, cache_matplotlib_in
-
-    checked = check_build_dir(build_dir)
-    cache_matplotlib_in(checked / MATPLOTLIB_CACHE)
-    with build_lock(checked, command):
-        yield checked
