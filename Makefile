@@ -14,7 +14,7 @@ RB := $(BIN)/recallbench --build-dir "$(BUILD)"
 # Material for MkDocs prints a notice about MkDocs 2.0 on every build; it is not a warning of ours.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup setup-semantic eval test test-portable lint docs screenshot baseline bench bench-longmemeval bench-embed bench-peer bench-large bench-large-full clean
+.PHONY: setup eval test test-portable lint docs screenshot baseline bench bench-longmemeval bench-embed bench-peer bench-large bench-large-full clean
 
 setup: $(STAMP)
 
@@ -25,9 +25,6 @@ $(STAMP): pyproject.toml examples/plugin-system/pyproject.toml
 	$(PIP) 'torch==2.13.0'
 	$(PIP) -e '.[dev,docs,semantic,ray,okapi,chroma,txtai,llamaindex,langgraph]' -e examples/plugin-system
 	@touch $(STAMP)
-
-# Kept for old habits: setup already installs the semantic extra.
-setup-semantic: $(STAMP)
 
 # The seven stages, one command each, in the order `recallbench stages` prints (its one
 # definition is recallbench.artifacts.STAGES), then the TREC export and the baseline gate.

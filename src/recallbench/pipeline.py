@@ -8,10 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recallbench.artifacts import STAGE_NAMES, publish, stage_files
+from recallbench.artifacts import publish, stage_files
 from recallbench.stages.execution import Execution
-
-STAGES = STAGE_NAMES
 
 
 @dataclass

