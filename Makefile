@@ -42,8 +42,9 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory test-portable
 	$(BIN)/mkdocs build --strict --quiet
 
-# The learned-embedding tests again with other CPU kernels than this machine's best (torch's
-# default ATen kernels, MKL limited to AVX2): they must not depend on which kernels ran.
+# The tests whose assertions depend on a learned embedder's arithmetic (marked `embedding` in
+# tests/conftest.py), again with other CPU kernels than this machine's best (torch's default
+# ATen kernels, MKL limited to AVX2): they must not depend on which kernels ran.
 PORTABLE_KERNELS := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=AVX2
 test-portable: $(STAMP)
 	$(PORTABLE_KERNELS) $(BIN)/pytest -q -m embedding

@@ -21,9 +21,7 @@ def test_without_the_extra_the_system_says_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Simulate an install without the extra: one of its modules cannot be found."""
-    monkeypatch.setitem(
-        registry.EXTRAS, "semantic", (("no_such_module_for_test",), "make setup")
-    )
+    monkeypatch.setitem(registry.EXTRAS, "semantic", (("no_such_module_for_test",), "make setup"))
     with pytest.raises(RecallbenchError, match=r"'hotmem-minilm' needs .*make setup"):
         get_system("hotmem-minilm")
     assert get_system("hotmem").name == "hotmem"  # the core is unaffected

@@ -102,16 +102,12 @@ def test_describe_systems_rows() -> None:
 
 
 def test_a_missing_extra_names_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(
-        registry.EXTRAS, "semantic", (("no_such_module_for_test",), "make setup")
-    )
+    monkeypatch.setitem(registry.EXTRAS, "semantic", (("no_such_module_for_test",), "make setup"))
     with pytest.raises(RecallbenchError, match=r"system 'minilm' needs .*make setup"):
         get_system("minilm")
     row = next(r for r in describe_systems() if r["name"] == "hybrid-rrf")
     assert row["available"] is False
-    assert (
-        "`semantic` extra" in row["install_hint"] and "make setup" in row["install_hint"]
-    )
+    assert "`semantic` extra" in row["install_hint"] and "make setup" in row["install_hint"]
     assert get_system("bm25").name == "bm25"  # the core is unaffected
 
 
