@@ -64,7 +64,7 @@ screenshot: $(STAMP)
 # The committed baseline, then the docs' plots drawn from it (a test fails when they are stale).
 baseline: $(STAMP)
 	$(BIN)/python scripts/retrieval_eval.py --write-baseline benchmarks/retrieval/baseline.json
-	$(BIN)/python -m recallbench.report.plots --baseline benchmarks/retrieval/baseline.json --out docs/img --compare
+	$(BIN)/python scripts/docs_plots.py --baseline benchmarks/retrieval/baseline.json --out docs/img --compare
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_pipeline.py

@@ -74,8 +74,7 @@ def baseline(session: nox.Session) -> None:
     )
     session.run(
         "python",
-        "-m",
-        "recallbench.report.plots",
+        "scripts/docs_plots.py",
         "--baseline",
         "benchmarks/retrieval/baseline.json",
         "--out",

@@ -62,10 +62,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 #: no longer does fails the test, so the list only shrinks
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
     {
-        # issue 18 item 4: the docs' plot tool in report/plots.py becomes a script
-        ("recallbench.report.plots", "recallbench.compare"),
-        ("recallbench.report.plots", "recallbench.baseline"),
-        ("recallbench.report.plots", "recallbench.options"),
         # the decision is applied once, by decide
         ("recallbench.report.result", "recallbench.stages.decide"),
         # stage support runs prep for a missing vector cache
