@@ -14,6 +14,8 @@ from recallbench.stages.decide import decide
 
 RESULT_SCHEMA = "recallbench.result"
 RESULT_SCHEMA_VERSION = 2
+#: the fields of a scores.json measure record a result keeps
+RESULT_MEASURE_FIELDS = ("name", "level", "k", "pooled", "definition", "empty_gold")
 
 
 def explain_miss(entry: Mapping[str, Any], row: Mapping[str, Any], level: str, top_k: int) -> str:
@@ -140,7 +142,12 @@ def build_result(
             "top_k": k,
             "store_mode": runs["store_mode"],
             "metrics": [m["name"] for m in scores["measures"]],
-            "measures": scores["measures"],
+            # the result keeps the measure fields it has always had (the baseline compares
+            # them byte for byte); `measures.from_record` gives the value back from them
+            "measures": [
+                {key: m[key] for key in RESULT_MEASURE_FIELDS if key in m}
+                for m in scores["measures"]
+            ],
         },
         "metrics": {"overall": scores["overall"], "per_category": scores["per_category"]},
         "queries": queries,
