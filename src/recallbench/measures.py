@@ -73,8 +73,13 @@ class Measure:
     @property
     def name(self) -> str:
         """The artifact key: ``{prefix}{stem}@{k}``, ``(rel=N)`` when rel is not the default."""
+        return f"{self.at_k[:-1]}{self.k}"
+
+    @property
+    def at_k(self) -> str:
+        """The name with a literal k (``turn_recall@k``), for definitions lists."""
         rel = f"(rel={self.rel})" if self.rel != RELEVANT_GRADE else ""
-        return f"{self.prefix}{self.stem}{rel}@{self.k}"
+        return f"{self.prefix}{self.stem}{rel}@k"
 
     def params(self) -> dict[str, Any]:
         """Every parameter beyond stem, level, prefix and k, with its value (for scores.json)."""
@@ -457,20 +462,23 @@ def _prefix_of(name: str) -> str:
 
 
 def select(
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[Mapping[str, Any] | str],
     *,
-    stem: str | None = None,
+    stem: str | Sequence[str] | None = None,
     k: int | None = None,
     level: str | None = None,
     pooled: bool | None = None,
     **params: Any,
 ) -> list[str]:
-    """Names of the recorded measures with these fields (stem, k, level, pooled and any
-    parameter such as rel), in the recorded order: consumers select by fields, not names."""
+    """Names of the measures with these fields, in the given order: `records` are artifact
+    records (scores.json / results.json) or bare names. `stem` may be several stems; any other
+    keyword (prefix, rel, ...) must equal the measure's own. Consumers select by fields this
+    way, never by name prefix."""
+    stems = (stem,) if isinstance(stem, str) else stem
     out = []
     for record in records:
-        measure = from_record(record)
-        if stem is not None and measure.stem != stem:
+        measure = parse(record) if isinstance(record, str) else from_record(record)
+        if stems is not None and measure.stem not in stems:
             continue
         if k is not None and measure.k != k:
             continue
@@ -482,6 +490,14 @@ def select(
             continue
         out.append(measure.name)
     return out
+
+
+def preferred_measures(names: Iterable[str], k: int) -> list[str]:
+    """nDCG@k, then recall@k, at the primary level (no prefix) among `names` (a headline)."""
+    names = list(names)
+    return select(names, stem="ndcg", k=k, prefix="") + select(
+        names, stem="recall", k=k, prefix="", rel=RELEVANT_GRADE
+    )
 
 
 # --- measure families: a dataset's measure set from (levels, top_k, ks, options) ---------

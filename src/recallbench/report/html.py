@@ -32,6 +32,8 @@ from typing import Any
 
 import orjson
 
+from recallbench.measures import RELEVANT_GRADE, from_record, preferred_measures, select
+
 #: a spool up to this size contributes every text; a larger one only the texts the page uses
 ALL_TEXTS_BYTES = 8 * 2**20
 #: characters of a text shown before its "show all" button
@@ -290,7 +292,7 @@ def table_measures(result: Mapping[str, Any]) -> list[str]:
     k = result["run"]["top_k"]
     primary = result["dataset"]["levels"][0]["name"]
     means = [m for m in result["run"]["measures"] if m["level"] == primary and not m["pooled"]]
-    names = [m["name"] for m in means if m["k"] == 1 and m["name"].startswith("recall@")]
+    names = select(means, stem="recall", k=1, prefix="", rel=RELEVANT_GRADE)
     names += [m["name"] for m in means if m["k"] == k and m["name"] not in names]
     if len(names) <= 1:  # a result scored below its top-k: the largest k it has
         from recallbench.report.plots import headline_measures
@@ -447,7 +449,7 @@ def _metric_tables(result: Mapping[str, Any]) -> list[dict[str, Any]]:
 def _definitions(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     seen: dict[str, str] = {}
     for m in result["run"]["measures"]:
-        seen.setdefault(m["name"].split("@")[0] + "@k", m["definition"])
+        seen.setdefault(from_record(m).at_k, m["definition"])
     return list(seen.items())
 
 
@@ -646,7 +648,7 @@ def compare_page_data(
     cat_labels = doc["dataset"].get("category_labels", {})
     categories = list(ref["dataset"]["categories"])
     k = doc["top_k"]
-    preferred = [n for n in (f"ndcg@{k}", f"recall@{k}") if n in metrics]
+    preferred = preferred_measures(metrics, k)
     return {
         "kind": "compare",
         "k": k,

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from recallbench.ids import md_cell
+from recallbench.measures import RELEVANT_GRADE, from_record, select
 
 LIST_LIMIT = 10
 
@@ -91,7 +92,7 @@ def _primary_ranked(result: Mapping[str, Any]) -> list[str]:
         for m in result["run"]["measures"]
         if m["level"] == primary and not m["pooled"] and m["k"] == k
     ]
-    ndcg = [n for n in names if n.startswith(("ndcg", "turn_ndcg"))]
+    ndcg = select(names, stem=("ndcg", "ndcg_any"))
     return ndcg + [n for n in names if n not in ndcg]
 
 
@@ -113,7 +114,10 @@ def observations(result: Mapping[str, Any]) -> list[str]:
     k = result["run"]["top_k"]
     labels = result["dataset"]["category_labels"]
     measures = {m["name"]: m for m in result["run"]["measures"]}
-    recall = f"recall@{k}" if f"recall@{k}" in measures else None
+    recall = next(
+        iter(select(result["run"]["measures"], stem="recall", k=k, prefix="", rel=RELEVANT_GRADE)),
+        None,
+    )
     lines = []
     for cat in result["dataset"]["categories"]:
         cells = result["metrics"]["per_category"][cat]
@@ -308,10 +312,10 @@ def render_markdown(
     ]
     seen: set[str] = set()
     for m in result["run"]["measures"]:
-        stem = m["name"].split("@")[0]
-        if stem not in seen:
-            seen.add(stem)
-            out.append(f"- `{stem}@k`: {m['definition']}")
+        at_k = from_record(m).at_k
+        if at_k not in seen:
+            seen.add(at_k)
+            out.append(f"- `{at_k}`: {m['definition']}")
     out.append("")
     out += metric_tables(result)
     out += [line for path, text in plots for line in (f"![{text}]({path})", "")]
