@@ -778,3 +778,11 @@ def test_consumers_select_by_fields() -> None:
         "prefix": "turn_",
     }
     assert scores_record["params"] == {"categories": None, "empty_gold": None, "rel": 2}
+
+
+def test_the_docs_table_of_stems_is_the_generated_one() -> None:
+    from recallbench.measures import measure_table
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text("utf-8")
+    assert measure_table() in docs
+    assert measure_table().count("\n") == len(MEASURE_CLASSES) + 2

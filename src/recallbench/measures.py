@@ -324,6 +324,21 @@ MEASURE_CLASSES: tuple[type[Measure], ...] = (
     FalsePositiveRate,
     DuplicateSlotRate,
 )
+
+
+def measure_table() -> str:
+    """The docs' table of measure stems (docs/architecture.md#measures; a test checks it)."""
+    lines = ["| stem | aggregation | takes `rel` | definition |", "|---|---|---|---|"]
+    for cls in MEASURE_CLASSES:
+        how = "pooled slot counts" if cls.pooled else "mean over applicable queries"
+        if cls is Recall:
+            how += " (+ pooled counts)"
+        takes = "yes" if cls.takes_rel else "no"
+        definition = cls.definition.replace("|", "\\|")
+        lines.append(f"| `{cls.stem}` | {how} | {takes} | {definition} |")
+    return "\n".join(lines) + "\n"
+
+
 #: the cutoffs conversational datasets report (those not above the run's top-k)
 CONVERSATIONAL_KS: tuple[int, ...] = (1, 5, 10)
 

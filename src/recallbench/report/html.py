@@ -32,7 +32,13 @@ from typing import Any
 
 import orjson
 
-from recallbench.measures import RELEVANT_GRADE, from_record, preferred_measures, select
+from recallbench.measures import (
+    RELEVANT_GRADE,
+    from_record,
+    preferred_measures,
+    select,
+    value_of,
+)
 
 #: a spool up to this size contributes every text; a larger one only the texts the page uses
 ALL_TEXTS_BYTES = 8 * 2**20
@@ -301,10 +307,6 @@ def table_measures(result: Mapping[str, Any]) -> list[str]:
     return names[:5]
 
 
-def _value(cell: Any) -> float | None:
-    return cell.get("value") if isinstance(cell, dict) else cell
-
-
 def _relevant(expected: Mapping[str, int]) -> int:
     from recallbench.model import RELEVANT_GRADE
 
@@ -340,7 +342,7 @@ def _query_record(
         "scope": scope,
         "text": pool.add(text),
         "notes": notes or None,
-        "m": [_value(q["metrics"].get(name)) for name in measures],
+        "m": [value_of(q["metrics"].get(name)) for name in measures],
         "rel": _relevant(q["expected"]),
         "missed": list(q["missed"]),
         "first": first,
@@ -616,7 +618,7 @@ def compare_page_data(
             )
             systems.append(
                 {
-                    "m": [_value(mine["metrics"].get(name)) for name in metrics],
+                    "m": [value_of(mine["metrics"].get(name)) for name in metrics],
                     "first": first,
                     "returned": [
                         [

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from recallbench.ids import md_cell
-from recallbench.measures import RELEVANT_GRADE, from_record, select
+from recallbench.measures import RELEVANT_GRADE, from_record, select, value_of
 
 LIST_LIMIT = 10
 
@@ -100,8 +100,7 @@ def worst_queries(result: Mapping[str, Any], n: int = 5) -> list[dict[str, Any]]
     names = _primary_ranked(result)
 
     def number(q: Mapping[str, Any], name: str) -> float:
-        v = q["metrics"].get(name)
-        v = v.get("value") if isinstance(v, dict) else v
+        v = value_of(q["metrics"].get(name))
         return 1.0 if v is None else v
 
     graded = [q for q in result["queries"] if q["expected"]]
@@ -340,8 +339,7 @@ def render_markdown(
         "|---|---|---|---|---|",
     ]
     for q in worst_queries(result):
-        value = q["metrics"].get(names[0]) if names else None
-        value = value.get("value") if isinstance(value, dict) else value
+        value = value_of(q["metrics"].get(names[0])) if names else None
         expected = cut([f"{md_cell(i)} ({g})" for i, g in q["expected"].items()], 5, "results.json")
         returned = ", ".join(f"{md_cell(h['id'])} ({h['grade']})" for h in q["returned"])
         out.append(

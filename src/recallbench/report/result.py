@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from recallbench.measures import value_of
 from recallbench.stages.decide import decide
 
 RESULT_SCHEMA = "recallbench.result"
@@ -177,11 +178,7 @@ def roundtrip_view(rt: Mapping[str, Any]) -> dict[str, Any]:
 
 def per_query_values(result: Mapping[str, Any], metric: str) -> dict[str, float | None]:
     """query id -> the metric's per-query number (Ratio cells as their value)."""
-    out = {}
-    for q in result["queries"]:
-        v = q["metrics"].get(metric)
-        out[q["query_id"]] = v["value"] if isinstance(v, dict) else v
-    return out
+    return {q["query_id"]: value_of(q["metrics"].get(metric)) for q in result["queries"]}
 
 
 def mean_measures(result: Mapping[str, Any]) -> Sequence[str]:
