@@ -966,3 +966,32 @@ def test_score_refuses_a_measure_at_a_level_the_suite_lacks(build: Path) -> None
     assert "no level with the prefix 'turn_'" in line
     line = assert_one_line_error(cli(build, "score", "--measure", "recall@9"), "score")
     assert "k 9 is above --top-k 5" in line
+
+
+def test_run_and_compare_take_measures(tmp_path: Path, staged_build: Path) -> None:
+    """`run --measure` scores the named measures (the report and the decision still come
+    out); `compare --result` refuses --measure (it scores runs, not saved results)."""
+    run = cli(tmp_path / "run", "run", "--system", "bm25", "--measure", "recall(rel=3)@5")
+    assert run.exit_code == 0, run.output
+    scores = read_artifact(tmp_path / "run", "scores")["data"]
+    assert [m["name"] for m in scores["measures"]] == ["recall(rel=3)@5"]
+    result = orjson.loads((tmp_path / "run" / "results.json").read_bytes())["data"]
+    assert result["run"]["metrics"] == ["recall(rel=3)@5"]
+    saved = staged_build / "results.json"
+    refused = CliRunner().invoke(
+        main,
+        [
+            "--build-dir",
+            str(tmp_path / "c"),
+            "compare",
+            "--result",
+            str(saved),
+            "--result",
+            str(saved),
+            "--measure",
+            "mrr@3",
+        ],
+        prog_name="recallbench",
+    )
+    line = assert_one_line_error(refused, "compare", exit_code=2)
+    assert "--k and --measure score runs" in line
