@@ -966,6 +966,8 @@ def test_score_refuses_a_measure_at_a_level_the_suite_lacks(build: Path) -> None
     assert "no level with the prefix 'turn_'" in line
     line = assert_one_line_error(cli(build, "score", "--measure", "recall@9"), "score")
     assert "k 9 is above --top-k 5" in line
+    line = assert_one_line_error(cli(build, "score", "--measure", "recall(level=turn)@5"), "score")
+    assert "the suite has no level 'turn' (levels: memory)" in line
 
 
 def test_run_and_compare_take_measures(tmp_path: Path, staged_build: Path) -> None:

@@ -357,8 +357,6 @@ def cutoffs(top_k: int, ks: Sequence[int] | None = None) -> list[int]:
     if ks:
         too_big = [k for k in ks if not 1 <= k <= top_k]
         if too_big:
-            from recallbench.errors import RecallbenchError
-
             raise RecallbenchError(f"--k: {too_big[0]} is not between 1 and --top-k {top_k}")
         return sorted(set(ks))
     return sorted({k for k in CONVERSATIONAL_KS if k <= top_k} | {top_k})

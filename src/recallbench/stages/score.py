@@ -83,7 +83,13 @@ def suite_measures(
     (suite.json's ``measure_family``, or the dataset's name) at its levels and options."""
     if names:
         chosen = [parse(name, suite["levels"]) for name in names]
+        levels = [lv["name"] for lv in suite["levels"]]
         for measure in chosen:
+            if measure.level not in levels:
+                raise RecallbenchError(
+                    f"--measure {measure.spec}: the suite has no level {measure.level!r} "
+                    f"(levels: {', '.join(levels)})"
+                )
             if measure.k > top_k:
                 raise RecallbenchError(
                     f"--measure {measure.name}: k {measure.k} is above --top-k {top_k}"
