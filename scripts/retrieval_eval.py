@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # runs from a checkout without an activated venv
 
 from recallbench.cli import OneLineErrors, run_guarded  # noqa: E402
+from recallbench.measures import RELEVANT_GRADE, select  # noqa: E402
 from recallbench.options import (  # noqa: E402
     DEFAULT_TOP_K,
     dataset_inputs,
@@ -46,18 +47,19 @@ def fixture_summary(result: Mapping[str, Any]) -> str:
     k = result["run"]["top_k"]
     o = result["metrics"]["overall"]
 
-    def v(name: str) -> str:
-        x = o[name]["value"] if name in o else None
+    def v(stem: str, at: int) -> str:
+        names = select(result["run"]["measures"], stem=stem, k=at, prefix="", rel=RELEVANT_GRADE)
+        x = o[names[0]]["value"] if names else None
         return "n/a" if x is None else f"{x:.3f}"
 
-    recall = f"Recall@1 {v('recall@1')}  " + (f"Recall@{k} {v(f'recall@{k}')}  " if k != 1 else "")
+    recall = f"Recall@1 {v('recall', 1)}  " + (f"Recall@{k} {v('recall', k)}  " if k != 1 else "")
     rt = result["roundtrip"]
     trip = (
         f"round-trip {rt['equivalence']['numerator']}/{rt['equivalence']['denominator']} identical"
         if rt["available"]
         else rt["reason"]
     )
-    return f"{recall}MRR@{k} {v(f'mrr@{k}')}  nDCG@{k} {v(f'ndcg@{k}')}  {trip}"
+    return f"{recall}MRR@{k} {v('mrr', k)}  nDCG@{k} {v('ndcg', k)}  {trip}"
 
 
 def conversational_summary(result: Mapping[str, Any]) -> str:
@@ -72,9 +74,9 @@ def conversational_summary(result: Mapping[str, Any]) -> str:
         for k in sorted({m["k"] for m in measures}):
             cells = []
             for stem in ("recall", "recall_any", "recall_all", "ndcg_any"):
-                name = f"{level['prefix']}{stem}@{k}"
-                value = overall[name]["value"]
-                cells.append(f"{name} {'n/a' if value is None else f'{value:.3f}'}")
+                for name in select(measures, stem=stem, k=k, rel=RELEVANT_GRADE):
+                    value = overall[name]["value"]
+                    cells.append(f"{name} {'n/a' if value is None else f'{value:.3f}'}")
             lines.append("  ".join(cells))
     vacuous = result.get("summary", {}).get("questions_with_vacuous_gold")
     if vacuous:  # --gold official: fractional recall is n/a there, the others average them in

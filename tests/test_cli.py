@@ -907,3 +907,93 @@ def test_ctrl_c_during_the_script_exits_130_and_writes_nothing(
     assert out == ""
     assert err.splitlines() == ["recallbench retrieval_eval: interrupted; nothing half-written"]
     assert not output.exists()
+
+
+def test_score_takes_measures_by_name(build: Path) -> None:
+    """`score --measure`: the named measures, parsed with their parameters, recorded with
+    stem, level, k and parameters; recall(rel=3)'s denominator counts the grade-3 gold."""
+    result = cli(build, "score", "--measure", "recall(rel=3)@5", "--measure", "mrr@3")
+    assert result.exit_code == 0, result.output
+    scores = read_artifact(build, "scores")["data"]
+    assert [m["name"] for m in scores["measures"]] == ["recall(rel=3)@5", "mrr@3"]
+    first = scores["measures"][0]
+    assert (first["stem"], first["level"], first["k"], first["params"]["rel"]) == (
+        "recall",
+        "memory",
+        5,
+        3,
+    )
+    runs = {q["query_id"]: q for q in read_artifact(build, "runs")["data"]["queries"]}
+    checked = 0
+    for row in scores["per_query"]:
+        gold = runs[row["query_id"]]["levels"]["memory"]["gold"]
+        grade3 = sum(1 for g in gold.values() if g == 3)
+        cell = row["metrics"]["recall(rel=3)@5"]
+        if grade3:
+            assert cell["denominator"] == grade3
+            checked += 1
+        else:
+            assert cell is None
+    assert checked
+    # --k on score: the fixture suite's cutoffs are fixed, refused in one line
+    line = assert_one_line_error(cli(build, "score", "--k", "1,3"), "score")
+    assert "the fixture suite's cutoffs are fixed" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--measure", "recal@5"], "is not a measure name"),
+        (["--measure", "ndcg(rel=3)@5"], "takes no rel"),
+    ],
+)
+def test_score_refuses_a_bad_measure_name_in_one_line(
+    build: Path, args: list[str], says: str
+) -> None:
+    before = snapshot_file(build / "scores.json")
+    result = CliRunner().invoke(
+        main, ["--build-dir", str(build), "score", *args], prog_name="recallbench"
+    )
+    line = assert_one_line_error(result, "score", exit_code=2)
+    assert says in line
+    if "not a measure name" in says:
+        assert "stems: recall, recall_any" in line
+    assert snapshot_file(build / "scores.json") == before
+
+
+def test_score_refuses_a_measure_at_a_level_the_suite_lacks(build: Path) -> None:
+    line = assert_one_line_error(cli(build, "score", "--measure", "turn_recall@5"), "score")
+    assert "no level with the prefix 'turn_'" in line
+    line = assert_one_line_error(cli(build, "score", "--measure", "recall@9"), "score")
+    assert "k 9 is above --top-k 5" in line
+    line = assert_one_line_error(cli(build, "score", "--measure", "recall(level=turn)@5"), "score")
+    assert "the suite has no level 'turn' (levels: memory)" in line
+
+
+def test_run_and_compare_take_measures(tmp_path: Path, staged_build: Path) -> None:
+    """`run --measure` scores the named measures (the report and the decision still come
+    out); `compare --result` refuses --measure (it scores runs, not saved results)."""
+    run = cli(tmp_path / "run", "run", "--system", "bm25", "--measure", "recall(rel=3)@5")
+    assert run.exit_code == 0, run.output
+    scores = read_artifact(tmp_path / "run", "scores")["data"]
+    assert [m["name"] for m in scores["measures"]] == ["recall(rel=3)@5"]
+    result = orjson.loads((tmp_path / "run" / "results.json").read_bytes())["data"]
+    assert result["run"]["metrics"] == ["recall(rel=3)@5"]
+    saved = staged_build / "results.json"
+    refused = CliRunner().invoke(
+        main,
+        [
+            "--build-dir",
+            str(tmp_path / "c"),
+            "compare",
+            "--result",
+            str(saved),
+            "--result",
+            str(saved),
+            "--measure",
+            "mrr@3",
+        ],
+        prog_name="recallbench",
+    )
+    line = assert_one_line_error(refused, "compare", exit_code=2)
+    assert "--k and --measure score runs" in line

@@ -707,3 +707,34 @@ def test_locomo_category_labels_in_the_markdown_and_the_html(locomo_build: Path)
     q = data["queries"][0]
     for unit, _grade, _rank, text in q["expected"]:
         assert data["texts"][text] == "\n\n".join(suite_turns[(q["scope"], unit)])
+
+
+def test_score_takes_cutoffs_and_measures_on_a_conversational_build(
+    locomo_build: Path, tmp_path: Path
+) -> None:
+    """`score --k` rescales the family's cutoffs; `--measure` picks measures at any level by
+    their prefix; the cells at a k both runs score are the same cells."""
+    import shutil
+
+    build = tmp_path / "build"
+    shutil.copytree(locomo_build, build)
+    before = load(build / "scores.json")["data"]
+    ok(cli(build, "score", "--k", "1,3"))
+    after = load(build / "scores.json")["data"]
+    assert {m["k"] for m in after["measures"]} == {1, 3}
+    assert [m["stem"] for m in after["measures"] if m["k"] == 1 and m["level"] == "turn"] == [
+        "recall",
+        "recall_any",
+        "recall_all",
+        "ndcg_any",
+    ]
+    for name in ("recall@1", "turn_recall_any@1", "ndcg_any@1"):
+        assert after["overall"][name] == before["overall"][name]
+    ok(cli(build, "score", "--measure", "turn_recall(rel=3)@5", "--measure", "mrr@2"))
+    picked = load(build / "scores.json")["data"]["measures"]
+    assert [(m["name"], m["level"], m["params"]["rel"]) for m in picked] == [
+        ("turn_recall(rel=3)@5", "turn", 3),
+        ("mrr@2", "session", 2),
+    ]
+    result = cli(build, "score", "--k", "1,50")
+    assert result.exit_code == 1 and "every k must be between 1 and --top-k" in result.stderr

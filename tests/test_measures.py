@@ -12,24 +12,38 @@ import pytrec_eval
 
 from recallbench.datasets import fixtures
 from recallbench.measures import (
+    FAMILIES,
+    FIXTURE_DUPLICATES,
+    FIXTURE_NO_ANSWER,
+    FIXTURES,
+    LOCOMO,
+    LONGMEMEVAL,
+    LONGMEMEVAL_DEFAULT_RULE_LEVEL,
+    LONGMEMEVAL_GOLD_OFFICIAL,
     MEASURE_CLASSES,
     NDCG,
     DuplicateSlotRate,
     FalsePositiveRate,
     Measure,
     NDCGAny,
+    NDCGAnyTurn2Session,
     Recall,
     RecallAll,
     RecallAny,
     ReciprocalRank,
     aggregate,
     conversational_measures,
+    family_measures,
+    from_record,
+    parse,
     per_query_value,
+    preferred_measures,
+    select,
     value_of,
 )
 from recallbench.metrics import Ratio
 from recallbench.model import Level, Memory, level_ranking
-from recallbench.stages.score import aggregate_rows, score_rows
+from recallbench.stages.score import aggregate_rows, score_rows, suite_measures
 from recallbench.trec import trec_files
 
 # Relevant (grade >= 2): a, b, e -> |R| = 3; c (grade 1) is partially relevant only.
@@ -559,3 +573,216 @@ def test_recall_ndcg_rr_and_recall_any_equal_trec_eval(tmp_path: Path, seed: int
         compared += 1
     assert compared >= 20  # the comparison is not vacuous
     assert compared_ndcg > compared
+
+
+# --- measures as values: parameters, parse, families, selection by fields -----------------
+
+
+def every_produced_measure() -> list[tuple[str, list[Level], Measure]]:
+    """Every measure the project produces today: each dataset reader's measures() for each
+    of its options, top-k and cutoffs, with the levels it scores."""
+    from recallbench.datasets import locomo
+    from recallbench.datasets.longmemeval import reader as lme
+
+    out = []
+    for top_k in (1, 5, 10, 50):
+        for m in fixtures.measures(top_k, {}):
+            out.append(("fixtures", list(fixtures.LEVELS), m))
+        for ks in (None, (1, 3, 5, 10, 30, 50)):
+            ks = [k for k in ks if k <= top_k] if ks else None
+            for unit in ("session", "turn"):
+                levels = [Level("session")] + ([Level("turn", "turn_")] if unit == "turn" else [])
+                for m in locomo.measures(top_k, {"unit": unit}, ks):
+                    out.append(("locomo", levels, m))
+                for gold in ("answer_session_ids", "official"):
+                    options = {"unit": unit, "gold": gold}
+                    levels = list(lme._levels(unit, gold))
+                    for m in lme.measures(top_k, options, ks):
+                        out.append(("longmemeval", levels, m))
+    return out
+
+
+def test_every_produced_measure_round_trips_through_parse() -> None:
+    produced = every_produced_measure()
+    stems = {m.stem for _, _, m in produced}
+    assert stems == {cls.stem for cls in MEASURE_CLASSES}  # every class is produced somewhere
+    assert any(isinstance(m, NDCGAnyTurn2Session) for _, _, m in produced)
+    assert any(m.empty_gold is not None for _, _, m in produced)
+    assert any(m.categories for _, _, m in produced)
+    for _, levels, m in produced:
+        assert parse(m.spec) == m, m.spec
+        assert parse(str(m)) == m
+        assert from_record(m.record()) == m
+        bare = parse(m.name, levels)  # a bare name: the level from its prefix
+        assert (bare.name, bare.stem, bare.k, bare.prefix, bare.level, bare.rel) == (
+            m.name,
+            m.stem,
+            m.k,
+            m.prefix,
+            m.level,
+            m.rel,
+        )
+
+
+def test_names_and_specs_carry_the_parameters() -> None:
+    assert Recall("session", 10, rel=3).name == "recall(rel=3)@10"
+    assert Recall("session", 10, rel=3).spec == "recall(rel=3)@10"
+    assert Recall("session", 10).spec == "recall@10"
+    assert Recall("turn", 5, "turn_").spec == "turn_recall@5"
+    m = FalsePositiveRate(L, 5, categories=frozenset({"negative_or_no_answer"}))
+    assert m.name == "fp_rate@5"
+    assert m.spec == "fp_rate(level=memory,categories=negative_or_no_answer)@5"
+    assert RecallAll("session", 1, empty_gold=1.0).spec == "recall_all(empty_gold=1.0)@1"
+    assert parse("recall(rel=3)@10") == Recall("session", 10, rel=3)
+    assert parse("turn_ndcg_any@5") == NDCGAny("turn", 5, "turn_")
+    assert parse("answer_ids_recall_any@1") == RecallAny("answer_ids", 1, "answer_ids_")
+    assert parse(" mrr@3 ") == ReciprocalRank("session", 3)
+    assert parse("recall@5", [Level("memory")]) == Recall(L, 5)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("recal@5", "is not a measure name"),
+        ("recall", "is not a measure name"),
+        ("recall@", "is not a measure name"),
+        ("xrecall@5", "is not a measure name"),
+        ("recall@0", "k must be a positive integer"),
+        ("recall(rell=3)@5", "unknown parameter 'rell'"),
+        ("recall(rel=three)@5", "rel='three' is not valid"),
+        ("ndcg(rel=3)@5", "takes no rel"),
+        ("recall(depth=5)@5", "only ndcg_any takes reads/depth"),
+    ],
+)
+def test_a_bad_name_is_one_line_naming_it(text: str, says: str) -> None:
+    from recallbench.errors import RecallbenchError
+
+    with pytest.raises(RecallbenchError) as info:
+        parse(text)
+    message = str(info.value)
+    assert says in message and "\n" not in message
+    if "is not a measure name" in says:
+        assert "stems: recall, recall_any, recall_all, mrr, ndcg, ndcg_any" in message
+
+
+def test_a_bare_name_needs_a_level_with_its_prefix() -> None:
+    from recallbench.errors import RecallbenchError
+
+    with pytest.raises(RecallbenchError, match="no level with the prefix 'turn_'"):
+        parse("turn_recall@5", [Level("session")])
+
+
+def test_the_relevance_threshold_by_hand() -> None:
+    """Grades 1, 2, 3 in one ranking: rel moves which ids are relevant, by hand."""
+    grades = {"a": 3, "b": 2, "c": 1, "d": 3}
+    ranking = ["c", "b", "a", "x", "d"]  # ranks 1..5; x is ungraded
+    # rel=3: R = {a, d}; top 3 = c, b, a -> 1 of 2
+    assert parse("recall(rel=3)@3")(ranking, grades) == Ratio(1, 2)
+    # rel=2 (the default): R = {a, b, d}; top 3 holds b and a -> 2 of 3
+    assert Recall("session", 3)(ranking, grades) == Ratio(2, 3)
+    # rel=1: R = {a, b, c, d}; top 1 = c -> 1 of 4
+    assert Recall("session", 1, rel=1)(ranking, grades) == Ratio(1, 4)
+    # rel=3 at k=5: a (rank 3) and d (rank 5) -> 2 of 2
+    assert Recall("session", 5, rel=3)(ranking, grades) == Ratio(2, 2)
+    assert RecallAny("session", 2, rel=3)(ranking, grades) == 0  # c, b: grades 1 and 2
+    assert RecallAll("session", 3, rel=3)(ranking, grades) == 0.0  # d is at rank 5
+    assert RecallAll("session", 5, rel=3)(ranking, grades) == 1.0
+    assert ReciprocalRank("session", 5, rel=3)(ranking, grades) == pytest.approx(1 / 3)
+    assert ReciprocalRank("session", 5, rel=1)(ranking, grades) == 1.0  # c at rank 1
+    # ndcg_any(rel=3)@3: binary gains [0, 0, 1], official DCG = 0 + 0/log2(2) + 1/log2(3);
+    # ideal [1, 1] -> 1 + 1/log2(2) = 2
+    assert NDCGAny("session", 3, rel=3)(ranking, grades) == pytest.approx((1 / LOG2_3) / 2)
+    # nobody at rel=4: not applicable
+    assert Recall("session", 5, rel=4)(ranking, grades) is None
+
+
+def test_aggregation_is_the_measures_own() -> None:
+    """Recall keeps its pooled counts beside the mean; a slot rate pools; other means do not."""
+    cells = [Ratio(1, 2).to_dict(), None, Ratio(2, 3).to_dict()]
+    assert Recall(L, 5).aggregate(cells)["pooled"] == {"numerator": 3, "denominator": 5}
+    assert Recall(L, 5, rel=3).aggregate(cells) == aggregate(Recall(L, 5, rel=3), cells)
+    assert RecallAny(L, 5).aggregate([1, 0, None])["pooled"] is None
+    pooled = DuplicateSlotRate(L, 5).aggregate(cells)
+    assert (pooled["numerator"], pooled["denominator"], pooled["queries"]) == (3, 5, 2)
+
+
+def test_families_rebuild_every_readers_measures() -> None:
+    """A family over suite.json's level records gives the reader's measures, without the
+    reader; the families' dataset constants are the readers' own."""
+    from recallbench.datasets.longmemeval import pairs
+
+    assert fixtures.NEGATIVE_CATEGORY == FIXTURE_NO_ANSWER
+    assert fixtures.DUPLICATE_CATEGORY == FIXTURE_DUPLICATES
+    assert pairs.GOLD_OFFICIAL == LONGMEMEVAL_GOLD_OFFICIAL
+    assert pairs.DEFAULT_RULE_LEVEL == LONGMEMEVAL_DEFAULT_RULE_LEVEL
+    records = [
+        {"name": lv.name, "prefix": lv.prefix, "description": lv.description}
+        for lv in fixtures.LEVELS
+    ]
+    assert family_measures(FIXTURES, records, 5) == fixtures.measures(5, {})
+    assert set(FAMILIES) == {FIXTURES, LOCOMO, LONGMEMEVAL}
+    suite = {"dataset": "not-a-reader", "measure_family": LOCOMO, "options": {}}
+    suite["levels"] = [{"name": "session", "prefix": ""}, {"name": "turn", "prefix": "turn_"}]
+    from recallbench.datasets import locomo
+
+    assert suite_measures(suite, 10) == locomo.measures(10, {"unit": "turn"})
+    assert [m.name for m in suite_measures(suite, 10, names=["turn_recall(rel=3)@5"])] == [
+        "turn_recall(rel=3)@5"
+    ]
+
+
+def test_measures_imports_no_dataset_module() -> None:
+    import ast
+
+    import recallbench.measures as ms
+
+    tree = ast.parse(Path(ms.__file__).read_text(encoding="utf-8"))
+    imported = [
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    ]
+    assert imported and not [name for name in imported if "datasets" in (name or "")]
+
+
+def test_consumers_select_by_fields() -> None:
+    records = [
+        m.record()
+        for m in family_measures(LONGMEMEVAL, [Level("session"), Level("turn", "turn_")], 10)
+    ]
+    records.append(Recall("session", 10, rel=3).record())
+    assert select(records, stem="recall", k=10, level="session") == [
+        "recall@10",
+        "recall(rel=3)@10",
+    ]
+    assert select(records, stem="recall", k=10, level="session", rel=2) == ["recall@10"]
+    assert select(records, stem="recall_any", level="turn") == [
+        "turn_recall_any@1",
+        "turn_recall_any@5",
+        "turn_recall_any@10",
+    ]
+    assert select(records, stem=("ndcg", "ndcg_any"), k=1) == ["ndcg_any@1", "turn_ndcg_any@1"]
+    # a results.json record (no stem/spec fields) and bare names select the same way
+    old = [{k: v for k, v in r.items() if k in ("name", "level", "k", "pooled")} for r in records]
+    assert select(old, stem="recall", k=10, level="session") == ["recall@10", "recall(rel=3)@10"]
+    assert select([r["name"] for r in records], stem="recall", prefix="turn_", k=5) == [
+        "turn_recall@5"
+    ]
+    assert preferred_measures(["recall@5", "ndcg@5", "turn_ndcg@5"], 5) == ["ndcg@5", "recall@5"]
+    scores_record = Recall("turn", 5, "turn_").record()
+    assert {k: scores_record[k] for k in ("stem", "level", "k", "prefix")} == {
+        "stem": "recall",
+        "level": "turn",
+        "k": 5,
+        "prefix": "turn_",
+    }
+    assert scores_record["params"] == {"categories": None, "empty_gold": None, "rel": 2}
+
+
+def test_the_docs_table_of_stems_is_the_generated_one() -> None:
+    from recallbench.measures import measure_table
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text("utf-8")
+    assert measure_table() in docs
+    assert measure_table().count("\n") == len(MEASURE_CLASSES) + 2

@@ -10,19 +10,18 @@ import numpy as np
 import pytest
 import pytrec_eval
 
+from recallbench.measures import FalsePositiveRate, ReciprocalRank
 from recallbench.metrics import (
     RELEVANT_GRADE,
     Ratio,
     duplicate_slots,
     false_positive_slots,
-    mean_of,
     ndcg_at_k,
     percentile,
     recall_at_k,
     reciprocal_rank_at_k,
     relevant_ids,
     success_at_k,
-    total,
 )
 from recallbench.trec import write_trec
 
@@ -33,7 +32,7 @@ RANKED = ["d", "c", "b", "x", "a", "e"]
 LOG2_3 = math.log2(3)  # discount at rank 2 is 1/log2(3); rank 1 -> 1/log2(2) = 1, rank 3 -> 1/2
 
 
-# --- Ratio, total, mean_of ------------------------------------------------------------
+# --- Ratio, pooled and mean aggregation -----------------------------------------------------------
 
 
 def test_ratio_value_add_and_dict() -> None:
@@ -51,20 +50,33 @@ def test_ratio_rejects_invalid_counts(num: object, den: object) -> None:
         Ratio(num, den)  # type: ignore[arg-type]
 
 
-def test_total_sums_non_none_ratios() -> None:
+def _pooled(ratios: list[Ratio | None]) -> Ratio:
+    """A pooled measure's aggregate of per-query Ratios, as a Ratio (the live code path)."""
+    cell = FalsePositiveRate("memory", 5).aggregate(r and r.to_dict() for r in ratios)
+    return Ratio(cell["numerator"], cell["denominator"])
+
+
+def _mean(values: list[float | int | None]) -> dict[str, object]:
+    """A mean measure's aggregate (value, queries, not_applicable) (the live code path)."""
+    cell = ReciprocalRank("memory", 5).aggregate(values)
+    return {key: cell[key] for key in ("value", "queries", "not_applicable")}
+
+
+def test_pooled_aggregation_sums_non_none_ratios() -> None:
     # (1 + 0 + 2) / (3 + 2 + 2) = 3/7; None (not applicable) is skipped
-    assert total([Ratio(1, 3), None, Ratio(0, 2), Ratio(2, 2)]) == Ratio(3, 7)
-    assert total([]) == Ratio(0, 0)
-    assert total([None, None]) == Ratio(0, 0)
-    assert total([None]).value is None
+    assert _pooled([Ratio(1, 3), None, Ratio(0, 2), Ratio(2, 2)]) == Ratio(3, 7)
+    assert _pooled([]) == Ratio(0, 0)
+    assert _pooled([None, None]) == Ratio(0, 0)
+    assert _pooled([None]).value is None
+    assert sum([Ratio(1, 3), Ratio(0, 2), Ratio(2, 2)], Ratio(0, 0)) == Ratio(3, 7)
 
 
-def test_mean_of_counts_not_applicable_separately() -> None:
+def test_mean_aggregation_counts_not_applicable_separately() -> None:
     # non-None: 1, 0.5, 0 -> mean 1.5/3 = 0.5; two None
-    assert mean_of([1, None, 0.5, None, 0]) == {"value": 0.5, "queries": 3, "not_applicable": 2}
-    assert mean_of([]) == {"value": None, "queries": 0, "not_applicable": 0}
-    assert mean_of([None]) == {"value": None, "queries": 0, "not_applicable": 1}
-    assert mean_of(iter([0.25])) == {"value": 0.25, "queries": 1, "not_applicable": 0}
+    assert _mean([1, None, 0.5, None, 0]) == {"value": 0.5, "queries": 3, "not_applicable": 2}
+    assert _mean([]) == {"value": None, "queries": 0, "not_applicable": 0}
+    assert _mean([None]) == {"value": None, "queries": 0, "not_applicable": 1}
+    assert _mean(iter([0.25])) == {"value": 0.25, "queries": 1, "not_applicable": 0}
 
 
 # --- relevance, recall, success, reciprocal rank ---------------------------------------

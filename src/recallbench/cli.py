@@ -37,6 +37,7 @@ from recallbench.options import (
     execution_options,
     executor_option,
     k_option,
+    measure_option,
     output_options,
     preset_option,
     ray_address_option,
@@ -431,12 +432,20 @@ def roundtrip_cmd(
 
 
 @command("score")
+@k_option
+@measure_option
 @pass_ctx
-def score_cmd(ctx: Context) -> None:
+def score_cmd(ctx: Context, ks: tuple[int, ...] | None, measures: tuple[str, ...] | None) -> None:
     """Compute every measure per query, per category and overall (scores.json)."""
     from recallbench.stages.score import run_score
 
-    env = run_score(ctx.read("suite"), ctx.read("runs"), ctx.read_current("roundtrip"))
+    env = run_score(
+        ctx.read("suite"),
+        ctx.read("runs"),
+        ctx.read_current("roundtrip"),
+        ks=ks,
+        measure_names=measures,
+    )
     path = ctx.write(env)
     overall = env["data"]["overall"]
     shown = [m["name"] for m in env["data"]["measures"] if not m["pooled"]][:4]
@@ -478,7 +487,9 @@ def summary_table(result: Mapping[str, Any]) -> str:
     primary_measures = [
         m for m in result["run"]["measures"] if m["level"] == primary and not m["pooled"]
     ]
-    names = [m["name"] for m in primary_measures if m["k"] == 1 and m["name"].startswith("recall@")]
+    from recallbench.measures import RELEVANT_GRADE, select
+
+    names = select(primary_measures, stem="recall", k=1, prefix="", rel=RELEVANT_GRADE)
     names += [m["name"] for m in primary_measures if m["k"] == k and m["name"] not in names]
     names = names[:5]
     labels = result["dataset"]["category_labels"]
@@ -659,6 +670,7 @@ def export_trec_cmd(ctx: Context, tag: str | None) -> None:
 @system_option
 @top_k_option
 @k_option
+@measure_option
 @repeat_option
 @execution_options
 @pass_ctx
@@ -675,6 +687,7 @@ def run_cmd(
     system: str,
     top_k: int | None,
     ks: tuple[int, ...] | None,
+    measures: tuple[str, ...] | None,
     repeat: int,
     executor: str,
     workers: int,
@@ -701,6 +714,7 @@ def run_cmd(
         repeat=repeat,
         execution=_execution(executor, workers, ray_address, cache, call_timeout),
         ks=ks,
+        measures=measures,
     )
     write_run(run, ctx.build_dir)
     ctx.say(f"wrote {ctx.build_dir}/results.json and {ctx.build_dir}/report.md")
@@ -712,6 +726,8 @@ def run_cmd(
 @command("compare")
 @dataset_options()
 @top_k_option
+@k_option
+@measure_option
 @click.option(
     "--system",
     "systems",
@@ -741,6 +757,8 @@ def compare_cmd(
     session_text: str | None,
     gold: str | None,
     top_k: int | None,
+    ks: tuple[int, ...] | None,
+    measures: tuple[str, ...] | None,
     systems: tuple[str, ...],
     result_files: tuple[Path, ...],
     seed: int,
@@ -763,6 +781,10 @@ def compare_cmd(
 
     if systems and result_files:
         raise click.UsageError("give either --system or --result, not both")
+    if result_files and (ks or measures):
+        raise click.UsageError(
+            "--k and --measure score runs: give them with --system, not --result"
+        )
     from recallbench.report.html import render_compare_html, texts_beside, texts_of_run
     from recallbench.stages.report import html_path
 
@@ -778,6 +800,7 @@ def compare_cmd(
         if len(set(labels)) != len(labels):
             labels = [str(p) for p in result_files]
     else:
+        from recallbench.presets import default_top_k
         from recallbench.systems.registry import core_system_names
 
         paths, options = dataset_inputs(
@@ -790,11 +813,13 @@ def compare_cmd(
             paths,
             labels,
             options=options,
-            top_k=_top_k(top_k, dataset),
+            top_k=_top_k(default_top_k(top_k, ks), dataset),
             parent=ctx.build_dir,
             say=ctx.say,
             execution=_execution(executor, workers, ray_address, cache, call_timeout),
             on_run=lambda run: texts.append(texts_of_run(run)),
+            ks=ks,
+            measures=measures,
         )
         results, builds, vectors, timing = runs.results, runs.builds, runs.vectors, runs.timing
     doc = compare_results(

@@ -27,6 +27,7 @@ from scipy import stats
 
 from recallbench.errors import RecallbenchError
 from recallbench.ids import md_cell
+from recallbench.measures import preferred_measures
 from recallbench.report.markdown import format_setting
 from recallbench.report.result import (
     RESULT_SCHEMA,
@@ -120,6 +121,8 @@ def run_compared(
     say: Callable[[str], Any] | None = None,
     execution: Execution | None = None,
     on_run: Callable[[Any], Any] | None = None,
+    ks: Sequence[int] | None = None,
+    measures: Sequence[str] | None = None,
 ) -> SystemRuns:
     """Each system's pipeline on the dataset, in order, each in a temporary directory
     (under `parent` when given) that is removed afterwards.
@@ -128,7 +131,8 @@ def run_compared(
     (`execution.cache`) when it was made by that embedder, else one made once for the
     whole comparison under `parent/vectors/` (or a temporary directory), so each distinct
     text is embedded once per embedder, however many systems use it. `on_run` sees each
-    `pipeline.Run` while its directory (and the validated spool in it) is still there."""
+    `pipeline.Run` while its directory (and the validated spool in it) is still there.
+    `ks`, `measures`: every run's cutoffs (`--k`) and measures (`--measure`)."""
     import tempfile
     import time
     from dataclasses import replace
@@ -165,6 +169,8 @@ def run_compared(
                     system=name,
                     top_k=top_k,
                     execution=chosen,
+                    ks=ks,
+                    measures=measures,
                 )
                 if on_run is not None:
                     on_run(run)
@@ -411,7 +417,7 @@ def headline(doc: dict[str, Any]) -> str:
     k = doc["top_k"]
     for pair in doc["comparisons"]:
         names = list(pair["metrics"])
-        preferred = [n for n in (f"ndcg@{k}", f"recall@{k}") if n in names]
+        preferred = preferred_measures(names, k)
         metric = (preferred or names)[0]
         o = pair["metrics"][metric]["overall"]
         ci = "n/a" if o["ci95"] is None else f"[{o['ci95'][0]:+.3f}, {o['ci95'][1]:+.3f}]"

@@ -1,12 +1,22 @@
-"""Measures as named objects: score, report, compare and baseline loop over them.
+"""Measures as values: score, report, compare and baseline loop over them.
 
-A measure has a `name` (as it appears in artifacts and reports, e.g. ``recall@5`` or
-``turn_recall_any@10``), the scoring `level` it reads, a cutoff `k`, and optionally the
-query `categories` it applies to. Called on one query's ranking at its level (dataset ids,
-best first) and the query's grades at that level, it returns a float, a `Ratio` of counts,
-or None (not applicable). The formula is in each class's docstring; the arithmetic lives in
-`recallbench.metrics` (textbook / trec_eval definitions) and
-`recallbench.datasets.longmemeval.official` (LongMemEval's own code, quirks kept).
+A measure is a frozen value carrying its parameters: the `stem` (its class), the scoring
+`level` it reads, a cutoff `k`, the relevance threshold `rel` (ids graded at least `rel`
+are relevant; default `RELEVANT_GRADE` 2), the level's name `prefix`, optionally the query
+`categories` it applies to and the `empty_gold` value. Called on one query's ranking at its
+level (dataset ids, best first) and the query's grades at that level, it returns a float, a
+`Ratio` of counts, or None (not applicable). The formula is in each class's docstring; the
+arithmetic lives in `recallbench.metrics` (textbook / trec_eval definitions) and
+`recallbench.metrics.longmemeval` (LongMemEval's own code, quirks kept).
+
+Names (ir-measures style): ``name`` is the artifact key, ``{prefix}{stem}@{k}`` with a
+non-default threshold in parentheses (``recall(rel=3)@10``, ``turn_recall_any@5``);
+``spec`` (also ``str(measure)``) adds every other non-default parameter
+(``fp_rate(level=memory,categories=negative_or_no_answer)@5``). `parse` reads either back:
+``parse(m.spec) == m``; a bare name takes its level from the prefix (`parse(name, levels)`).
+
+Measure families (`FAMILIES`): a dataset's measure set is one registered function of
+(levels, top_k, ks, options), so `score` rebuilds the measures from suite.json alone.
 
 Aggregation (`aggregate`) gives every measure the same cell shape::
 
@@ -21,12 +31,15 @@ Aggregation (`aggregate`) gives every measure the same cell shape::
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from recallbench import metrics as m
-from recallbench.model import RELEVANT_GRADE, Level
+from recallbench.errors import RecallbenchError
+from recallbench.metrics import longmemeval as official
+from recallbench.model import RELEVANT_GRADE, Level, relevant_ids
 
 
 @dataclass(frozen=True)
@@ -41,18 +54,102 @@ class Measure:
     #: "not applicable". LongMemEval's official rule (`--gold official`) scores such a
     #: question recall_any 0, recall_all 1 (vacuously) and nDCG 0, and averages it in.
     empty_gold: float | None = None
+    #: the relevance threshold: ids graded at least `rel` are relevant
+    rel: int = RELEVANT_GRADE
 
     stem = "measure"
     pooled = False  # True: aggregate by summing Ratio counts instead of a mean
+    #: whether `rel` changes the value (nDCG uses the raw grades, slot rates grade 0)
+    takes_rel = True
     #: a one-line definition for docs and reports
     definition = ""
 
+    def __post_init__(self) -> None:
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise RecallbenchError(f"measure {self.stem}: k must be a positive integer")
+        if self.rel != RELEVANT_GRADE and not self.takes_rel:
+            raise RecallbenchError(f"measure {self.stem} takes no rel (it reads the grades)")
+
     @property
     def name(self) -> str:
-        return f"{self.prefix}{self.stem}@{self.k}"
+        """The artifact key: ``{prefix}{stem}@{k}``, ``(rel=N)`` when rel is not the default."""
+        return f"{self.at_k[:-1]}{self.k}"
+
+    @property
+    def at_k(self) -> str:
+        """The name with a literal k (``turn_recall@k``), for definitions lists."""
+        rel = f"(rel={self.rel})" if self.rel != RELEVANT_GRADE else ""
+        return f"{self.prefix}{self.stem}{rel}@k"
+
+    def params(self) -> dict[str, Any]:
+        """Every parameter beyond stem, level, prefix and k, with its value (for scores.json)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name in ("level", "k", "prefix"):
+                continue
+            value = getattr(self, f.name)
+            out[f.name] = sorted(value) if isinstance(value, frozenset) else value
+        return out
+
+    @property
+    def spec(self) -> str:
+        """The full name: every parameter that is not its default, `parse` gives `self` back."""
+        parts = [f"level={self.level}"] if self.level != _default_level(self.prefix) else []
+        for f in fields(self):
+            if f.name in ("level", "k", "prefix"):
+                continue
+            value = getattr(self, f.name)
+            if value != f.default or f.name == "reads":  # `reads` marks the turn2session nDCG
+                shown = "|".join(sorted(value)) if isinstance(value, frozenset) else value
+                parts.append(f"{f.name}={shown}")
+        inner = f"({','.join(parts)})" if parts else ""
+        return f"{self.prefix}{self.stem}{inner}@{self.k}"
+
+    def __str__(self) -> str:
+        return self.spec
+
+    def record(self) -> dict[str, Any]:
+        """The measure as scores.json records it: name, level, k, pooled, definition (and
+        empty_gold when set) as before, then stem, prefix, params and spec."""
+        return {
+            "name": self.name,
+            "level": self.level,
+            "k": self.k,
+            "pooled": self.pooled,
+            "definition": self.definition,
+            # only when set: a query without gold scores this (LongMemEval's official rule)
+            **({"empty_gold": self.empty_gold} if self.empty_gold is not None else {}),
+            "stem": self.stem,
+            "prefix": self.prefix,
+            "params": self.params(),
+            "spec": self.spec,
+        }
+
+    def relevant(self, grades: Mapping[str, int]) -> frozenset[str]:
+        """R: the ids graded at least `rel` (the one relevance rule, `model.relevant_ids`)."""
+        return relevant_ids(grades, self.rel)
 
     def applies_to(self, category: str) -> bool:
         return self.categories is None or category in self.categories
+
+    def aggregate(self, values: Iterable[float | Mapping[str, Any] | None]) -> dict[str, Any]:
+        """A mean over the queries it applies to: value = numerator / denominator = (sum of
+        per-query values) / (queries with a value); `pooled` is None."""
+        values = list(values)
+        present = [v for v in values if v is not None]
+        floats = [value_of(v) for v in present]
+        total = math.fsum(floats)
+        return {
+            "value": total / len(floats) if floats else None,
+            "numerator": total,
+            "denominator": len(floats),
+            "queries": len(floats),
+            "not_applicable": len(values) - len(present),
+            "pooled": self._pooled_counts(present),
+        }
+
+    def _pooled_counts(self, present: Sequence[Any]) -> dict[str, int] | None:
+        return None
 
     def __call__(
         self,
@@ -61,6 +158,28 @@ class Measure:
         groups: Mapping[str, str] | None = None,
     ) -> float | m.Ratio | None:
         raise NotImplementedError
+
+
+class PooledMeasure(Measure):
+    """Base of the slot rates: aggregated by summing the per-query Ratio counts."""
+
+    pooled = True
+    takes_rel = False
+
+    def aggregate(self, values: Iterable[float | Mapping[str, Any] | None]) -> dict[str, Any]:
+        """numerator and denominator are the summed slot counts; value = their ratio."""
+        values = list(values)
+        present = [v for v in values if v is not None]
+        num = sum(v["numerator"] for v in present)
+        den = sum(v["denominator"] for v in present)
+        return {
+            "value": num / den if den else None,
+            "numerator": num,
+            "denominator": den,
+            "queries": len(present),
+            "not_applicable": len(values) - len(present),
+            "pooled": None,
+        }
 
 
 class Recall(Measure):
@@ -73,7 +192,14 @@ class Recall(Measure):
     definition = "|relevant in top-k| / |relevant| (fractional recall, trec_eval recall.k)"
 
     def __call__(self, ranking, grades, groups=None):
-        return m.recall_at_k(ranking, grades, self.k)
+        return m.recall_at_k(ranking, grades, self.k, self.rel)
+
+    def _pooled_counts(self, present):
+        """The pooled counts behind the mean: relevant found / relevant."""
+        return {
+            "numerator": sum(v["numerator"] for v in present),
+            "denominator": sum(v["denominator"] for v in present),
+        }
 
 
 class RecallAny(Measure):
@@ -86,7 +212,7 @@ class RecallAny(Measure):
     definition = "1 if any relevant id is in the top k (Success@k, 'hit rate')"
 
     def __call__(self, ranking, grades, groups=None):
-        value = m.success_at_k(ranking, grades, self.k)
+        value = m.success_at_k(ranking, grades, self.k, self.rel)
         return self.empty_gold if value is None else value
 
 
@@ -97,7 +223,7 @@ class RecallAll(Measure):
     definition = "1 if every relevant id is in the top k (strict recall)"
 
     def __call__(self, ranking, grades, groups=None):
-        ratio = m.recall_at_k(ranking, grades, self.k)
+        ratio = m.recall_at_k(ranking, grades, self.k, self.rel)
         return self.empty_gold if ratio is None else float(ratio.numerator == ratio.denominator)
 
 
@@ -109,7 +235,7 @@ class ReciprocalRank(Measure):
     definition = "1 / rank of the first relevant id within the top k (mean: MRR)"
 
     def __call__(self, ranking, grades, groups=None):
-        return m.reciprocal_rank_at_k(ranking, grades, self.k)
+        return m.reciprocal_rank_at_k(ranking, grades, self.k, self.rel)
 
 
 class NDCG(Measure):
@@ -117,6 +243,7 @@ class NDCG(Measure):
     graded id (trec_eval ``ndcg_cut.k``); None when nothing is graded above 0."""
 
     stem = "ndcg"
+    takes_rel = False
     definition = "linear-gain nDCG, discount 1/log2(rank+1), ideal over all graded ids"
 
     def __call__(self, ranking, grades, groups=None):
@@ -132,12 +259,10 @@ class NDCGAny(Measure):
     definition = "LongMemEval's official binary nDCG (ranks 1 and 2 both undiscounted)"
 
     def __call__(self, ranking, grades, groups=None):
-        from recallbench.datasets.longmemeval.official import evaluate_ids
-
-        gold = [i for i, g in grades.items() if g >= RELEVANT_GRADE]
+        gold = self.relevant(grades)
         if not gold:
             return self.empty_gold
-        return evaluate_ids(list(ranking), gold, self.k)[2]
+        return official.evaluate_ids(list(ranking), [i for i in grades if i in gold], self.k)[2]
 
 
 @dataclass(frozen=True)
@@ -157,37 +282,31 @@ class NDCGAnyTurn2Session(NDCGAny):
     )
 
     def __call__(self, ranking, grades, groups=None):
-        from recallbench.datasets.longmemeval.official import (
-            turn2session_cutoff,
-            turn2session_ndcg,
-        )
-
-        gold = {i for i, g in grades.items() if g >= RELEVANT_GRADE}
+        gold = self.relevant(grades)
         if not gold:
             return self.empty_gold
-        if len(ranking) >= self.depth and turn2session_cutoff(ranking, gold, self.k) > len(ranking):
+        cutoff = official.turn2session_cutoff(ranking, gold, self.k)
+        if len(ranking) >= self.depth and cutoff > len(ranking):
             return None
-        return turn2session_ndcg(list(ranking), gold, self.k)
+        return official.turn2session_ndcg(list(ranking), gold, self.k)
 
 
-class FalsePositiveRate(Measure):
+class FalsePositiveRate(PooledMeasure):
     """False-positive slots@k = returned ids in the top k graded 0 / min(k, returned);
     pooled over queries (a Ratio of slot counts)."""
 
     stem = "fp_rate"
-    pooled = True
     definition = "returned slots in the top k holding an ungraded id / returned slots (pooled)"
 
     def __call__(self, ranking, grades, groups=None):
         return m.false_positive_slots(ranking, grades, self.k)
 
 
-class DuplicateSlotRate(Measure):
+class DuplicateSlotRate(PooledMeasure):
     """Duplicate slots@k = slots in the top k whose duplicate group already appeared above /
     min(k, returned); pooled over queries."""
 
     stem = "duplicate_slot_rate"
-    pooled = True
     definition = "top-k slots repeating an earlier slot's duplicate group / returned slots (pooled)"
 
     def __call__(self, ranking, grades, groups=None):
@@ -205,6 +324,21 @@ MEASURE_CLASSES: tuple[type[Measure], ...] = (
     FalsePositiveRate,
     DuplicateSlotRate,
 )
+
+
+def measure_table() -> str:
+    """The docs' table of measure stems (docs/architecture.md#measures; a test checks it)."""
+    lines = ["| stem | aggregation | takes `rel` | definition |", "|---|---|---|---|"]
+    for cls in MEASURE_CLASSES:
+        how = "pooled slot counts" if cls.pooled else "mean over applicable queries"
+        if cls is Recall:
+            how += " (+ pooled counts)"
+        takes = "yes" if cls.takes_rel else "no"
+        definition = cls.definition.replace("|", "\\|")
+        lines.append(f"| `{cls.stem}` | {how} | {takes} | {definition} |")
+    return "\n".join(lines) + "\n"
+
+
 #: the cutoffs conversational datasets report (those not above the run's top-k)
 CONVERSATIONAL_KS: tuple[int, ...] = (1, 5, 10)
 
@@ -223,8 +357,6 @@ def cutoffs(top_k: int, ks: Sequence[int] | None = None) -> list[int]:
     if ks:
         too_big = [k for k in ks if not 1 <= k <= top_k]
         if too_big:
-            from recallbench.errors import RecallbenchError
-
             raise RecallbenchError(f"--k: {too_big[0]} is not between 1 and --top-k {top_k}")
         return sorted(set(ks))
     return sorted({k for k in CONVERSATIONAL_KS if k <= top_k} | {top_k})
@@ -253,6 +385,231 @@ def conversational_measures(
     return out
 
 
+#: measures by stem, for `parse` (the turn2session nDCG is ndcg_any with a `reads` level)
+BY_STEM: dict[str, type[Measure]] = {cls.stem: cls for cls in MEASURE_CLASSES}
+_NAME = re.compile(r"^(?P<body>[a-z0-9_]+?)(?:\((?P<params>[^()]*)\))?@(?P<k>[0-9]+)$")
+_CONVERT: dict[str, Callable[[str], Any]] = {
+    "level": str,
+    "rel": int,
+    "categories": lambda v: frozenset(v.split("|")),
+    "empty_gold": float,
+    "reads": str,
+    "depth": int,
+}
+
+
+def _default_level(prefix: str) -> str:
+    """The level a bare name means without a `levels` list: the prefix without its '_', or
+    'session' (the conversational datasets' primary level) for no prefix."""
+    return prefix[:-1] if prefix else "session"
+
+
+def _level_of(level: Level | Mapping[str, Any]) -> Level:
+    if isinstance(level, Level):
+        return level
+    return Level(level["name"], level.get("prefix", ""), level.get("description", ""))
+
+
+def parse(text: str, levels: Sequence[Level | Mapping[str, Any]] | None = None) -> Measure:
+    """The measure a name or spec denotes (``recall@10``, ``turn_recall(rel=3)@5``,
+    ``fp_rate(level=memory,categories=negative_or_no_answer)@5``): ``parse(m.spec) == m``.
+
+    Without ``level=`` the level is the one in `levels` whose prefix the name carries, else
+    `_default_level`. A bad name raises RecallbenchError in one line listing the stems."""
+    stems = ", ".join(BY_STEM)
+    bad = f"{text!r} is not a measure name (STEM@K or STEM(rel=N)@K, stems: {stems})"
+    match = _NAME.match(text.strip())
+    if not match:
+        raise RecallbenchError(bad)
+    body = match["body"]
+    stem = next((st for st in sorted(BY_STEM, key=len, reverse=True) if body.endswith(st)), None)
+    if stem is None:
+        raise RecallbenchError(bad)
+    prefix = body[: -len(stem)]
+    if prefix and not prefix.endswith("_"):
+        raise RecallbenchError(bad)
+    params: dict[str, Any] = {}
+    for part in filter(None, (match["params"] or "").split(",")):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in _CONVERT:
+            raise RecallbenchError(
+                f"{text!r}: unknown parameter {key!r} (known: {', '.join(_CONVERT)})"
+            )
+        try:
+            params[key] = _CONVERT[key](value.strip())
+        except ValueError:
+            raise RecallbenchError(f"{text!r}: {key}={value.strip()!r} is not valid") from None
+    cls = BY_STEM[stem]
+    if "reads" in params or "depth" in params:
+        if cls is not NDCGAny:
+            raise RecallbenchError(f"{text!r}: only ndcg_any takes reads/depth")
+        cls = NDCGAnyTurn2Session
+    if "level" not in params:
+        known = [_level_of(lv) for lv in levels or ()]
+        if levels is not None:
+            found = [lv.name for lv in known if lv.prefix == prefix]
+            if not found:
+                prefixes = ", ".join(repr(lv.prefix) for lv in known)
+                raise RecallbenchError(
+                    f"{text!r}: no level with the prefix {prefix!r} (prefixes: {prefixes})"
+                )
+            params["level"] = found[0]
+        else:
+            params["level"] = _default_level(prefix)
+    return cls(k=int(match["k"]), prefix=prefix, **params)
+
+
+def from_record(record: Mapping[str, Any]) -> Measure:
+    """The measure an artifact records (scores.json's entry, or results.json's, which keeps
+    the older fields): its `spec` when recorded, else its name at its recorded level."""
+    if record.get("spec"):
+        return parse(record["spec"])
+    measure = parse(record["name"], [Level(record["level"], _prefix_of(record["name"]))])
+    empty = record.get("empty_gold")
+    return measure if empty is None else replace(measure, empty_gold=empty)
+
+
+def _prefix_of(name: str) -> str:
+    return parse(name).prefix
+
+
+def select(
+    records: Iterable[Mapping[str, Any] | str],
+    *,
+    stem: str | Sequence[str] | None = None,
+    k: int | None = None,
+    level: str | None = None,
+    pooled: bool | None = None,
+    **params: Any,
+) -> list[str]:
+    """Names of the measures with these fields, in the given order: `records` are artifact
+    records (scores.json / results.json) or bare names. `stem` may be several stems; any other
+    keyword (prefix, rel, ...) must equal the measure's own. Consumers select by fields this
+    way, never by name prefix."""
+    stems = (stem,) if isinstance(stem, str) else stem
+    out = []
+    for record in records:
+        measure = parse(record) if isinstance(record, str) else from_record(record)
+        if stems is not None and measure.stem not in stems:
+            continue
+        if k is not None and measure.k != k:
+            continue
+        if level is not None and measure.level != level:
+            continue
+        if pooled is not None and measure.pooled != pooled:
+            continue
+        if any(getattr(measure, key) != value for key, value in params.items()):
+            continue
+        out.append(measure.name)
+    return out
+
+
+def preferred_measures(names: Iterable[str], k: int) -> list[str]:
+    """nDCG@k, then recall@k, at the primary level (no prefix) among `names` (a headline)."""
+    names = list(names)
+    return select(names, stem="ndcg", k=k, prefix="") + select(
+        names, stem="recall", k=k, prefix="", rel=RELEVANT_GRADE
+    )
+
+
+# --- measure families: a dataset's measure set from (levels, top_k, ks, options) ---------
+
+Family = Callable[[Sequence[Level], int, Sequence[int] | None, Mapping[str, Any]], list[Measure]]
+#: family name -> function(levels, top_k, ks, options) -> measures
+FAMILIES: dict[str, Family] = {}
+#: the family names (a dataset declaration names its family; score reads it from suite.json,
+#: or takes the dataset's name)
+FIXTURES = "fixtures"
+LOCOMO = "locomo"
+LONGMEMEVAL = "longmemeval"
+#: the fixture suite's categories its slot rates apply to (fixtures.NEGATIVE_CATEGORY and
+#: DUPLICATE_CATEGORY; a test ties them), and LongMemEval's gold rule and default-rule level
+#: (longmemeval.pairs.GOLD_OFFICIAL, DEFAULT_RULE_LEVEL): measures.py imports no dataset
+FIXTURE_NO_ANSWER = "negative_or_no_answer"
+FIXTURE_DUPLICATES = "near_duplicate_diversity"
+LONGMEMEVAL_GOLD_OFFICIAL = "official"
+LONGMEMEVAL_DEFAULT_RULE_LEVEL = "answer_ids"
+
+
+def family(name: str) -> Callable[[Family], Family]:
+    """Register a measure family under `name`."""
+
+    def register(fn: Family) -> Family:
+        FAMILIES[name] = fn
+        return fn
+
+    return register
+
+
+def family_measures(
+    name: str,
+    levels: Sequence[Level | Mapping[str, Any]],
+    top_k: int,
+    ks: Sequence[int] | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> list[Measure]:
+    """The measures of family `name` for these levels (Level values or suite.json's level
+    records, the primary level first), run top-k, cutoffs and reader options."""
+    if name not in FAMILIES:
+        raise RecallbenchError(f"no measure family {name!r} (known: {', '.join(FAMILIES)})")
+    return FAMILIES[name]([_level_of(lv) for lv in levels], top_k, ks or None, dict(options or {}))
+
+
+@family(FIXTURES)
+def fixture_family(levels, top_k, ks, options):
+    """Recall@1, Recall@k, MRR@k, nDCG@k, fp_rate@k (no-answer queries) and
+    duplicate_slot_rate@k (near-duplicate queries) at the primary level; recall@1 once when
+    k is 1. The cutoffs are fixed: a run's own k values (`--k`) are refused."""
+    if ks:
+        raise RecallbenchError(
+            "the fixture suite's cutoffs are fixed (1 and --top-k); --k is for the "
+            "conversational datasets"
+        )
+    level = levels[0].name
+    chosen = [
+        Recall(level, 1),
+        Recall(level, top_k),
+        ReciprocalRank(level, top_k),
+        NDCG(level, top_k),
+        FalsePositiveRate(level, top_k, categories=frozenset({FIXTURE_NO_ANSWER})),
+        DuplicateSlotRate(level, top_k, categories=frozenset({FIXTURE_DUPLICATES})),
+    ]
+    unique: dict[str, Measure] = {}
+    for measure in chosen:
+        unique.setdefault(measure.name, measure)
+    return list(unique.values())
+
+
+@family(LOCOMO)
+def locomo_family(levels, top_k, ks, options):
+    """recall, recall_any, recall_all, ndcg_any at k = 1, 5, 10 (up to top-k) and top-k (or
+    at the run's own `ks`), per level."""
+    return conversational_measures(top_k, levels, ks)
+
+
+@family(LONGMEMEVAL)
+def longmemeval_family(levels, top_k, ks, options):
+    """recall, recall_any, recall_all, ndcg_any at k = 1, 5, 10 (up to top-k) and top-k (or
+    at the run's own `ks`), per level. With gold "official" the official levels score
+    questions without gold vacuously and list recall_all and ndcg_any first; the default
+    rule's level beside them does not; a turn run's session nDCG is LongMemEval's
+    evaluate_retrieval_turn2session (from the turn ranking)."""
+    if (options.get("gold") or "answer_session_ids") != LONGMEMEVAL_GOLD_OFFICIAL:
+        return conversational_measures(top_k, levels, ks)
+    official_levels = [lv for lv in levels if lv.name != LONGMEMEVAL_DEFAULT_RULE_LEVEL]
+    default = [lv for lv in levels if lv.name == LONGMEMEVAL_DEFAULT_RULE_LEVEL]
+    chosen = conversational_measures(top_k, official_levels, ks, official=True)
+    if options.get("unit") == "turn":
+        chosen = [
+            NDCGAnyTurn2Session(m.level, m.k, m.prefix, empty_gold=m.empty_gold, depth=top_k)
+            if type(m) is NDCGAny and m.level == "session"
+            else m
+            for m in chosen
+        ]
+    return chosen + conversational_measures(top_k, default, ks)
+
+
 def per_query_value(value: float | m.Ratio | None) -> float | dict[str, Any] | None:
     """A measure's per-query result as artifact JSON (Ratios keep their counts)."""
     return value.to_dict() if isinstance(value, m.Ratio) else value
@@ -264,34 +621,6 @@ def value_of(cell: float | Mapping[str, Any] | None) -> float | None:
 
 
 def aggregate(measure: Measure, values: Iterable[float | Mapping[str, Any] | None]) -> dict:
-    """The one cell shape for a measure over queries (see the module docstring)."""
-    values = list(values)
-    present = [v for v in values if v is not None]
-    missing = len(values) - len(present)
-    if measure.pooled:
-        num = sum(v["numerator"] for v in present)
-        den = sum(v["denominator"] for v in present)
-        return {
-            "value": num / den if den else None,
-            "numerator": num,
-            "denominator": den,
-            "queries": len(present),
-            "not_applicable": missing,
-            "pooled": None,
-        }
-    floats = [value_of(v) for v in present]
-    total = math.fsum(floats)
-    pooled = None
-    if isinstance(measure, Recall):
-        pooled = {
-            "numerator": sum(v["numerator"] for v in present),
-            "denominator": sum(v["denominator"] for v in present),
-        }
-    return {
-        "value": total / len(floats) if floats else None,
-        "numerator": total,
-        "denominator": len(floats),
-        "queries": len(floats),
-        "not_applicable": missing,
-        "pooled": pooled,
-    }
+    """The one cell shape for a measure over queries (see the module docstring); the
+    aggregation is the measure's own (`Measure.aggregate`)."""
+    return measure.aggregate(values)

@@ -28,6 +28,11 @@ RELEVANT_GRADE = 2
 MAX_GRADE = 3
 
 
+def relevant_ids(grades: Mapping[str, int], threshold: int = RELEVANT_GRADE) -> frozenset[str]:
+    """The one relevance rule: R = {id : grades[id] >= threshold}."""
+    return frozenset(doc for doc, grade in grades.items() if grade >= threshold)
+
+
 @dataclass(frozen=True)
 class Memory:
     """One record to store; `memory_id` is the only id the system under test sees."""
@@ -75,9 +80,8 @@ class Query:
     notes: str = ""
 
     def relevant(self, level: str) -> frozenset[str]:
-        """Ids at `level` graded RELEVANT_GRADE or higher."""
-        grades = self.relevance.get(level, {})
-        return frozenset(i for i, g in grades.items() if g >= RELEVANT_GRADE)
+        """Ids at `level` graded RELEVANT_GRADE or higher (`relevant_ids`)."""
+        return relevant_ids(self.relevance.get(level, {}))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -216,6 +216,35 @@ k_option = click.option(
     help="Cutoffs to score (conversational datasets), e.g. 1,3,5,10,30,50; each at most "
     "--top-k [default: 1, 5, 10 up to --top-k, and --top-k].",
 )
+
+
+def _parse_measures(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> tuple[str, ...] | None:
+    """Each --measure checked with `measures.parse` (its level is resolved against the
+    suite's levels when scoring); None when none was given (the dataset's measures)."""
+    if not value:
+        return None
+    from recallbench.errors import RecallbenchError
+    from recallbench.measures import parse
+
+    for name in value:
+        try:
+            parse(name)
+        except RecallbenchError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return tuple(dict.fromkeys(value))
+
+
+measure_option = click.option(
+    "--measure",
+    "measures",
+    multiple=True,
+    callback=_parse_measures,
+    metavar="NAME",
+    help="A measure to score instead of the dataset's, e.g. recall@10, recall(rel=3)@10, "
+    "turn_ndcg_any@5 (repeat) [default: the dataset's measures].",
+)
 preset_option = click.option(
     "--preset",
     type=click.Choice(["longmemeval-paper"]),

@@ -60,8 +60,10 @@ def run_pipeline(
     sample: int | None = None,
     execution: Execution | None = None,
     ks: Sequence[int] | None = None,
+    measures: Sequence[str] | None = None,
 ) -> Run:
     """validate -> hydrate -> query -> snapshot-roundtrip -> score -> report -> decide.
+    `measures`: measure names to score instead of the dataset's (`--measure`).
 
     Stores and packages go under `work_dir` (`stores/`, `work/`, `roundtrip/`); nothing is
     written elsewhere. The artifacts are returned, not written (see `Run.files`).
@@ -94,7 +96,7 @@ def run_pipeline(
         sample=DEFAULT_SAMPLE if sample is None else sample,
         execution=execution,
     )
-    scores = run_score(suite, runs, roundtrip)
+    scores = run_score(suite, runs, roundtrip, measure_names=measures)
     report = build_report(suite, hydrate, runs, roundtrip, scores, timings=timings)
     timings["results"] = report.timing
     decision = run_decide(suite, scores)

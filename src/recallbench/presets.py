@@ -99,6 +99,8 @@ def default_top_k(top_k: int | None, ks: tuple[int, ...] | None) -> int | None:
 def paper_summary(result: Mapping[str, Any]) -> str:
     """The official summary's figures: per level, recall_all@k and ndcg_any@k (then
     recall_any@k) for each k, with each level's denominator and its vacuous-gold count."""
+    from recallbench.measures import BY_STEM, RELEVANT_GRADE, select
+
     overall = result["metrics"]["overall"]
     summary = result.get("summary", {})
     vacuous = {
@@ -120,7 +122,9 @@ def paper_summary(result: Mapping[str, Any]) -> str:
         for k in sorted({m["k"] for m in measures}):
             cells = []
             for stem in ("recall_all", "ndcg_any", "recall_any"):
-                name = f"{level['prefix']}{stem}@{k}"
+                # selected by fields; the measure's own name when the run did not score it
+                absent = BY_STEM[stem](level["name"], k, level["prefix"]).name
+                name = next(iter(select(measures, stem=stem, k=k, rel=RELEVANT_GRADE)), absent)
                 value = overall.get(name, {}).get("value")
                 cells.append(f"{name} {'n/a' if value is None else f'{value:.4f}'}")
             lines.append("  " + "  ".join(cells))

@@ -322,31 +322,10 @@ def load_fixture_scope(corpus_path: Path, queries_path: Path) -> tuple[Scope, li
 
 
 def measures(top_k: int, options: Mapping[str, Any], ks: Any = None) -> list[Any]:
-    """Recall@1, Recall@k, MRR@k, nDCG@k, fp_rate@k (no-answer queries) and
-    duplicate_slot_rate@k (near-duplicate queries); recall@1 once when k is 1. The suite's
-    cutoffs are fixed: a run's own k values (`--k`) are refused."""
-    from recallbench import measures as ms
+    """The `measures.FIXTURES` family at the memory level (see its docstring)."""
+    from recallbench.measures import FIXTURES, family_measures
 
-    if ks:
-        from recallbench.errors import RecallbenchError
-
-        raise RecallbenchError(
-            "the fixture suite's cutoffs are fixed (1 and --top-k); --k is for the "
-            "conversational datasets"
-        )
-
-    chosen = [
-        ms.Recall(LEVEL, 1),
-        ms.Recall(LEVEL, top_k),
-        ms.ReciprocalRank(LEVEL, top_k),
-        ms.NDCG(LEVEL, top_k),
-        ms.FalsePositiveRate(LEVEL, top_k, categories=frozenset({NEGATIVE_CATEGORY})),
-        ms.DuplicateSlotRate(LEVEL, top_k, categories=frozenset({DUPLICATE_CATEGORY})),
-    ]
-    unique: dict[str, Any] = {}
-    for measure in chosen:
-        unique.setdefault(measure.name, measure)
-    return list(unique.values())
+    return family_measures(FIXTURES, LEVELS, top_k, ks, options)
 
 
 def decide(scores: Mapping[str, Any]) -> dict[str, Any]:

@@ -71,7 +71,8 @@ from recallbench.datasets.jsonstream import (
 )
 from recallbench.datasets.jsonstream import type_name as _type_name
 from recallbench.errors import RecallbenchError
-from recallbench.measures import conversational_measures
+from recallbench.measures import LOCOMO as LOCOMO_FAMILY
+from recallbench.measures import family_measures
 from recallbench.model import Drop, Level, Memory, Query, Scope
 
 NAME = "locomo"
@@ -598,7 +599,7 @@ class LoCoMoSource:
         }
 
     def measures(self, top_k: int, ks: Sequence[int] | None = None) -> list[Any]:
-        return conversational_measures(top_k, self.levels, ks)
+        return family_measures(LOCOMO_FAMILY, self.levels, top_k, ks)
 
 
 def open_source(paths: Mapping[str, Path], options: Mapping[str, Any]) -> LoCoMoSource:
@@ -618,10 +619,8 @@ def open_source(paths: Mapping[str, Path], options: Mapping[str, Any]) -> LoCoMo
 
 
 def measures(top_k: int, options: Mapping[str, Any], ks: Sequence[int] | None = None) -> list[Any]:
-    """recall, recall_any, recall_all, ndcg_any at k = 1, 5, 10 (up to top-k) and top-k (or
-    at the run's own `ks`), per level."""
-
+    """The `measures.LOCOMO` family at the session level (and the turn level with unit turn)."""
     levels = [Level("session")]
     if (options.get("unit") or DEFAULT_UNIT) == "turn":
         levels.append(Level("turn", "turn_"))
-    return conversational_measures(top_k, levels, ks)
+    return family_measures(LOCOMO_FAMILY, levels, top_k, ks, options)

@@ -32,6 +32,14 @@ from typing import Any
 
 import orjson
 
+from recallbench.measures import (
+    RELEVANT_GRADE,
+    from_record,
+    preferred_measures,
+    select,
+    value_of,
+)
+
 #: a spool up to this size contributes every text; a larger one only the texts the page uses
 ALL_TEXTS_BYTES = 8 * 2**20
 #: characters of a text shown before its "show all" button
@@ -290,17 +298,13 @@ def table_measures(result: Mapping[str, Any]) -> list[str]:
     k = result["run"]["top_k"]
     primary = result["dataset"]["levels"][0]["name"]
     means = [m for m in result["run"]["measures"] if m["level"] == primary and not m["pooled"]]
-    names = [m["name"] for m in means if m["k"] == 1 and m["name"].startswith("recall@")]
+    names = select(means, stem="recall", k=1, prefix="", rel=RELEVANT_GRADE)
     names += [m["name"] for m in means if m["k"] == k and m["name"] not in names]
     if len(names) <= 1:  # a result scored below its top-k: the largest k it has
         from recallbench.report.plots import headline_measures
 
         names += [m["name"] for m in headline_measures(result) if m["name"] not in names]
     return names[:5]
-
-
-def _value(cell: Any) -> float | None:
-    return cell.get("value") if isinstance(cell, dict) else cell
 
 
 def _relevant(expected: Mapping[str, int]) -> int:
@@ -338,7 +342,7 @@ def _query_record(
         "scope": scope,
         "text": pool.add(text),
         "notes": notes or None,
-        "m": [_value(q["metrics"].get(name)) for name in measures],
+        "m": [value_of(q["metrics"].get(name)) for name in measures],
         "rel": _relevant(q["expected"]),
         "missed": list(q["missed"]),
         "first": first,
@@ -447,7 +451,7 @@ def _metric_tables(result: Mapping[str, Any]) -> list[dict[str, Any]]:
 def _definitions(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     seen: dict[str, str] = {}
     for m in result["run"]["measures"]:
-        seen.setdefault(m["name"].split("@")[0] + "@k", m["definition"])
+        seen.setdefault(from_record(m).at_k, m["definition"])
     return list(seen.items())
 
 
@@ -614,7 +618,7 @@ def compare_page_data(
             )
             systems.append(
                 {
-                    "m": [_value(mine["metrics"].get(name)) for name in metrics],
+                    "m": [value_of(mine["metrics"].get(name)) for name in metrics],
                     "first": first,
                     "returned": [
                         [
@@ -646,7 +650,7 @@ def compare_page_data(
     cat_labels = doc["dataset"].get("category_labels", {})
     categories = list(ref["dataset"]["categories"])
     k = doc["top_k"]
-    preferred = [n for n in (f"ndcg@{k}", f"recall@{k}") if n in metrics]
+    preferred = preferred_measures(metrics, k)
     return {
         "kind": "compare",
         "k": k,

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from recallbench.ids import md_cell
+from recallbench.measures import RELEVANT_GRADE, from_record, select, value_of
 
 LIST_LIMIT = 10
 
@@ -91,7 +92,7 @@ def _primary_ranked(result: Mapping[str, Any]) -> list[str]:
         for m in result["run"]["measures"]
         if m["level"] == primary and not m["pooled"] and m["k"] == k
     ]
-    ndcg = [n for n in names if n.startswith(("ndcg", "turn_ndcg"))]
+    ndcg = select(names, stem=("ndcg", "ndcg_any"))
     return ndcg + [n for n in names if n not in ndcg]
 
 
@@ -99,8 +100,7 @@ def worst_queries(result: Mapping[str, Any], n: int = 5) -> list[dict[str, Any]]
     names = _primary_ranked(result)
 
     def number(q: Mapping[str, Any], name: str) -> float:
-        v = q["metrics"].get(name)
-        v = v.get("value") if isinstance(v, dict) else v
+        v = value_of(q["metrics"].get(name))
         return 1.0 if v is None else v
 
     graded = [q for q in result["queries"] if q["expected"]]
@@ -113,7 +113,10 @@ def observations(result: Mapping[str, Any]) -> list[str]:
     k = result["run"]["top_k"]
     labels = result["dataset"]["category_labels"]
     measures = {m["name"]: m for m in result["run"]["measures"]}
-    recall = f"recall@{k}" if f"recall@{k}" in measures else None
+    recall = next(
+        iter(select(result["run"]["measures"], stem="recall", k=k, prefix="", rel=RELEVANT_GRADE)),
+        None,
+    )
     lines = []
     for cat in result["dataset"]["categories"]:
         cells = result["metrics"]["per_category"][cat]
@@ -308,10 +311,10 @@ def render_markdown(
     ]
     seen: set[str] = set()
     for m in result["run"]["measures"]:
-        stem = m["name"].split("@")[0]
-        if stem not in seen:
-            seen.add(stem)
-            out.append(f"- `{stem}@k`: {m['definition']}")
+        at_k = from_record(m).at_k
+        if at_k not in seen:
+            seen.add(at_k)
+            out.append(f"- `{at_k}`: {m['definition']}")
     out.append("")
     out += metric_tables(result)
     out += [line for path, text in plots for line in (f"![{text}]({path})", "")]
@@ -336,8 +339,7 @@ def render_markdown(
         "|---|---|---|---|---|",
     ]
     for q in worst_queries(result):
-        value = q["metrics"].get(names[0]) if names else None
-        value = value.get("value") if isinstance(value, dict) else value
+        value = value_of(q["metrics"].get(names[0])) if names else None
         expected = cut([f"{md_cell(i)} ({g})" for i, g in q["expected"].items()], 5, "results.json")
         returned = ", ".join(f"{md_cell(h['id'])} ({h['grade']})" for h in q["returned"])
         out.append(

@@ -5,8 +5,9 @@ Pure functions: a document in, SVG bytes out (nothing is read or written here, e
 
 - `category_bars`: the headline measures (primary level, the run's top-k, means) per
   category, each bar annotated with its value and the queries behind it (n);
-- `recall_at_k`: recall@k against k = 1 .. top-k per category at the primary level, computed
-  from each query's ranking and gold in the result (the measure is only stored at its ks); a
+- `recall_at_k`: recall@k against k = 1 .. top-k per category at the primary level: the
+  scored recall@k cells at their ks, the same `measures.Recall` value and aggregation over each
+  query's ranking and gold in the result between them (the scores hold only their ks); a
   second level (LongMemEval's or LoCoMo's turns) is drawn at the ks it was scored at, since
   the result keeps per-query rankings of the primary level only;
 - `compare_forest`: each challenger's paired mean difference against the reference per
@@ -71,7 +72,7 @@ import matplotlib.style  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from recallbench.metrics import recall_at_k as _recall  # noqa: E402
+from recallbench.measures import RELEVANT_GRADE, Recall, select  # noqa: E402
 
 REPORT_PLOTS_DIR = "report-plots"
 COMPARE_PLOTS_DIR = "compare-plots"
@@ -215,39 +216,70 @@ def plot_depth(result: Mapping[str, Any]) -> int:
 
 
 def recall_curves(result: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Primary-level recall@k for k = 1 .. `plot_depth` (top-k), from each query's ranking
-    and gold: {"overall" | category: {"n": queries with a relevant unit, "recall": [mean at
-    k=1, ...]}} (recall is None for a row without such queries)."""
+    """Primary-level recall@k for k = 1 .. `plot_depth` (top-k): {"overall" | category:
+    {"n": queries with a relevant unit, "recall": [mean at k=1, ...]}} (recall is None for a
+    row without such queries). Where the result holds the scored recall@k cell, that is the
+    point; between the scored ks the point is the same measure value (`measures.Recall`) and
+    its own aggregation over each query's ranking, as `score` computes a cell."""
     top_k = plot_depth(result)
-    rows: dict[str, list[list[float]]] = {"overall": []}
+    primary = result["dataset"]["levels"][0]["name"]
+    recalls = set(
+        select(
+            result["run"]["measures"], stem="recall", level=primary, prefix="", rel=RELEVANT_GRADE
+        )
+    )
+    scored = {m["k"]: m["name"] for m in result["run"]["measures"] if m["name"] in recalls}
+    rows: dict[str, list[dict[str, Any]]] = {"overall": list(result["queries"])}
     rows.update({c: [] for c in result["dataset"]["categories"]})
     for q in result["queries"]:
-        ranking = [h["id"] for h in q["returned"]]
-        per_k = [_recall(ranking, q["expected"], k) for k in range(1, top_k + 1)]
-        if per_k[0] is None:  # no relevant unit: recall does not apply
-            continue
-        values = [r.numerator / r.denominator for r in per_k]
-        rows["overall"].append(values)
-        rows.setdefault(q["category"], []).append(values)
+        rows.setdefault(q["category"], []).append(q)
     out = {}
-    for name, per_query in rows.items():
-        n = len(per_query)
-        recall = [sum(v[i] for v in per_query) / n for i in range(top_k)] if n else None
-        out[name] = {"n": n, "recall": recall}
+    for row, queries in rows.items():
+        cells = (
+            result["metrics"]["overall"]
+            if row == "overall"
+            else result["metrics"]["per_category"].get(row, {})
+        )
+        points: list[float | None] = []
+        n = 0
+        for k in range(1, top_k + 1):
+            if k in scored and scored[k] in cells:
+                cell = cells[scored[k]]
+            else:
+                measure = Recall(primary, k)
+                cell = measure.aggregate(
+                    _per_query(measure(_ranking(q), q["expected"])) for q in queries
+                )
+            n = cell["queries"]
+            points.append(cell["value"])
+        out[row] = {"n": n, "recall": points if n else None}
     return out
 
 
-def _other_levels(result: Mapping[str, Any]) -> list[tuple[str, list[int], str]]:
-    """(level, scored ks, recall prefix) of every non-primary level with recall measures."""
+def _ranking(q: Mapping[str, Any]) -> list[str]:
+    """A result query's ranking at the primary level (the ids it returned, best first)."""
+    return [h["id"] for h in q["returned"]]
+
+
+def _per_query(value: Any) -> Any:
+    return value.to_dict() if hasattr(value, "to_dict") else value
+
+
+def _other_levels(result: Mapping[str, Any]) -> list[tuple[str, list[int], dict[int, str]]]:
+    """(level, scored ks, {k: recall measure name}) of every non-primary level with recall
+    measures (selected by their fields: stem recall, the level, the default threshold)."""
     out = []
     for level in result["dataset"]["levels"][1:]:
-        ks = sorted(
-            m["k"]
-            for m in result["run"]["measures"]
-            if m["level"] == level["name"] and m["name"] == f"{level['prefix']}recall@{m['k']}"
+        names = select(
+            result["run"]["measures"],
+            stem="recall",
+            level=level["name"],
+            prefix=level["prefix"],
+            rel=RELEVANT_GRADE,
         )
-        if ks:
-            out.append((level["name"], ks, level["prefix"]))
+        by_k = {m["k"]: m["name"] for m in result["run"]["measures"] if m["name"] in names}
+        if by_k:
+            out.append((level["name"], sorted(by_k), by_k))
     return out
 
 
@@ -286,12 +318,12 @@ def recall_at_k(result: Mapping[str, Any]) -> bytes:
                 label=f"overall (n={curves['overall']['n']})",
             )
         ax.set_title(f"{primary} level, every k")
-        for ax, (level, level_ks, prefix) in zip(axes[1:], others, strict=True):
+        for ax, (level, level_ks, recall_names) in zip(axes[1:], others, strict=True):
             for i, c in enumerate(cats):
                 cells = result["metrics"]["per_category"][c]
                 ax.plot(
                     level_ks,
-                    [cells[f"{prefix}recall@{k}"]["value"] for k in level_ks],
+                    [cells[recall_names[k]]["value"] for k in level_ks],
                     color=_color(i),
                     marker=MARKERS[i % len(MARKERS)],
                     markersize=3.5,
@@ -301,7 +333,7 @@ def recall_at_k(result: Mapping[str, Any]) -> bytes:
             overall = result["metrics"]["overall"]
             ax.plot(
                 level_ks,
-                [overall[f"{prefix}recall@{k}"]["value"] for k in level_ks],
+                [overall[recall_names[k]]["value"] for k in level_ks],
                 color="black",
                 linewidth=2.2,
                 linestyle=":",

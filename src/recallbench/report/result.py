@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from recallbench.measures import value_of
 from recallbench.stages.decide import decide
 
 RESULT_SCHEMA = "recallbench.result"
 RESULT_SCHEMA_VERSION = 2
+#: the fields of a scores.json measure record a result keeps
+RESULT_MEASURE_FIELDS = ("name", "level", "k", "pooled", "definition", "empty_gold")
 
 
 def explain_miss(entry: Mapping[str, Any], row: Mapping[str, Any], level: str, top_k: int) -> str:
@@ -140,7 +143,12 @@ def build_result(
             "top_k": k,
             "store_mode": runs["store_mode"],
             "metrics": [m["name"] for m in scores["measures"]],
-            "measures": scores["measures"],
+            # the result keeps the measure fields it has always had (the baseline compares
+            # them byte for byte); `measures.from_record` gives the value back from them
+            "measures": [
+                {key: m[key] for key in RESULT_MEASURE_FIELDS if key in m}
+                for m in scores["measures"]
+            ],
         },
         "metrics": {"overall": scores["overall"], "per_category": scores["per_category"]},
         "queries": queries,
@@ -170,11 +178,7 @@ def roundtrip_view(rt: Mapping[str, Any]) -> dict[str, Any]:
 
 def per_query_values(result: Mapping[str, Any], metric: str) -> dict[str, float | None]:
     """query id -> the metric's per-query number (Ratio cells as their value)."""
-    out = {}
-    for q in result["queries"]:
-        v = q["metrics"].get(metric)
-        out[q["query_id"]] = v["value"] if isinstance(v, dict) else v
-    return out
+    return {q["query_id"]: value_of(q["metrics"].get(metric)) for q in result["queries"]}
 
 
 def mean_measures(result: Mapping[str, Any]) -> Sequence[str]:

@@ -17,12 +17,20 @@ from typing import Any
 
 import orjson
 
-METRICS = ("recall@1", "recall@5", "mrr@5", "ndcg@5")
+from recallbench.measures import RELEVANT_GRADE, select
+
+#: the columns, as (stem, k): recall@1, recall@5, mrr@5, ndcg@5 at the primary level
+METRICS = (("recall", 1), ("recall", 5), ("mrr", 5), ("ndcg", 5))
 
 
 def _metric_names(doc: Mapping[str, Any]) -> list[str]:
-    first = doc["comparisons"][0]["metrics"]
-    return [m for m in METRICS if m in first] or sorted(first)
+    first = list(doc["comparisons"][0]["metrics"])
+    chosen = [
+        name
+        for stem, k in METRICS
+        for name in select(first, stem=stem, k=k, prefix="", rel=RELEVANT_GRADE)
+    ]
+    return chosen or sorted(first)
 
 
 def figures_table(doc: Mapping[str, Any]) -> str:

@@ -1,5 +1,6 @@
 """score: every measure of the dataset per query, per category and overall, plus the round
-trip's summary. Measures are named objects (`recallbench.measures`); this stage only loops."""
+trip's summary. Measures are values (`recallbench.measures`), rebuilt from suite.json's levels
+and options through the dataset's measure family; this stage only loops."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from recallbench.artifacts import envelope, inputs_of, require_made_from
-from recallbench.datasets.base import dataset_measures
-from recallbench.measures import Measure, aggregate, per_query_value
+from recallbench.errors import RecallbenchError
+from recallbench.measures import Measure, aggregate, family_measures, parse, per_query_value
 
 
 def score_rows(rows: Sequence[Mapping[str, Any]], measures: Sequence[Measure]) -> list[dict]:
@@ -52,18 +53,7 @@ def score_runs(
         by_category.setdefault(row["category"], []).append(row)
     return {
         "top_k": runs["top_k"],
-        "measures": [
-            {
-                "name": m.name,
-                "level": m.level,
-                "k": m.k,
-                "pooled": m.pooled,
-                "definition": m.definition,
-                # only when set: a query without gold scores this (LongMemEval's official rule)
-                **({"empty_gold": m.empty_gold} if m.empty_gold is not None else {}),
-            }
-            for m in measures
-        ],
+        "measures": [m.record() for m in measures],
         "overall": aggregate_rows(per_query, measures),
         "per_category": {c: aggregate_rows(rows, measures) for c, rows in by_category.items()},
         "per_query": per_query,
@@ -82,15 +72,54 @@ def roundtrip_summary(rt: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def suite_measures(
+    suite: Mapping[str, Any],
+    top_k: int,
+    ks: Sequence[int] | None = None,
+    names: Sequence[str] | None = None,
+) -> list[Measure]:
+    """The measures a suite's runs are scored with, from suite.json alone: the named ones
+    (`--measure`, parsed against the suite's levels), else the dataset's measure family
+    (suite.json's ``measure_family``, or the dataset's name) at its levels and options."""
+    if names:
+        chosen = [parse(name, suite["levels"]) for name in names]
+        levels = [lv["name"] for lv in suite["levels"]]
+        for measure in chosen:
+            if measure.level not in levels:
+                raise RecallbenchError(
+                    f"--measure {measure.spec}: the suite has no level {measure.level!r} "
+                    f"(levels: {', '.join(levels)})"
+                )
+            if measure.k > top_k:
+                raise RecallbenchError(
+                    f"--measure {measure.name}: k {measure.k} is above --top-k {top_k}"
+                )
+        return list({m.name: m for m in chosen}.values())
+    family = suite.get("measure_family") or suite["dataset"]
+    return family_measures(family, suite["levels"], top_k, ks, suite["options"])
+
+
 def run_score(
-    suite_env: Mapping[str, Any], runs_env: Mapping[str, Any], roundtrip_env: Mapping[str, Any]
+    suite_env: Mapping[str, Any],
+    runs_env: Mapping[str, Any],
+    roundtrip_env: Mapping[str, Any],
+    *,
+    ks: Sequence[int] | None = None,
+    measure_names: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Score the runs and fold in the round trip; return the `scores` envelope."""
+    """Score the runs and fold in the round trip; return the `scores` envelope. `ks`: the
+    cutoffs to score at (default: the run's own, else the dataset's); `measure_names`: the
+    measures to score instead of the dataset's (`--measure`)."""
     require_made_from(runs_env, suite_env)
     require_made_from(roundtrip_env, suite_env, runs_env)
     suite = suite_env["data"]
     runs = runs_env["data"]
-    measures = dataset_measures(suite["dataset"], runs["top_k"], suite["options"], runs.get("ks"))
+    top_k = runs["top_k"]
+    if ks and not all(1 <= k <= top_k for k in ks):
+        raise RecallbenchError(
+            f"--k {','.join(map(str, ks))}: every k must be between 1 and --top-k {top_k}"
+        )
+    measures = suite_measures(suite, top_k, ks or runs.get("ks"), measure_names)
     data = {
         **score_runs(runs_env["data"], measures, suite["categories"]),
         "roundtrip": roundtrip_summary(roundtrip_env["data"]),

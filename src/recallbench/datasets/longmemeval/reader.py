@@ -318,32 +318,11 @@ def _levels(unit: str, gold: str = "answer_session_ids") -> tuple:
 
 
 def measures(top_k: int, options: dict[str, Any], ks: Sequence[int] | None = None) -> list[Any]:
-    """recall, recall_any, recall_all, ndcg_any at k = 1, 5, 10 (up to top-k) and top-k (or
-    at the run's own `ks`), per level. With gold "official" the official levels score
-    questions without gold vacuously and list recall_all and ndcg_any first; the default
-    rule's level beside them does not."""
-    from recallbench.datasets.longmemeval.pairs import DEFAULT_RULE_LEVEL, GOLD_OFFICIAL
-    from recallbench.measures import conversational_measures
+    """The `measures.LONGMEMEVAL` family at this file's levels (see its docstring)."""
+    from recallbench.measures import LONGMEMEVAL, family_measures
 
-    gold = options.get("gold") or "answer_session_ids"
-    levels = _levels(options.get("unit", "session"), gold)
-    if gold != GOLD_OFFICIAL:
-        return conversational_measures(top_k, levels, ks)
-    official = [lv for lv in levels if lv.name != DEFAULT_RULE_LEVEL]
-    default = [lv for lv in levels if lv.name == DEFAULT_RULE_LEVEL]
-    chosen = conversational_measures(top_k, official, ks, official=True)
-    if options.get("unit") == "turn":
-        # the session level of a turn run: nDCG as evaluate_retrieval_turn2session computes
-        # it, from the turn ranking (recall_any/recall_all of the session ranking are its own)
-        from recallbench.measures import NDCGAny, NDCGAnyTurn2Session
-
-        chosen = [
-            NDCGAnyTurn2Session(m.level, m.k, m.prefix, empty_gold=m.empty_gold, depth=top_k)
-            if type(m) is NDCGAny and m.level == "session"
-            else m
-            for m in chosen
-        ]
-    return chosen + conversational_measures(top_k, default, ks)
+    levels = _levels(options.get("unit", "session"), options.get("gold") or "answer_session_ids")
+    return family_measures(LONGMEMEVAL, levels, top_k, ks, options)
 
 
 class LongMemEvalSource:

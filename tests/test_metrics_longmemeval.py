@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-from recallbench.datasets.longmemeval import official as om
 from recallbench.datasets.longmemeval.reader import measures as lme_measures
 from recallbench.measures import (
     NDCGAny,
@@ -18,6 +17,7 @@ from recallbench.measures import (
     conversational_measures,
     per_query_value,
 )
+from recallbench.metrics import longmemeval as om
 from recallbench.metrics import recall_at_k
 from recallbench.model import Level
 

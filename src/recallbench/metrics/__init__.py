@@ -1,4 +1,5 @@
-"""Pure retrieval metrics over one query's ranked list.
+"""Pure retrieval metrics over one query's ranked list (textbook / trec_eval definitions;
+LongMemEval's official code, quirks kept, is `recallbench.metrics.longmemeval`).
 
 Conventions (see docs / the IR-metrics reference):
 
@@ -23,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from recallbench.model import RELEVANT_GRADE
+from recallbench.model import RELEVANT_GRADE, relevant_ids
 
 __all__ = [
     "RELEVANT_GRADE",
@@ -31,14 +32,12 @@ __all__ = [
     "dcg",
     "duplicate_slots",
     "false_positive_slots",
-    "mean_of",
     "ndcg_at_k",
     "percentile",
     "recall_at_k",
     "reciprocal_rank_at_k",
     "relevant_ids",
     "success_at_k",
-    "total",
 ]
 
 
@@ -47,8 +46,9 @@ class Ratio:
     """A ratio of counts, kept as counts so that sums over queries stay exact.
 
     ``value = numerator / denominator``, or ``None`` when ``denominator == 0``.
-    Adding two ratios sums numerators and denominators (a micro-average), so
-    ``total()`` of per-query ratios is the pooled ratio, not a mean of ratios.
+    Adding two ratios sums numerators and denominators (a micro-average): the sum of
+    per-query ratios is the pooled ratio, not a mean of ratios (pooled measures aggregate
+    so, `recallbench.measures.PooledMeasure.aggregate`).
     """
 
     numerator: int
@@ -96,11 +96,6 @@ def _top(ranked: Sequence[str], k: int) -> Sequence[str]:
             raise ValueError(f"ranked list repeats id {doc!r}")
         seen.add(doc)
     return ranked[:k]
-
-
-def relevant_ids(grades: Mapping[str, int], threshold: int = RELEVANT_GRADE) -> frozenset[str]:
-    """R = {id : grades[id] >= threshold}."""
-    return frozenset(doc for doc, grade in grades.items() if grade >= threshold)
 
 
 def recall_at_k(
@@ -198,35 +193,6 @@ def duplicate_slots(ranked: Sequence[str], groups: Mapping[str, str], k: int) ->
         else:
             seen.add(key)
     return Ratio(repeats, len(top))
-
-
-def mean_of(values: Iterable[float | int | None]) -> dict[str, Any]:
-    """Arithmetic mean over the applicable (non-None) values.
-
-    {"value": sum(v) / m over the m non-None values, or None when m = 0,
-     "queries": m, "not_applicable": number of None values}.
-    """
-    present: list[float] = []
-    missing = 0
-    for value in values:
-        if value is None:
-            missing += 1
-        else:
-            present.append(float(value))
-    mean = math.fsum(present) / len(present) if present else None
-    return {"value": mean, "queries": len(present), "not_applicable": missing}
-
-
-def total(ratios: Iterable[Ratio | None]) -> Ratio:
-    """Pooled ratio = (sum of numerators) / (sum of denominators) over non-None ratios.
-
-    Ratio(0, 0) when there are none.
-    """
-    result = Ratio(0, 0)
-    for ratio in ratios:
-        if ratio is not None:
-            result = result + ratio
-    return result
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
