@@ -29,12 +29,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "recallbench.progress",
             "recallbench.signals",
             "recallbench.model",
-            "recallbench.metrics",
+            "recallbench.metrics.*",
             "recallbench.artifacts",
             "recallbench.spool",
             "recallbench.lock",
             "recallbench.embedding",
-            "recallbench.presets",
             "recallbench.executor",
             "recallbench.trec",
         ),
@@ -53,6 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "recallbench.compare",
             "recallbench.baseline",
             "recallbench.workspace",
+            "recallbench.presets",
         ),
     ),
     ("interface", ("recallbench.options", "recallbench.cli")),
@@ -66,8 +66,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("recallbench.report.result", "recallbench.stages.decide"),
         # stage support runs prep for a missing vector cache
         ("recallbench.stages.execution", "recallbench.stages.prep"),
-        # LongMemEval's official formulas live with the other metric arithmetic
-        ("recallbench.measures", "recallbench.datasets.longmemeval.official"),
     }
 )
 
