@@ -18,13 +18,13 @@ from recallbench.datasets.locomo import (
     CATEGORY_LABELS,
     DROP_RULES,
     LoCoMoSource,
-    opaque_id,
     open_source,
     parse_evidence,
     turn_text,
 )
 from recallbench.datasets.locomo_generator import _TEMPLATES, generate
 from recallbench.errors import RecallbenchError
+from recallbench.ids import opaque_id
 from recallbench.model import Drop, Scope
 
 # -- a hand-written file -------------------------------------------------------------------

@@ -357,12 +357,12 @@ class LongMemEvalSource:
     def __init__(
         self, path: Path, session_text: str, unit: str, gold: str = "answer_session_ids"
     ) -> None:
+        from recallbench.datasets.base import UNITS
         from recallbench.datasets.longmemeval.pairs import (
             GOLD_DEFAULT,
             GOLD_OFFICIAL,
             GOLD_RULES,
             SESSION_TEXT_MODES,
-            UNITS,
         )
 
         if session_text not in SESSION_TEXT_MODES:
@@ -416,9 +416,13 @@ class LongMemEvalSource:
         first_seen: dict[str, int] = {}
         for inst in self.file.instances(progress=progress):
             if inst.question_id in first_seen:
-                raise RecallbenchError(
-                    f"{self.file.path}: record[{inst.index}]: duplicate question_id "
-                    f"{inst.question_id!r} (first at record[{first_seen[inst.question_id]}])"
+                raise record_error(
+                    self.file.path,
+                    inst.index,
+                    "question_id",
+                    None,
+                    f"duplicate question_id {inst.question_id!r} "
+                    f"(first at record[{first_seen[inst.question_id]}])",
                 )
             first_seen[inst.question_id] = inst.index
             types.add(inst.question_type)
