@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from recallbench.datasets.locomo import (
+from recallbench.datasets.locomo.generator import _TEMPLATES, generate
+from recallbench.datasets.locomo.reader import (
     CATEGORIES,
     CATEGORY_LABELS,
     DROP_RULES,
@@ -22,7 +23,6 @@ from recallbench.datasets.locomo import (
     parse_evidence,
     turn_text,
 )
-from recallbench.datasets.locomo_generator import _TEMPLATES, generate
 from recallbench.errors import RecallbenchError
 from recallbench.ids import opaque_id
 from recallbench.model import Drop, Scope

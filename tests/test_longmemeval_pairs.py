@@ -17,7 +17,8 @@ from recallbench.datasets.longmemeval.pairs import (
     make_scope,
     session_text,
 )
-from recallbench.datasets.longmemeval.reader import DataFile, Instance, Turn, open_source
+from recallbench.datasets.longmemeval.reader import DataFile, open_source
+from recallbench.datasets.longmemeval.records import Instance, Turn
 from recallbench.ids import opaque_id
 from recallbench.model import Drop, Scope, level_ranking
 

@@ -192,7 +192,7 @@ class _MainGroup(OneLineErrors, click.Group):
 
     LAZY = {
         "longmemeval": "recallbench.datasets.longmemeval.generator",
-        "locomo": "recallbench.datasets.locomo_generator",
+        "locomo": "recallbench.datasets.locomo.generator",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the CLI imports this module for its names: keep start-up li
 DATASETS: dict[str, str] = {
     "fixtures": "recallbench.datasets.fixtures",
     "longmemeval": "recallbench.datasets.longmemeval.reader",
-    "locomo": "recallbench.datasets.locomo",
+    "locomo": "recallbench.datasets.locomo.reader",
 }
 DEFAULT_DATASET = "fixtures"
 UNITS: tuple[str, ...] = ("session", "turn")

@@ -28,7 +28,7 @@ from recallbench.ids import opaque_id
 from recallbench.model import Drop, Memory, Query, Scope
 
 if TYPE_CHECKING:
-    from recallbench.datasets.longmemeval.reader import Instance, Turn
+    from recallbench.datasets.longmemeval.records import Instance, Turn
 
 SESSION_TEXT_MODES: tuple[str, ...] = ("user", "all")
 #: the gold rules (`--gold`): the default, and the rule of LongMemEval's run_retrieval.py
