@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import pytrec_eval
 
-from recallbench.datasets import fixtures
+from recallbench.datasets.fixtures import reader as fixtures
 from recallbench.measures import (
     MEASURE_CLASSES,
     NDCG,
