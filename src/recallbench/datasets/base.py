@@ -94,7 +94,9 @@ class DatasetSpec:
     decision rules (a function of the scores), `policy_name` the name suite.json records.
     `generator` is the module whose ``_cli()`` gives the ``recallbench <name>`` click group.
     `title`, `reads`, `what` and `scope` are the docs tables' cells; `docs` is its page.
-    `order` places it in listings (`--dataset` choices, the tables): the lowest first."""
+    `order` places it in listings (`--dataset` choices, the tables): the lowest first.
+    `example` is the usual name of a user's data file (nox's usage line), None for a dataset
+    whose files are committed (no nox session of its own)."""
 
     name: str
     title: str
@@ -110,6 +112,7 @@ class DatasetSpec:
     policy_name: str | None = None
     generator: str | None = None
     order: int = 100
+    example: str | None = None
 
     def open_source(self, paths: Mapping[str, Path], options: Mapping[str, Any]) -> Source:
         """Open this dataset on `paths` (role -> path) with reader `options`."""

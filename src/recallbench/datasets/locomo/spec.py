@@ -12,6 +12,7 @@ SPEC = DatasetSpec(
     options=(DATA_OPTION, UNIT_OPTION),
     generator="recallbench.datasets.locomo.generator",
     docs="locomo.md",
+    example="locomo10.json",
     reads="your copy of `locomo10.json` (CC BY-NC: never commit it)",
     what="your copy of `locomo10.json`: one store per conversation, sessions or turns as memories",
     scope="one conversation",

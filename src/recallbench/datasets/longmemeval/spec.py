@@ -31,6 +31,7 @@ SPEC = DatasetSpec(
     ),
     generator="recallbench.datasets.longmemeval.generator",
     docs="longmemeval.md",
+    example="longmemeval_s_cleaned.json",
     reads="your copy of a LongMemEval file (never downloaded)",
     what="your copy of a LongMemEval file: one store per question, sessions or turns as memories",
     scope="one question",
