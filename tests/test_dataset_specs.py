@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from recallbench.cli import main
 from recallbench.datasets import base
 from recallbench.datasets.base import DATASETS, DatasetOption, DatasetSpec, dataset_spec
-from recallbench.datasets.tables import END, START, index_table, readme_table
+from recallbench.datasets.tables import END, START, index_table, options_table, readme_table
 from recallbench.errors import RecallbenchError
 from recallbench.options import DEFAULT_TOP_K, dataset_inputs
 
@@ -77,7 +77,12 @@ def test_generator_groups_come_from_the_specs() -> None:
 
 
 @pytest.mark.parametrize(
-    ("page", "render"), [("README.md", readme_table), ("docs/index.md", index_table)]
+    ("page", "render"),
+    [
+        ("README.md", readme_table),
+        ("docs/index.md", index_table),
+        ("docs/stages.md", options_table),
+    ],
 )
 def test_the_committed_dataset_tables_match_the_specs(page: str, render: Any) -> None:
     block = TABLE.search((ROOT / page).read_text(encoding="utf-8"))

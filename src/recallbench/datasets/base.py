@@ -50,7 +50,8 @@ class DatasetOption:
     `default_file` is a file option's default, a file name in the fixture directory.
     `refused_elsewhere`: given with a dataset that does not declare it, the CLI refuses it (a
     usage error) instead of passing it to that reader, which names it in its own error.
-    Two datasets declaring the same flag must declare the same option."""
+    `doc` is the docs' longer sentence (docs/stages.md's table; `help` when empty). Two
+    datasets declaring the same flag must declare the same option."""
 
     flag: str
     type: str
@@ -61,6 +62,7 @@ class DatasetOption:
     default_file: str | None = None
     required: bool = False
     refused_elsewhere: bool = False
+    doc: str = ""
 
     @property
     def param(self) -> str:
@@ -73,13 +75,22 @@ class DatasetOption:
 
 
 #: the options two or more datasets share (declared once, so their declarations agree)
-DATA_OPTION = DatasetOption("--data", "file", "The data file", role="data", required=True)
+DATA_OPTION = DatasetOption(
+    "--data",
+    "file",
+    "The data file",
+    role="data",
+    required=True,
+    doc="the data file (required; refused for the datasets that do not read one)",
+)
 UNIT_OPTION = DatasetOption(
     "--unit",
     "choice",
     "One memory per session (default) or per turn",
     choices=UNITS,
     default="session",
+    doc="one memory per session or per turn; with `turn` the session figures are kept and "
+    "turn figures (`turn_...`) are added",
 )
 
 

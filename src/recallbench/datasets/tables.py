@@ -1,8 +1,9 @@
 """The docs' dataset tables, generated from the dataset specs (`base.DATASETS`).
 
-README.md and docs/index.md hold them between ``<!-- datasets-table:start -->`` and
-``<!-- datasets-table:end -->``; a test fails when a committed table and the specs
-disagree. ``python -m recallbench.datasets.tables readme|index`` prints one.
+README.md and docs/index.md hold the dataset tables, docs/stages.md the dataset options'
+table, between ``<!-- datasets-table:start -->`` and ``<!-- datasets-table:end -->``; a
+test fails when a committed table and the specs disagree.
+``python -m recallbench.datasets.tables readme|index|options`` prints one.
 """
 
 from __future__ import annotations
@@ -52,12 +53,35 @@ def index_table(specs: Iterable[DatasetSpec] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-TABLES = {"readme": readme_table, "index": index_table}
+def options_table() -> str:
+    """docs/stages.md's table of the dataset options (validate, run, compare and the script
+    take them all): each flag once, its default, the datasets that read it, its meaning."""
+    from recallbench.datasets.base import shared_options
+
+    lines = [
+        "| option | default | datasets | meaning |",
+        "|---|---|---|---|",
+        f"| `--dataset` | `{DEFAULT_DATASET}` | | the reader: "
+        + ", ".join(f"`{name}`" for name in DATASETS)
+        + " |",
+    ]
+    for option, owners in shared_options().values():
+        flag = f"`{option.flag} FILE`" if option.type == "file" else f"`{option.flag}`"
+        if option.default_file:
+            default = f"`benchmarks/retrieval/{option.default_file}`"
+        else:
+            default = f"`{option.default}`" if option.default else "none"
+        names = ", ".join(f"`{name}`" for name in owners)
+        lines.append(f"| {flag} | {default} | {names} | {option.doc or option.help} |")
+    return "\n".join(lines) + "\n"
+
+
+TABLES = {"readme": readme_table, "index": index_table, "options": options_table}
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in TABLES:
-        print("usage: python -m recallbench.datasets.tables readme|index", file=sys.stderr)
+        print("usage: python -m recallbench.datasets.tables readme|index|options", file=sys.stderr)
         return 2
     sys.stdout.write(TABLES[argv[0]]())
     return 0

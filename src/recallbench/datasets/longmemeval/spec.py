@@ -18,6 +18,7 @@ SPEC = DatasetSpec(
             "User turns joined by spaces (official, default) or every turn",
             choices=("user", "all"),
             default="user",
+            doc="a session's text is its user turns (`user`) or every turn (`all`)",
         ),
         DatasetOption(
             "--gold",
@@ -27,6 +28,9 @@ SPEC = DatasetSpec(
             choices=("answer_session_ids", "official"),
             default="answer_session_ids",
             refused_elsewhere=True,
+            doc="the gold rule; `official` is LongMemEval's `run_retrieval.py` rule, recorded "
+            "in `suite.json`'s `options` as `gold` "
+            "([LongMemEval](longmemeval.md#which-questions-are-scored))",
         ),
     ),
     generator="recallbench.datasets.longmemeval.generator",
