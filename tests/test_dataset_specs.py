@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import inspect
 import re
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -177,3 +179,19 @@ def test_two_datasets_cannot_declare_one_flag_differently(
     monkeypatch.setitem(base.DATASETS, "toy2", clash)
     with pytest.raises(RecallbenchError, match="toy and toy2 declare --toy-size differently"):
         base.shared_options()
+
+
+def test_nox_has_a_session_per_dataset_with_a_data_file() -> None:
+    """noxfile.py generates `nox -s NAME -- FILE` from the specs (those with an `example`)."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "nox", "--list", "--no-color"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    sessions = set(re.findall(r"^[*-] (\S+)", listed, re.M))
+    wanted = {spec.name for spec in DATASETS.values() if spec.example}
+    assert wanted == {"longmemeval", "locomo"}
+    assert wanted <= sessions, listed
+    assert "fixtures" not in sessions
