@@ -195,3 +195,23 @@ def test_nox_has_a_session_per_dataset_with_a_data_file() -> None:
     assert wanted == {"longmemeval", "locomo"}
     assert wanted <= sessions, listed
     assert "fixtures" not in sessions
+
+
+def test_listing_the_datasets_imports_no_reader() -> None:
+    """`recallbench validate --help` reads the specs only: no reader, generator or system."""
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from recallbench.cli import main\n"
+        "for command in ('validate', 'run', 'compare'):\n"
+        "    assert CliRunner().invoke(main, [command, '--help']).exit_code == 0\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('recallbench.datasets.'))\n"
+        "print(' '.join(loaded))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    specs = {f"recallbench.datasets.{name}.spec" for name in DATASETS}
+    assert specs <= set(out), out
+    allowed = {"recallbench.datasets.base", *specs, *(m.rsplit(".", 1)[0] for m in specs)}
+    assert [m for m in out if m not in allowed] == []

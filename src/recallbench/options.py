@@ -146,7 +146,7 @@ def dataset_inputs(
             continue
         if option.type == "file" or option.refused_elsewhere:
             reads = "/".join(f.flag for f in files)
-            hint = f"; --dataset {dataset} reads {reads}" if reads else ""
+            hint = f"; --dataset {dataset} reads {reads}" if reads and option.type == "file" else ""
             raise click.UsageError(f"{flag} is for --dataset {' or '.join(owners)}{hint}")
     paths: dict[str, Path] = {}
     defaults = None
