@@ -14,7 +14,7 @@ RB := $(BIN)/recallbench --build-dir "$(BUILD)"
 # Material for MkDocs prints a notice about MkDocs 2.0 on every build; it is not a warning of ours.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup eval test test-portable lint docs screenshot baseline bench bench-longmemeval bench-embed bench-peer bench-large bench-large-full clean
+.PHONY: setup eval test test-portable lint docs screenshot baseline bench bench-longmemeval bench-generators bench-embed bench-peer bench-large bench-large-full clean
 
 setup: $(STAMP)
 
@@ -71,6 +71,9 @@ bench: $(STAMP)
 
 bench-longmemeval: $(STAMP)  # about 5 minutes on 2 cores
 	$(BIN)/python benchmarks/bench_longmemeval.py
+
+bench-generators: $(STAMP)  # the synthetic-data generators: median seconds per call
+	$(BIN)/python benchmarks/bench_generators.py
 
 # The peer is never a dependency: python3 -m venv /tmp/mce-venv && /tmp/mce-venv/bin/pip install memory-core-eval
 bench-peer: $(STAMP)  # the script reads MCEVAL=path/to/mceval (environment or make line)

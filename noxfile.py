@@ -1,6 +1,16 @@
-"""nox sessions mirroring the Makefile targets. Each installs the project once, then runs."""
+"""nox sessions mirroring the Makefile targets. Each installs the project once, then runs.
+
+The datasets' sessions (`nox -s longmemeval -- FILE`, ...) come from the dataset specs,
+read from this checkout (the spec modules import nothing outside the standard library).
+"""
+
+import sys
+from pathlib import Path
 
 import nox
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
+from recallbench.datasets.base import DATASETS, DatasetSpec  # noqa: E402
 
 nox.options.sessions = ["lint", "tests", "docs"]
 nox.options.reuse_existing_virtualenvs = True
@@ -83,21 +93,24 @@ def baseline(session: nox.Session) -> None:
     )
 
 
-def _dataset(session: nox.Session, dataset: str, example: str) -> None:
-    if not session.posargs:
-        session.error(f"usage: nox -s {dataset} -- PATH/TO/{example} [options]")
-    _install(session)
-    data, *rest = session.posargs
-    session.run("python", "scripts/retrieval_eval.py", "--dataset", dataset, "--data", data, *rest)
+def _dataset_session(spec: DatasetSpec) -> None:
+    """`nox -s NAME -- FILE [options]`: the dataset in process on a data file, one session per
+    dataset spec with a data file of the user's (`example`)."""
+    flag = next(o.flag for o in spec.options if o.type == "file" and o.required)
+
+    def run(session: nox.Session) -> None:
+        if not session.posargs:
+            session.error(f"usage: nox -s {spec.name} -- PATH/TO/{spec.example} [options]")
+        _install(session)
+        data, *rest = session.posargs
+        session.run(
+            "python", "scripts/retrieval_eval.py", "--dataset", spec.name, flag, data, *rest
+        )
+
+    run.__doc__ = f"{spec.title} in process on a data file: nox -s {spec.name} -- FILE [options]."
+    nox.session(name=spec.name)(run)
 
 
-@nox.session
-def longmemeval(session: nox.Session) -> None:
-    """LongMemEval in process on a data file: nox -s longmemeval -- FILE [options]."""
-    _dataset(session, "longmemeval", "longmemeval_s_cleaned.json")
-
-
-@nox.session
-def locomo(session: nox.Session) -> None:
-    """LoCoMo in process on a data file: nox -s locomo -- FILE [options]."""
-    _dataset(session, "locomo", "locomo10.json")
+for _spec in DATASETS.values():
+    if _spec.example:
+        _dataset_session(_spec)

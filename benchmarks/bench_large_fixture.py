@@ -47,7 +47,7 @@ from common import (  # noqa: E402
     write_json,
 )
 
-from recallbench.datasets.fixtures import CATEGORIES  # noqa: E402
+from recallbench.datasets.fixtures.reader import CATEGORIES  # noqa: E402
 
 PROJECTS = ("acme", "borealis", "cinder", "delta", "ember", "falcon", "nimbus", "orchid")
 AREAS = ("finance", "logistics", "engineering", "support", "people", "office")

@@ -30,6 +30,7 @@ from recallbench.cli import OneLineErrors, run_guarded  # noqa: E402
 from recallbench.measures import RELEVANT_GRADE, select  # noqa: E402
 from recallbench.options import (  # noqa: E402
     DEFAULT_TOP_K,
+    DatasetCommand,
     dataset_inputs,
     dataset_options,
     execution_options,
@@ -93,7 +94,7 @@ def summary(result: Mapping[str, Any], decision: Mapping[str, Any]) -> str:
     return head + "\n" + headline(decision)
 
 
-class ScriptCommand(OneLineErrors, click.Command):
+class ScriptCommand(OneLineErrors, DatasetCommand):
     """The script's command: usage errors in one line, like every other error."""
 
 
@@ -129,12 +130,7 @@ class ScriptCommand(OneLineErrors, click.Command):
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def main(
     dataset: str,
-    data: Path | None,
-    corpus: Path | None,
-    queries: Path | None,
-    unit: str | None,
-    session_text: str | None,
-    gold: str | None,
+    dataset_args: dict[str, Any],
     longmemeval_file: Path | None,
     output: Path | None,
     report_path: Path | None,
@@ -153,14 +149,12 @@ def main(
 ) -> None:
     """Run every retrieval-evaluation stage in-process and print the headline figures."""
     if longmemeval_file is not None:
-        if data is not None or dataset not in ("fixtures", "longmemeval"):
+        if dataset_args.get("data") is not None or dataset not in ("fixtures", "longmemeval"):
             raise click.UsageError(
                 "--longmemeval FILE is short for --dataset longmemeval --data FILE"
             )
-        dataset, data = "longmemeval", longmemeval_file
-    paths, options = dataset_inputs(
-        dataset, data, corpus, queries, unit, session_text, FIXTURES, gold=gold
-    )
+        dataset, dataset_args = "longmemeval", {**dataset_args, "data": longmemeval_file}
+    paths, options = dataset_inputs(dataset, dataset_args, FIXTURES)
 
     def body() -> None:
         from recallbench import progress

@@ -17,7 +17,7 @@ from conftest import BASELINE, CORPUS, QUERIES, cli, load_json, run_fixtures
 
 from recallbench.artifacts import dumps, envelope
 from recallbench.baseline import category_table, differences, load_result, normalize
-from recallbench.datasets.fixtures import CATEGORIES
+from recallbench.datasets.fixtures.reader import CATEGORIES
 from recallbench.errors import ArtifactError, RecallbenchError
 from recallbench.pipeline import Run
 

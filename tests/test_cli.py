@@ -30,7 +30,7 @@ from conftest import (
 
 from recallbench.artifacts import STAGE_NAMES, read_artifact
 from recallbench.cli import main
-from recallbench.datasets.fixtures import load_fixture_scope
+from recallbench.datasets.fixtures.reader import load_fixture_scope
 from recallbench.lock import LOCK_NAME, build_lock
 from recallbench.spool import SPOOL
 from recallbench.systems.base import records_digest

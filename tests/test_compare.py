@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from recallbench.cli import main
 from recallbench.compare import compare_results, headline, paired_stats, render_markdown
-from recallbench.datasets import locomo_generator
+from recallbench.datasets.locomo import generator as locomo_generator
 from recallbench.datasets.longmemeval import generator as longmemeval_generator
 from recallbench.errors import RecallbenchError
 from recallbench.lock import LOCK_NAME

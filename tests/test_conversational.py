@@ -23,9 +23,9 @@ import pytrec_eval
 from click.testing import CliRunner, Result
 
 from recallbench.cli import main
-from recallbench.datasets import locomo
 from recallbench.datasets.longmemeval.generator import generate
 from recallbench.datasets.longmemeval.reader import open_source as open_longmemeval
+from recallbench.ids import opaque_id
 from recallbench.measures import value_of
 from recallbench.model import Scope, level_ranking
 from recallbench.pipeline import run_pipeline
@@ -386,7 +386,7 @@ def test_a_locomo_conversation_is_hydrated_once_and_asked_all_its_questions(
         assert store["records"] == len(records) == len(turns)
         assert sorted(r["text"] for r in records) == sorted(turns.values())
         assert {r["memory_id"] for r in records} == {
-            locomo.opaque_id(sample["sample_id"], t) for t in turns
+            opaque_id(sample["sample_id"], t) for t in turns
         }
     runs = load(locomo_build / "runs.json")["data"]
     assert [s["scope_id"] for s in runs["scopes"]] == ["conv-1", "conv-2"]
@@ -445,7 +445,7 @@ def test_locomo_figures_equal_a_hand_computation(locomo_build: Path) -> None:
     widened = 0
     for row in runs["queries"]:
         sample = row["scope_id"]
-        turn_of = {locomo.opaque_id(sample, t): t for t in _turns(SAMPLES[sample])}
+        turn_of = {opaque_id(sample, t): t for t in _turns(SAMPLES[sample])}
         hit_turns = [turn_of[h["memory_id"]] for h in row["hits"]]
         turns = _first_appearance(hit_turns)
         sessions = _first_appearance([t.split(":")[0] for t in turns])

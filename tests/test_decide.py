@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from recallbench.artifacts import envelope, inputs_of
-from recallbench.datasets import fixtures
 from recallbench.datasets.base import dataset_policy
 from recallbench.datasets.fixture_rules import ACTIONS, GUARDRAILS, decide
+from recallbench.datasets.fixtures import reader as fixtures
 from recallbench.errors import ArtifactError
 from recallbench.pipeline import Run
 from recallbench.stages import decide as decide_stage

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from recallbench.artifacts import file_sha256
-from recallbench.datasets.fixtures import (
+from recallbench.datasets.fixtures.reader import (
     CATEGORIES,
     DUPLICATE_CATEGORY,
     LEVEL,

@@ -71,12 +71,7 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
 
 #: same-layer edges that close a cycle today, each to be cut (an entry that no longer closes
 #: one fails the test)
-KNOWN_CIRCULAR: frozenset[tuple[str, str]] = frozenset(
-    {
-        # LongMemEval's records get their own module
-        ("recallbench.datasets.longmemeval.pairs", "recallbench.datasets.longmemeval.reader"),
-    }
-)
+KNOWN_CIRCULAR: frozenset[tuple[str, str]] = frozenset()
 
 
 def module_name(path: Path) -> str:

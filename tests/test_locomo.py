@@ -6,25 +6,24 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from recallbench.datasets.locomo import (
+from recallbench.datasets.locomo.generator import _TEMPLATES, generate
+from recallbench.datasets.locomo.reader import (
     CATEGORIES,
     CATEGORY_LABELS,
     DROP_RULES,
     LoCoMoSource,
-    opaque_id,
     open_source,
     parse_evidence,
     turn_text,
 )
-from recallbench.datasets.locomo_generator import _TEMPLATES, generate
 from recallbench.errors import RecallbenchError
+from recallbench.ids import opaque_id
 from recallbench.model import Drop, Scope
 
 # -- a hand-written file -------------------------------------------------------------------
@@ -478,11 +477,9 @@ def test_generator_version_1_output_is_pinned(tmp_path: Path) -> None:
     assert meta["sha256"] == "0fb0f674fdc755c14cbf7bc33a370f5f68c4d3516f8933d770488322801448c2"
 
 
-def test_generator_is_deterministic_and_fast(tmp_path: Path) -> None:
-    start = time.perf_counter()
+def test_generator_is_deterministic(tmp_path: Path) -> None:
+    """(How long this call takes is a figure of benchmarks/bench_generators.py.)"""
     first = generate(tmp_path / "a.json", conversations=2, seed=7)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.0, elapsed
     second = generate(tmp_path / "b.json", conversations=2, seed=7)
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
     assert first["sha256"] == second["sha256"]

@@ -15,10 +15,11 @@ from recallbench.datasets.longmemeval.pairs import (
     classify,
     gold_of,
     make_scope,
-    opaque_id,
     session_text,
 )
-from recallbench.datasets.longmemeval.reader import DataFile, Instance, Turn, open_source
+from recallbench.datasets.longmemeval.reader import DataFile, open_source
+from recallbench.datasets.longmemeval.records import Instance, Turn
+from recallbench.ids import opaque_id
 from recallbench.model import Drop, Scope, level_ranking
 
 

@@ -286,7 +286,7 @@ def test_official_gold_on_a_record_with_a_noans_session() -> None:
     """An answer session whose evidence is only on the assistant side is not gold; at turn
     unit its turns count for the session 'noans...' (evaluate_retrieval_turn2session)."""
     from recallbench.datasets.longmemeval.pairs import make_scope, official_gold
-    from recallbench.datasets.longmemeval.reader import Instance, Turn
+    from recallbench.datasets.longmemeval.records import Instance, Turn
 
     inst = Instance(
         index=0,

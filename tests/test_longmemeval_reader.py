@@ -15,6 +15,7 @@ from recallbench.datasets import jsonstream
 from recallbench.datasets.longmemeval import reader
 from recallbench.datasets.longmemeval.generator import generate
 from recallbench.datasets.longmemeval.reader import DataFile, identify, open_source
+from recallbench.datasets.longmemeval.records import Instance
 from recallbench.errors import RecallbenchError
 
 SMALL = {"session_chars": 120}
@@ -40,7 +41,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def _instances(path: Path) -> list[reader.Instance]:
+def _instances(path: Path) -> list[Instance]:
     return list(DataFile(path).instances())
 
 

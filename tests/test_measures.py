@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import pytrec_eval
 
-from recallbench.datasets import fixtures
+from recallbench.datasets.fixtures import reader as fixtures
 from recallbench.measures import (
     FAMILIES,
     FIXTURE_DUPLICATES,
@@ -581,7 +581,7 @@ def test_recall_ndcg_rr_and_recall_any_equal_trec_eval(tmp_path: Path, seed: int
 def every_produced_measure() -> list[tuple[str, list[Level], Measure]]:
     """Every measure the project produces today: each dataset reader's measures() for each
     of its options, top-k and cutoffs, with the levels it scores."""
-    from recallbench.datasets import locomo
+    from recallbench.datasets.locomo import reader as locomo
     from recallbench.datasets.longmemeval import reader as lme
 
     out = []
@@ -723,7 +723,7 @@ def test_families_rebuild_every_readers_measures() -> None:
     assert set(FAMILIES) == {FIXTURES, LOCOMO, LONGMEMEVAL}
     suite = {"dataset": "not-a-reader", "measure_family": LOCOMO, "options": {}}
     suite["levels"] = [{"name": "session", "prefix": ""}, {"name": "turn", "prefix": "turn_"}]
-    from recallbench.datasets import locomo
+    from recallbench.datasets.locomo import reader as locomo
 
     assert suite_measures(suite, 10) == locomo.measures(10, {"unit": "turn"})
     assert [m.name for m in suite_measures(suite, 10, names=["turn_recall(rel=3)@5"])] == [

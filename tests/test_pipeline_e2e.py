@@ -32,7 +32,7 @@ from recallbench.artifacts import (
     read_timing,
 )
 from recallbench.datasets.fixture_rules import POLICY_NAME
-from recallbench.datasets.fixtures import LEVEL, load_fixture_scope
+from recallbench.datasets.fixtures.reader import LEVEL, load_fixture_scope
 from recallbench.spool import SPOOL
 from recallbench.systems.base import records_digest
 

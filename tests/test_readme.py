@@ -25,7 +25,7 @@ def commands(block: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def data_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from recallbench.datasets.locomo_generator import generate as locomo
+    from recallbench.datasets.locomo.generator import generate as locomo
     from recallbench.datasets.longmemeval.generator import generate as longmemeval
 
     work = tmp_path_factory.mktemp("readme-data")

@@ -17,7 +17,7 @@ from hotmem.embed import DEFAULT_EMBEDDER
 
 from recallbench import __version__
 from recallbench.artifacts import envelope
-from recallbench.datasets.fixtures import CATEGORIES
+from recallbench.datasets.fixtures.reader import CATEGORIES
 from recallbench.datasets.longmemeval import generator as longmemeval_generator
 from recallbench.errors import ArtifactError
 from recallbench.pipeline import Run, run_pipeline

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from recallbench.artifacts import file_sha256
-from recallbench.datasets.fixtures import (
+from recallbench.datasets.fixtures.reader import (
     CATEGORIES,
     LEVEL,
     MIN_QUERIES_PER_CATEGORY,

@@ -31,6 +31,7 @@ from recallbench.options import (
     DEFAULT_BASELINE,
     DEFAULT_TOP_K,
     DEVICES,
+    DatasetCommand,
     SystemChoice,
     dataset_inputs,
     dataset_options,
@@ -188,22 +189,27 @@ class OneLineErrors:
 
 
 class _MainGroup(OneLineErrors, click.Group):
-    """The stage commands, plus each dataset's helper group (e.g. `generate`), imported only
-    when used so stage commands start fast."""
+    """The stage commands, plus each dataset's helper group (`recallbench <dataset>
+    generate`: its spec's `generator`), imported only when used so stage commands start
+    fast. Commands with dataset options generate them from the specs (`DatasetCommand`)."""
 
-    LAZY = {
-        "longmemeval": "recallbench.datasets.longmemeval.generator",
-        "locomo": "recallbench.datasets.locomo_generator",
-    }
+    command_class = DatasetCommand
+
+    @staticmethod
+    def lazy() -> dict[str, str]:
+        from recallbench.datasets.base import DATASETS
+
+        return {name: spec.generator for name, spec in DATASETS.items() if spec.generator}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*super().list_commands(ctx), *self.LAZY])
+        return sorted([*super().list_commands(ctx), *self.lazy()])
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name in self.LAZY:
-            import importlib
+        lazy = self.lazy()
+        if name in lazy:
+            from recallbench.datasets.base import resolve
 
-            return importlib.import_module(self.LAZY[name])._cli()
+            return resolve(lazy[name] + ":_cli")()
         return super().get_command(ctx, name)
 
 
@@ -263,15 +269,7 @@ def stages_cmd() -> None:
 @preset_option
 @pass_ctx
 def validate_cmd(
-    ctx: Context,
-    dataset: str,
-    data: Path | None,
-    corpus: Path | None,
-    queries: Path | None,
-    unit: str | None,
-    session_text: str | None,
-    gold: str | None,
-    preset: str | None,
+    ctx: Context, dataset: str, dataset_args: dict[str, Any], preset: str | None
 ) -> None:
     """Check a dataset through its reader; write suite.json (identity, scopes, drops).
 
@@ -283,8 +281,7 @@ def validate_cmd(
     from recallbench.spool import SPOOL
     from recallbench.stages.validate import publish_suite, run_validate
 
-    session_text, gold = reader_options(preset, dataset, session_text, gold)
-    paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text, gold=gold)
+    paths, options = dataset_inputs(dataset, reader_options(preset, dataset, dataset_args))
     size = sum(p.stat().st_size for p in paths.values() if p.is_file())
     with progress.bar(size, "validate", "B", unit_scale=True, unit_divisor=1024) as bar:
         env = run_validate(
@@ -677,12 +674,7 @@ def export_trec_cmd(ctx: Context, tag: str | None) -> None:
 def run_cmd(
     ctx: Context,
     dataset: str,
-    data: Path | None,
-    corpus: Path | None,
-    queries: Path | None,
-    unit: str | None,
-    session_text: str | None,
-    gold: str | None,
+    dataset_args: dict[str, Any],
     preset: str | None,
     system: str,
     top_k: int | None,
@@ -700,10 +692,10 @@ def run_cmd(
     from recallbench.presets import default_top_k, paper_summary, reader_options, run_options
     from recallbench.stages.decide import headline
 
-    session_text, gold = reader_options(preset, dataset, session_text, gold)
-    top_k, ks = run_options(preset, dataset, top_k, ks, unit)
+    dataset_args = reader_options(preset, dataset, dataset_args)
+    top_k, ks = run_options(preset, dataset, top_k, ks, dataset_args.get("unit"))
     top_k = default_top_k(top_k, ks)
-    paths, options = dataset_inputs(dataset, data, corpus, queries, unit, session_text, gold=gold)
+    paths, options = dataset_inputs(dataset, dataset_args)
     run = run_pipeline(
         dataset,
         paths,
@@ -750,12 +742,7 @@ def run_cmd(
 def compare_cmd(
     ctx: Context,
     dataset: str,
-    data: Path | None,
-    corpus: Path | None,
-    queries: Path | None,
-    unit: str | None,
-    session_text: str | None,
-    gold: str | None,
+    dataset_args: dict[str, Any],
     top_k: int | None,
     ks: tuple[int, ...] | None,
     measures: tuple[str, ...] | None,
@@ -803,9 +790,7 @@ def compare_cmd(
         from recallbench.presets import default_top_k
         from recallbench.systems.registry import core_system_names
 
-        paths, options = dataset_inputs(
-            dataset, data, corpus, queries, unit, session_text, gold=gold
-        )
+        paths, options = dataset_inputs(dataset, dataset_args)
         labels = list(dict.fromkeys(systems or core_system_names()))
         ctx.build_dir.mkdir(parents=True, exist_ok=True)
         runs = run_compared(

@@ -12,11 +12,13 @@ An id is acceptable when it is 1 to 200 characters long and contains none of:
 and does not start with ``#`` (a comment in TREC files).
 
 ``id_problem`` says what is wrong (or None); ``trec_safe`` guards the TREC writer;
-``md_cell`` escapes any text (ids or not) for a Markdown table cell.
+``md_cell`` escapes any text (ids or not) for a Markdown table cell; ``opaque_id`` is the id a
+store sees for a dataset's unit (a hash revealing neither the scope nor the unit).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 
@@ -108,3 +110,10 @@ def md_cell(text: str) -> str:
     if _PLAIN_ASCII.fullmatch(text) and "\\" not in text:
         return text
     return "".join(_escape_char(ch) for ch in text)
+
+
+def opaque_id(scope_id: str, unit_id: str) -> str:
+    """The id the store sees for unit `unit_id` of scope `scope_id` (a LongMemEval question,
+    a LoCoMo sample): a hash that reveals neither id nor position."""
+    digest = hashlib.sha256(f"{scope_id}\x1f{unit_id}".encode()).hexdigest()
+    return "m" + digest[:20]

@@ -6,23 +6,24 @@ every stage command starts with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
-from recallbench.datasets.base import DATASETS, DEFAULT_DATASET, UNITS
+from recallbench.datasets.base import DATASETS, DEFAULT_DATASET, dataset_spec, shared_options
 
 FIXTURE_DIR = Path("benchmarks/retrieval")
 DEFAULT_BASELINE = FIXTURE_DIR / "baseline.json"
-SESSION_TEXT_MODES = ("user", "all")
-GOLD_RULES = ("answer_session_ids", "official")
 EXECUTORS = ("local", "ray")
 #: where a learned embedder computes (`recallbench.stages.execution.DEVICES`)
 DEVICES = ("auto", "cpu", "cuda")
-#: the default top-k of a dataset: the fixture suite's 5, the conversational datasets' 10
-DEFAULT_TOP_K = {"fixtures": 5, "longmemeval": 10, "locomo": 10}
+#: the default top-k of each dataset (its spec's), e.g. the fixture suite's 5
+DEFAULT_TOP_K = {name: spec.top_k for name, spec in DATASETS.items()}
+#: the parameter that collects a command's dataset options: option param -> value
+DATASET_ARGS = "dataset_args"
 
 
 def _compose(*decorators: Callable) -> Callable:
@@ -58,57 +59,60 @@ class SystemChoice(click.Choice):
         return "SYSTEM"
 
 
-def dataset_options(base: Path = FIXTURE_DIR, shown: str | None = None) -> Callable:
-    """--dataset, --data, --corpus, --queries, --unit, --session-text.
-
-    The fixture suite (the default) reads --corpus and --queries (defaulting to the
-    committed suite under `base`); LongMemEval and LoCoMo read --data FILE.
-    """
+def _dataset_params(base: Path, shown: str | None) -> list[click.Parameter]:
+    """--dataset, then every dataset's options (generated from the specs, each flag once)."""
     file = click.Path(dir_okay=False, path_type=Path)
-    default_text = (lambda name: f"{shown}/{name}") if shown else (lambda name: str(base / name))
-    return _compose(
-        click.option(
-            "--dataset",
+    params: list[click.Parameter] = [
+        click.Option(
+            ["--dataset"],
             type=click.Choice(list(DATASETS)),
             default=DEFAULT_DATASET,
             show_default=True,
             help="The dataset reader.",
-        ),
-        click.option(
-            "--data", type=file, default=None, help="The data file (longmemeval, locomo)."
-        ),
-        click.option(
-            "--corpus",
-            type=file,
-            default=None,
-            help=f"Fixture memories, JSONL [default: {default_text('corpus.jsonl')}].",
-        ),
-        click.option(
-            "--queries",
-            type=file,
-            default=None,
-            help=f"Fixture graded queries, JSONL [default: {default_text('queries.jsonl')}].",
-        ),
-        click.option(
-            "--unit",
-            type=click.Choice(UNITS),
-            default=None,
-            help="Conversational datasets: one memory per session (default) or per turn.",
-        ),
-        click.option(
-            "--session-text",
-            type=click.Choice(SESSION_TEXT_MODES),
-            default=None,
-            help="LongMemEval: user turns joined by spaces (official, default) or every turn.",
-        ),
-        click.option(
-            "--gold",
-            type=click.Choice(GOLD_RULES),
-            default=None,
-            help="LongMemEval: gold = answer_session_ids (default), or the official "
-            "run_retrieval.py rule (questions without gold scored vacuously).",
-        ),
-    )
+        )
+    ]
+    for option, owners in shared_options().values():
+        default = ""
+        if option.default_file:
+            where = f"{shown}/{option.default_file}" if shown else str(base / option.default_file)
+            default = f" [default: {where}]"
+        text = f"{option.help} ({', '.join(owners)}){default}."
+        kind = file if option.type == "file" else click.Choice(option.choices)
+        params.append(click.Option([option.flag], type=kind, default=None, help=text))
+    return params
+
+
+class DatasetCommand(click.Command):
+    """A click command whose dataset options are generated from the dataset specs when the
+    command is parsed or shown (see `dataset_options`), before its own options."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        params = super().get_params(ctx)
+        where = getattr(self.callback, "__dataset_options__", None)
+        return params if where is None else [*_dataset_params(*where), *params]
+
+
+def dataset_options(base: Path = FIXTURE_DIR, shown: str | None = None) -> Callable:
+    """--dataset and every dataset's own options, for a `DatasetCommand`.
+
+    The options come from the dataset specs (`recallbench.datasets.base.DATASETS`); the
+    command receives `dataset` and one mapping `dataset_args` (option param -> value, None
+    when not given), so adding a dataset or an option changes no command's signature. File
+    options with a default file (the fixtures' --corpus/--queries) default to that file
+    under `base` (shown as `shown` in the help when given).
+    """
+
+    def apply(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            names = {option.param for option, _ in shared_options().values()}
+            kwargs[DATASET_ARGS] = {n: kwargs.pop(n) for n in list(kwargs) if n in names}
+            return fn(*args, **kwargs)
+
+        inner.__dataset_options__ = (base, shown)  # type: ignore[attr-defined]
+        return inner
+
+    return apply
 
 
 def fixture_dir(base: Path = FIXTURE_DIR) -> Path:
@@ -127,39 +131,36 @@ def fixture_dir(base: Path = FIXTURE_DIR) -> Path:
 
 
 def dataset_inputs(
-    dataset: str,
-    data: Path | None,
-    corpus: Path | None,
-    queries: Path | None,
-    unit: str | None,
-    session_text: str | None,
-    base: Path = FIXTURE_DIR,
-    gold: str | None = None,
+    dataset: str, args: Mapping[str, Any], base: Path = FIXTURE_DIR
 ) -> tuple[dict[str, Path], dict[str, Any]]:
-    """(paths, options) for `datasets.base.open_source` from the dataset options."""
-    if gold is not None and dataset != "longmemeval":
-        raise click.UsageError("--gold is for --dataset longmemeval")
-    if dataset == "fixtures":
-        if data is not None:
-            raise click.UsageError(
-                "--data is for --dataset longmemeval or locomo; use --corpus/--queries"
-            )
-        if corpus is None or queries is None:
-            base = fixture_dir(base)
-        paths = {
-            "corpus": corpus or base / "corpus.jsonl",
-            "queries": queries or base / "queries.jsonl",
-        }
-    else:
-        if corpus is not None or queries is not None:
-            raise click.UsageError(
-                f"--corpus/--queries are for the fixtures; --dataset {dataset} reads --data FILE"
-            )
-        if data is None:
-            raise click.UsageError(f"--dataset {dataset} needs --data FILE")
-        paths = {"data": data}
-    given = (("unit", unit), ("session_text", session_text), ("gold", gold))
-    options = {k: v for k, v in given if v is not None}
+    """(paths, options) for `datasets.base.open_source` from the dataset options `args`
+    (param -> value): the dataset's file options give `paths` (role -> path), every choice
+    option given gives `options`. A file option, or one marked `refused_elsewhere`, given
+    with a dataset that does not declare it is a usage error; other options pass to the
+    reader, which refuses what it does not take."""
+    spec = dataset_spec(dataset)
+    own = {option.flag for option in spec.options}
+    files = [option for option in spec.options if option.type == "file"]
+    for flag, (option, owners) in shared_options().items():
+        if flag in own or args.get(option.param) is None:
+            continue
+        if option.type == "file" or option.refused_elsewhere:
+            reads = "/".join(f.flag for f in files)
+            hint = f"; --dataset {dataset} reads {reads}" if reads and option.type == "file" else ""
+            raise click.UsageError(f"{flag} is for --dataset {' or '.join(owners)}{hint}")
+    paths: dict[str, Path] = {}
+    defaults = None
+    for option in files:
+        value = args.get(option.param)
+        if value is None and option.default_file:
+            defaults = defaults or fixture_dir(base)
+            value = defaults / option.default_file
+        if value is None and option.required:
+            raise click.UsageError(f"--dataset {dataset} needs {option.flag} FILE")
+        if value is not None:
+            paths[str(option.role)] = value
+    chosen = [option for option, _ in shared_options().values() if option.type == "choice"]
+    options = {o.param: args[o.param] for o in chosen if args.get(o.param) is not None}
     return paths, options
 
 
@@ -191,7 +192,9 @@ top_k_option = click.option(
     "--top-k",
     type=click.IntRange(min=1, max=10_000),
     default=None,
-    help="Results per query [default: 5 for the fixtures, 10 for conversational datasets].",
+    help="Results per query [default: "
+    + ", ".join(f"{spec.top_k} for {name}" for name, spec in DATASETS.items())
+    + "].",
 )
 
 

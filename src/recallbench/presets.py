@@ -50,22 +50,20 @@ def _get(name: str) -> Preset:
     return PRESETS[name]
 
 
-def reader_options(
-    name: str | None, dataset: str, session_text: str | None, gold: str | None
-) -> tuple[str | None, str | None]:
-    """(session_text, gold) with the preset applied; a usage error on a contradiction."""
+def reader_options(name: str | None, dataset: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The dataset options `values` (param -> value) with the preset's reader options
+    applied; a usage error on a contradiction."""
     if name is None:
-        return session_text, gold
+        return dict(values)
     preset = _get(name)
     if dataset != preset.dataset:
         raise click.UsageError(f"--preset {name} is for --dataset {preset.dataset}")
-    given = {"session_text": session_text, "gold": gold}
-    for key, value in given.items():
-        wanted = preset.reader[key]
+    for key, wanted in preset.reader.items():
+        value = values.get(key)
         if value is not None and value != wanted:
             flag = "--" + key.replace("_", "-")
             raise click.UsageError(f"--preset {name} uses {flag} {wanted}, not {value}")
-    return preset.reader["session_text"], preset.reader["gold"]
+    return {**values, **preset.reader}
 
 
 def run_options(

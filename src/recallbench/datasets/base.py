@@ -1,8 +1,11 @@
 """What a dataset reader is: the contract between a data source and the seven stages.
 
-A reader module exposes ``open_source(paths, options) -> Source``, ``measures(top_k,
-options)`` (the measures a run is scored with) and, when the dataset has decision rules,
-``decide(scores) -> decision``. A `Source`:
+Each dataset is declared once, by a `DatasetSpec` (``SPEC`` in its package's ``spec``
+module: name, reader, measure family, decision policy, default top-k, command-line options,
+generator command, docs page); `DATASETS` is the registry of those specs, found without
+importing any reader. The reader module exposes ``open_source(paths, options) -> Source``,
+``measures(top_k, options)`` (the measures a run is scored with) and, when the dataset has
+decision rules, ``decide(scores) -> decision``. A `Source`:
 
 * identifies its data (`identity()`, complete once `stream()` has been exhausted, since
   file digests are computed on the same pass that parses the bytes);
@@ -19,7 +22,10 @@ Stages never branch on the dataset's name: everything they need comes through he
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import pkgutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,14 +34,155 @@ from recallbench.errors import RecallbenchError
 if TYPE_CHECKING:  # the CLI imports this module for its names: keep start-up light
     from recallbench.model import Drop, Level, Scope
 
-#: dataset name -> module that defines ``open_source`` (imported only when used)
-DATASETS: dict[str, str] = {
-    "fixtures": "recallbench.datasets.fixtures",
-    "longmemeval": "recallbench.datasets.longmemeval.reader",
-    "locomo": "recallbench.datasets.locomo",
-}
 DEFAULT_DATASET = "fixtures"
+#: what one memory of a conversational dataset is (`--unit`)
 UNITS: tuple[str, ...] = ("session", "turn")
+
+
+@dataclass(frozen=True)
+class DatasetOption:
+    """One command-line option of a dataset, as data (the CLI, `dataset_inputs` and the docs
+    tables are generated from it).
+
+    `type` is ``"file"`` (a path, passed to the reader as ``paths[role]``) or ``"choice"``
+    (one of `choices`, passed as ``options[param]``). `default` is the reader's default, for
+    the docs (the option itself defaults to None: unset means the reader's default);
+    `default_file` is a file option's default, a file name in the fixture directory.
+    `refused_elsewhere`: given with a dataset that does not declare it, the CLI refuses it (a
+    usage error) instead of passing it to that reader, which names it in its own error.
+    `doc` is the docs' longer sentence (docs/stages.md's table; `help` when empty). Two
+    datasets declaring the same flag must declare the same option."""
+
+    flag: str
+    type: str
+    help: str
+    choices: tuple[str, ...] = ()
+    default: str | None = None
+    role: str | None = None
+    default_file: str | None = None
+    required: bool = False
+    refused_elsewhere: bool = False
+    doc: str = ""
+
+    @property
+    def param(self) -> str:
+        """The click parameter name (``--session-text`` -> ``session_text``)."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def metavar(self) -> str:
+        return "FILE" if self.type == "file" else "|".join(self.choices)
+
+
+#: the options two or more datasets share (declared once, so their declarations agree)
+DATA_OPTION = DatasetOption(
+    "--data",
+    "file",
+    "The data file",
+    role="data",
+    required=True,
+    doc="the data file (required; refused for the datasets that do not read one)",
+)
+UNIT_OPTION = DatasetOption(
+    "--unit",
+    "choice",
+    "One memory per session (default) or per turn",
+    choices=UNITS,
+    default="session",
+    doc="one memory per session or per turn; with `turn` the session figures are kept and "
+    "turn figures (`turn_...`) are added",
+)
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One dataset, declared: everything the CLI, the stages and the docs need to know about
+    it without importing its reader (which `open` imports on first use).
+
+    References to code are ``"module"`` or ``"module:attribute"`` strings, resolved only
+    when used. `measures` is the measure family (until the measures registry lands: the
+    reader's ``measures`` function, resolved in `dataset_measures` only). `policy` is the
+    decision rules (a function of the scores), `policy_name` the name suite.json records.
+    `generator` is the module whose ``_cli()`` gives the ``recallbench <name>`` click group.
+    `title`, `reads`, `what` and `scope` are the docs tables' cells; `docs` is its page.
+    `order` places it in listings (`--dataset` choices, the tables): the lowest first.
+    `example` is the usual name of a user's data file (nox's usage line), None for a dataset
+    whose files are committed (no nox session of its own)."""
+
+    name: str
+    title: str
+    reader: str
+    measures: str
+    top_k: int
+    options: tuple[DatasetOption, ...]
+    docs: str
+    reads: str
+    what: str
+    scope: str
+    policy: str | None = None
+    policy_name: str | None = None
+    generator: str | None = None
+    order: int = 100
+    example: str | None = None
+
+    def open_source(self, paths: Mapping[str, Path], options: Mapping[str, Any]) -> Source:
+        """Open this dataset on `paths` (role -> path) with reader `options`."""
+        return resolve(self.reader + ":open_source")(dict(paths), dict(options))
+
+
+def resolve(ref: str) -> Any:
+    """The object a ``"module:attribute"`` (or ``"module"``) reference names."""
+    module, _, attr = ref.partition(":")
+    loaded = importlib.import_module(module)
+    return getattr(loaded, attr) if attr else loaded
+
+
+def _discover() -> dict[str, DatasetSpec]:
+    """Every ``SPEC`` of a ``recallbench.datasets.<package>.spec`` module, by `order` then
+    name. Only the small spec modules are imported, never a reader."""
+    import recallbench.datasets as package
+
+    found: dict[str, DatasetSpec] = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        if not info.ispkg:
+            continue
+        name = f"{package.__name__}.{info.name}.spec"
+        if importlib.util.find_spec(name) is None:
+            continue
+        spec = importlib.import_module(name).SPEC
+        found[spec.name] = spec
+    order = sorted(found, key=lambda n: (found[n].order, n))
+    return {n: found[n] for n in order}
+
+
+#: dataset name -> its declaration (found by `_discover`; a test may register its own)
+DATASETS: dict[str, DatasetSpec] = _discover()
+
+
+def dataset_spec(name: str) -> DatasetSpec:
+    """The declaration of dataset `name`: the one place a dataset's name is looked up."""
+    if name not in DATASETS:
+        raise RecallbenchError(f"unknown dataset '{name}' (known: {', '.join(DATASETS)})")
+    return DATASETS[name]
+
+
+def shared_options() -> dict[str, tuple[DatasetOption, tuple[str, ...]]]:
+    """flag -> (its declaration, the datasets declaring it), in first-declared order; a
+    RecallbenchError when two datasets declare one flag differently."""
+    out: dict[str, tuple[DatasetOption, tuple[str, ...]]] = {}
+    for spec in DATASETS.values():
+        for option in spec.options:
+            if option.flag in out:
+                first, owners = out[option.flag]
+                if first != option:
+                    raise RecallbenchError(
+                        f"datasets {owners[0]} and {spec.name} declare {option.flag} differently"
+                    )
+                out[option.flag] = (first, (*owners, spec.name))
+            else:
+                out[option.flag] = (option, (spec.name,))
+    return out
+
 
 Progress = Callable[[int], Any]
 
@@ -70,39 +217,31 @@ class Source(Protocol):
     decide: Callable[[Mapping[str, Any]], dict[str, Any]] | None
 
 
-def dataset_module(name: str) -> Any:
-    """The reader module of dataset `name` (imported on first use)."""
-    if name not in DATASETS:
-        raise RecallbenchError(f"unknown dataset '{name}' (known: {', '.join(DATASETS)})")
-    return importlib.import_module(DATASETS[name])
-
-
 def open_source(
     name: str, paths: Mapping[str, Path], options: Mapping[str, Any] | None = None
 ) -> Source:
     """Open dataset `name` on `paths` (role -> path) with reader `options`."""
-    return dataset_module(name).open_source(dict(paths), dict(options or {}))
+    return dataset_spec(name).open_source(paths, dict(options or {}))
 
 
 def dataset_measures(
     name: str, top_k: int, options: Mapping[str, Any], ks: Sequence[int] | None = None
 ) -> list[Any]:
-    """The measures dataset `name` scores a run with (module-level ``measures``), at the
+    """The measures dataset `name` scores a run with (its spec's measure family), at the
     run's own cutoffs `ks` when it has them (`--k`), else at the dataset's defaults."""
-    module = dataset_module(name)
+    family = resolve(dataset_spec(name).measures)
     if not ks:
-        return module.measures(top_k, dict(options))
-    return module.measures(top_k, dict(options), ks=list(ks))
+        return family(top_k, dict(options))
+    return family(top_k, dict(options), ks=list(ks))
 
 
 def dataset_policy(name: str) -> Callable[[Mapping[str, Any]], dict[str, Any]] | None:
-    """The dataset's decision rules (module-level ``decide``), or None when it has none."""
-    return getattr(dataset_module(name), "decide", None)
+    """The dataset's decision rules, or None when it has none."""
+    policy = dataset_spec(name).policy
+    return None if policy is None else resolve(policy)
 
 
 def dataset_policy_name(name: str) -> str | None:
-    """The name of the dataset's decision policy (``POLICY_NAME``), or None without one."""
-    module = dataset_module(name)
-    if getattr(module, "decide", None) is None:
-        return None
-    return getattr(module, "POLICY_NAME", f"{name} rules")
+    """The name of the dataset's decision policy, or None without one."""
+    spec = dataset_spec(name)
+    return None if spec.policy is None else (spec.policy_name or f"{name} rules")

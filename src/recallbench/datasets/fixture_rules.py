@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-POLICY_NAME = "hotmem-fixture-rules"
+from recallbench.datasets.fixtures.spec import SPEC
+
+POLICY_NAME = SPEC.policy_name  # its one definition: the fixtures spec
 PARAPHRASE_GAP_POINTS = 15.0
 DUPLICATE_SLOT_LIMIT = 0.20
 

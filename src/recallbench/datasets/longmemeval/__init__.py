@@ -1,2 +1,3 @@
-"""LongMemEval: the reader (`reader`), how a record becomes a scope (`pairs`), the
-official measures re-implemented (`official`) and a format-faithful generator (`generator`)."""
+"""LongMemEval: the reader (`reader`), its checked records (`records`), how a record becomes a
+scope (`pairs`), the official measures re-implemented (`official`), a format-faithful
+generator (`generator`) and the dataset's declaration (`spec`)."""

@@ -19,18 +19,18 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from recallbench.datasets.base import UNITS as UNITS
+from recallbench.ids import opaque_id
 from recallbench.model import Drop, Memory, Query, Scope
 
 if TYPE_CHECKING:
-    from recallbench.datasets.longmemeval.reader import Instance, Turn
+    from recallbench.datasets.longmemeval.records import Instance, Turn
 
 SESSION_TEXT_MODES: tuple[str, ...] = ("user", "all")
-UNITS: tuple[str, ...] = ("session", "turn")
 #: the gold rules (`--gold`): the default, and the rule of LongMemEval's run_retrieval.py
 GOLD_DEFAULT = "answer_session_ids"
 GOLD_OFFICIAL = "official"
@@ -69,12 +69,6 @@ def session_text(turns: Sequence[Turn], mode: str) -> str:
     if mode == "all":
         return "\n".join(f"{t.role}: {t.content}" for t in turns)
     raise ValueError(f"session text mode must be one of {SESSION_TEXT_MODES}, not {mode!r}")
-
-
-def opaque_id(question_id: str, session_id: str) -> str:
-    """The id the store sees for a session: a hash that reveals neither id nor position."""
-    digest = hashlib.sha256(f"{question_id}\x1f{session_id}".encode()).hexdigest()
-    return "m" + digest[:20]
 
 
 def _unique_sessions(inst: Instance) -> tuple[list[int], int]:

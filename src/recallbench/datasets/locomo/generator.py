@@ -51,6 +51,8 @@ from recallbench.datasets.synthetic import (
 )
 from recallbench.errors import RecallbenchError
 
+#: the generator's name recorded in every sidecar (kept from before the module moved into
+#: datasets/locomo/, so sidecars and their bytes stay the same)
 GENERATOR = "recallbench.datasets.locomo_generator"
 GENERATOR_VERSION = 1
 #: The real file's question counts per category (1,986 questions).

@@ -56,7 +56,6 @@ sample id and the field, e.g.::
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from recallbench.artifacts import file_sha256
+from recallbench.datasets.base import UNITS
 from recallbench.datasets.jsonstream import (
     JsonArrayFile,
     generated_sidecar,
@@ -71,6 +71,7 @@ from recallbench.datasets.jsonstream import (
 )
 from recallbench.datasets.jsonstream import type_name as _type_name
 from recallbench.errors import RecallbenchError
+from recallbench.ids import opaque_id
 from recallbench.measures import LOCOMO as LOCOMO_FAMILY
 from recallbench.measures import family_measures
 from recallbench.model import Drop, Level, Memory, Query, Scope
@@ -78,7 +79,6 @@ from recallbench.model import Drop, Level, Memory, Query, Scope
 NAME = "locomo"
 #: HotMem's project/organisation scope for every stored memory.
 STORE_IDENTIFIER = "locomo"
-UNITS: tuple[str, ...] = ("session", "turn")
 DEFAULT_UNIT = "session"
 
 CATEGORY_NAMES: dict[str, str] = {
@@ -153,12 +153,6 @@ def turn_text(speaker: str, text: str, blip_caption: str | None = None) -> str:
     if caption:
         out += f" [shares an image: {caption}]"
     return out
-
-
-def opaque_id(sample_id: str, unit_id: str) -> str:
-    """The id the store sees: a hash that reveals neither the sample nor the unit id."""
-    digest = hashlib.sha256(f"{sample_id}\x1f{unit_id}".encode()).hexdigest()
-    return "m" + digest[:20]
 
 
 # -- checked records ---------------------------------------------------------------------
