@@ -19,7 +19,7 @@ DEFAULT_BASELINE = FIXTURE_DIR / "baseline.json"
 SESSION_TEXT_MODES = ("user", "all")
 GOLD_RULES = ("answer_session_ids", "official")
 EXECUTORS = ("local", "ray")
-#: where a learned embedder computes (`recallbench.stages.execution.DEVICES`)
+#: where a learned embedder computes (`recallbench.stagework.DEVICES`)
 DEVICES = ("auto", "cpu", "cuda")
 #: the default top-k of a dataset: the fixture suite's 5, the conversational datasets' 10
 DEFAULT_TOP_K = {"fixtures": 5, "longmemeval": 10, "locomo": 10}
