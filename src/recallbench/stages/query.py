@@ -188,6 +188,7 @@ def search_scope(
                 deep = [h.memory_id for h in guard.hits(deeper, count, memories, where)]
             for level, gone in missed.items():
                 deep_ranking = level_ranking(deep, memories, level)
+                rank_of = {unit: i + 1 for i, unit in enumerate(deep_ranking)}
                 entries = []
                 if gone and level not in holders_at:
                     holders_at[level] = scope.holders(level)
@@ -196,7 +197,7 @@ def search_scope(
                     entry = {
                         "id": unit,
                         "grade": q.relevance[level][unit],
-                        "rank": deep_ranking.index(unit) + 1 if unit in deep_ranking else None,
+                        "rank": rank_of.get(unit),
                         "of": len(deep_ranking),
                         "identifier": holders[0].identifier if holders else None,
                     }
