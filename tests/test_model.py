@@ -17,9 +17,7 @@ def conversation() -> Scope:
     memories = (
         Memory("t1", "the cat sat on the mat", {"turn": ("D1:1",), "session": ("D1",)}),
         Memory("t2", "dogs chase cats in the park", {"turn": ("D1:2",), "session": ("D1",)}),
-        Memory(
-            "t3", "a cat and a dog share a mat", {"turn": ("D2:1", "D2:2"), "session": ("D2",)}
-        ),
+        Memory("t3", "a cat and a dog share a mat", {"turn": ("D2:1", "D2:2"), "session": ("D2",)}),
         Memory("t4", "rain fell on the city all day", {"turn": ("D2:3",), "session": ("D2",)}),
     )
     queries = (
