@@ -52,7 +52,7 @@ from common import (  # noqa: E402
     write_json,
 )
 
-from recallbench.stages.tasks import HARNESS_PARTS  # noqa: E402
+from recallbench.stages.query import HARNESS_PARTS  # noqa: E402
 
 
 def sidecar(build: Path, kind: str) -> dict[str, Any]:

@@ -161,7 +161,7 @@ def main(
         from recallbench.artifacts import dumps, publish
         from recallbench.baseline import gate
         from recallbench.pipeline import run_pipeline, write_run
-        from recallbench.stages.execution import Execution
+        from recallbench.stagework import Execution
 
         progress.configure(quiet)
         execution = Execution(executor, workers, ray_address, cache, call_timeout=call_timeout)

@@ -238,7 +238,7 @@ def test_hydrate_checks_the_cache_with_transient_stores_too(fixture_cache, tmp_p
 
 
 def test_the_batches_depend_on_the_texts_alone() -> None:
-    from recallbench.stages.prep import BATCH, plan_batches
+    from recallbench.vectorprep import BATCH, plan_batches
 
     texts = [f"text {i}" for i in range(150)]
     tokens = [(i * 7) % 13 + 1 for i in range(150)]

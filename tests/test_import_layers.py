@@ -42,7 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("system seam", ("recallbench.systems.base", "recallbench.boundary", "recallbench.cache")),
     ("datasets", ("recallbench.datasets.*",)),
     ("systems", ("recallbench.systems.*",)),
-    ("stage support", ("recallbench.stages.execution", "recallbench.stages.tasks")),
+    ("stage support", ("recallbench.worker", "recallbench.vectorprep", "recallbench.stagework")),
     ("report rendering", ("recallbench.report.*",)),
     ("stages", ("recallbench.stages.*",)),
     (
@@ -64,8 +64,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
     {
         # the decision is applied once, by decide
         ("recallbench.report.result", "recallbench.stages.decide"),
-        # stage support runs prep for a missing vector cache
-        ("recallbench.stages.execution", "recallbench.stages.prep"),
     }
 )
 

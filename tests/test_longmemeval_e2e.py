@@ -22,7 +22,7 @@ from recallbench.cli import main
 from recallbench.datasets.longmemeval.generator import generate
 from recallbench.pipeline import Run, run_pipeline, write_run
 from recallbench.stages import query as query_stage
-from recallbench.stages.execution import Execution
+from recallbench.stagework import Execution
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACT_FILES = [s.file for s in STAGES]

@@ -10,7 +10,7 @@ import pytest
 from recallbench.artifacts import dumps
 from recallbench.datasets.longmemeval.generator import generate
 from recallbench.pipeline import run_pipeline
-from recallbench.stages.execution import Execution
+from recallbench.stagework import Execution
 
 KINDS = ("suite", "hydrate", "runs", "roundtrip", "scores", "results", "decision")
 

@@ -22,10 +22,10 @@ from recallbench.spool import SPOOL
 from recallbench.stages.decide import run_decide
 from recallbench.stages.hydrate import run_hydrate
 from recallbench.stages.query import run_query
-from recallbench.stages.roundtrip import run_roundtrip, sample_scopes
+from recallbench.stages.roundtrip import compare_rankings, run_roundtrip, sample_scopes
 from recallbench.stages.score import run_score
-from recallbench.stages.tasks import StoreDamaged, compare_rankings
 from recallbench.stages.validate import publish_suite, run_validate
+from recallbench.worker import StoreDamaged
 
 PATHS = {"corpus": CORPUS, "queries": QUERIES}
 SCOPE = "00000"  # the one scope of the fixture suite, as stores/ and roundtrip/ name it

@@ -11,9 +11,9 @@ import pytest
 from recallbench.errors import ArtifactError
 from recallbench.model import Memory, Query, Scope
 from recallbench.spool import SPOOL, SpoolWriter, read_scope, scope_refs, stream_scopes
-from recallbench.stages.tasks import scope_of, scope_to_item
 from recallbench.systems import base
 from recallbench.systems.base import HarnessCallbacks, TimedCalls, timed_lookup
+from recallbench.worker import task_scope
 
 
 def make_scope(n: int) -> Scope:
@@ -32,7 +32,7 @@ def write_spool(tmp_path: Path, count: int = 3) -> dict[str, Any]:
     scopes = []
     for n in range(count):
         scope = make_scope(n)
-        scopes.append({"scope_id": scope.scope_id, "spool": writer.add(scope_to_item(scope))})
+        scopes.append({"scope_id": scope.scope_id, "spool": writer.add(scope.to_dict())})
     spool = writer.close()
     (tmp_path / SPOOL).unlink(missing_ok=True)
     writer.tmp.rename(tmp_path / SPOOL)
@@ -51,7 +51,7 @@ def test_both_readers_give_every_scope_as_validate_wrote_it(tmp_path: Path) -> N
         "bytes": len(data),
     }
     lines = data.splitlines(keepends=True)
-    expected = [scope_to_item(make_scope(n)) for n in range(3)]
+    expected = [make_scope(n).to_dict() for n in range(3)]
     assert [s for _, s in stream_scopes(suite)] == expected
     refs = dict(scope_refs(suite))
     assert [read_scope(refs[i]) for i in range(3)] == expected
@@ -64,11 +64,11 @@ def test_both_readers_give_every_scope_as_validate_wrote_it(tmp_path: Path) -> N
 
 def test_a_task_reads_its_scope_and_its_slice_of_queries(tmp_path: Path) -> None:
     refs = dict(scope_refs(write_spool(tmp_path)))
-    assert scope_of({"ref": refs[1]}) == make_scope(1)
-    sliced = scope_of({"ref": refs[1], "queries": (1, 3)})
+    assert task_scope({"ref": refs[1]}) == make_scope(1)
+    sliced = task_scope({"ref": refs[1], "queries": (1, 3)})
     assert [q.query_id for q in sliced.queries] == ["q1-1", "q1-2"]
     assert sliced.memories == make_scope(1).memories
-    assert scope_of({"scope": scope_to_item(make_scope(2))}) == make_scope(2)
+    assert task_scope({"scope": make_scope(2).to_dict()}) == make_scope(2)
 
 
 @pytest.mark.parametrize("damage", ["flipped", "shifted", "missing", "foreign"])
@@ -93,7 +93,7 @@ def test_a_task_refuses_a_line_that_is_not_the_validated_one(tmp_path: Path, dam
     assert message.startswith(f"{path}: ")
     assert message.endswith("run `recallbench validate` again")
     if damage in ("flipped", "foreign"):  # the other lines still read
-        assert read_scope(refs[0]) == scope_to_item(make_scope(0))
+        assert read_scope(refs[0]) == make_scope(0).to_dict()
 
 
 def test_the_parent_checks_the_spool_is_there_and_whole(tmp_path: Path) -> None:
@@ -204,7 +204,7 @@ def test_a_suite_from_the_gzip_spool_era_is_refused(tmp_path: Path) -> None:
 def test_query_batches_shrink_towards_the_end() -> None:
     """Groups of at most `size`, in order; with the total known, never more than the
     remaining items over 2 x workers, so the last groups are single items."""
-    from recallbench.stages.execution import batches
+    from recallbench.stagework import batches
 
     def sizes(**kw: Any) -> list[int]:
         groups = list(batches(str, range(30), 4, **kw))
@@ -221,20 +221,20 @@ def test_query_batches_shrink_towards_the_end() -> None:
 def test_transient_stores_alternate_and_are_removed(tmp_path: Path) -> None:
     """A worker's transient stores alternate between two directories; the previous one is
     emptied on the removal thread once the next is asked for, the last by finish_removals."""
-    from recallbench.stages import tasks
+    from recallbench import worker
 
-    tasks.close_worker()
+    worker.close_worker()
     try:
-        first = tasks.transient_store(tmp_path)
+        first = worker.transient_store(tmp_path)
         (first / "db").parent.mkdir(parents=True)
         (first / "db").write_bytes(b"x" * 4096)
-        second = tasks.transient_store(tmp_path)
+        second = worker.transient_store(tmp_path)
         assert second.parent == first.parent and {first.name, second.name} == {"a", "b"}
         (second / "db").parent.mkdir(parents=True)
         (second / "db").write_bytes(b"y")
-        third = tasks.transient_store(tmp_path)  # waits for the first's removal
+        third = worker.transient_store(tmp_path)  # waits for the first's removal
         assert third == first and list(first.iterdir()) == []
-        tasks.finish_removals()
+        worker.finish_removals()
         assert list(second.iterdir()) == [] and list(first.iterdir()) == []
     finally:
-        tasks.close_worker()
+        worker.close_worker()

@@ -247,7 +247,7 @@ def _execution(
     cache: Path | None,
     call_timeout: float | None = None,
 ) -> Any:
-    from recallbench.stages.execution import Execution
+    from recallbench.stagework import Execution
 
     return Execution(executor, workers, ray_address, cache, call_timeout=call_timeout)
 
@@ -570,8 +570,8 @@ def prep_cmd(
 ) -> None:
     """Embed every distinct memory and query text of the validated dataset once, in fixed
     batches, into a vector cache that hydrate, query and snapshot-roundtrip read."""
-    from recallbench.stages.execution import Execution
     from recallbench.stages.prep import run_prep
+    from recallbench.stagework import Execution
 
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1

@@ -35,7 +35,7 @@ from recallbench.report.result import (
     mean_measures,
     per_query_values,
 )
-from recallbench.stages.execution import Execution
+from recallbench.stagework import Execution
 
 COMPARE_SCHEMA = "recallbench.comparison"
 COMPARE_SCHEMA_VERSION = 1

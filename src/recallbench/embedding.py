@@ -8,7 +8,7 @@ object along that chain that knows:
   it (the hash embedder: pure arithmetic on one text; or an embedder that embeds one text
   at a time). Such a system embeds inline, no cache needed. A learned model's vectors
   differ in the last bits with the batch's shape (CPU kernels are chosen by shape), so
-  every embedder that does not say so takes its vectors from a cache (`stages.prep`).
+  every embedder that does not say so takes its vectors from a cache (`recallbench.vectorprep`).
 * `build_info()` - which build computed the vectors: device, torch version, CPU capability
   (recorded in the cache manifest and the envelopes, outside what results must match).
 * `set_device(name)` - where to compute (`auto`, `cpu`, `cuda`).

@@ -13,8 +13,9 @@
 * A `Drop` is a query the reader refused to score, with a reason code and a sentence.
 
 Ranking at a level: walk the system's ranked memories, expand each to its ids at that level,
-keep first appearances (`level_ranking`). So a turn-unit run yields a session ranking in the
-order sessions first appear among the retrieved turns.
+keep first appearances (`level_ranking`; `level_firsts` also gives where each one first
+appears, so an id's score is its first holder's). So a turn-unit run yields a session
+ranking in the order sessions first appear among the retrieved turns.
 """
 
 from __future__ import annotations
@@ -114,6 +115,24 @@ class Scope:
     def memory_by_id(self) -> dict[str, Memory]:
         return {m.memory_id: m for m in self.memories}
 
+    def to_dict(self) -> dict[str, Any]:
+        """The scope as plain JSON-able data (a line of validate's spool, a task's item)."""
+        return {
+            "scope_id": self.scope_id,
+            "memories": [m.to_dict() for m in self.memories],
+            "queries": [q.to_dict() for q in self.queries],
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], span: Sequence[int] | None = None) -> Scope:
+        """A scope from plain data; with `span` (start, stop), only those of its queries."""
+        queries = raw["queries"] if span is None else raw["queries"][span[0] : span[1]]
+        return cls(
+            raw["scope_id"],
+            tuple(Memory.from_dict(m) for m in raw["memories"]),
+            tuple(Query.from_dict(q) for q in queries),
+        )
+
     def holders(self, level: str) -> dict[str, list[Memory]]:
         """`level` id -> the memories that hold it, in memory order."""
         out: dict[str, list[Memory]] = {}
@@ -152,12 +171,20 @@ class Level:
     description: str = ""
 
 
+def level_firsts(
+    ranked_memory_ids: Sequence[str], memories: Mapping[str, Memory], level: str
+) -> dict[str, int]:
+    """Dataset ids at `level` in order of first appearance among the ranked memories, each
+    with the position (0-based) of the first ranked memory that holds it."""
+    firsts: dict[str, int] = {}
+    for position, memory_id in enumerate(ranked_memory_ids):
+        for unit in memories[memory_id].units.get(level, ()):
+            firsts.setdefault(unit, position)
+    return firsts
+
+
 def level_ranking(
     ranked_memory_ids: Sequence[str], memories: Mapping[str, Memory], level: str
 ) -> list[str]:
     """Dataset ids at `level` in order of first appearance among the ranked memories."""
-    seen: dict[str, None] = {}
-    for memory_id in ranked_memory_ids:
-        for unit in memories[memory_id].units.get(level, ()):
-            seen.setdefault(unit, None)
-    return list(seen)
+    return list(level_firsts(ranked_memory_ids, memories, level))

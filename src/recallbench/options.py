@@ -18,7 +18,7 @@ from recallbench.datasets.base import DATASETS, DEFAULT_DATASET, dataset_spec, s
 FIXTURE_DIR = Path("benchmarks/retrieval")
 DEFAULT_BASELINE = FIXTURE_DIR / "baseline.json"
 EXECUTORS = ("local", "ray")
-#: where a learned embedder computes (`recallbench.stages.execution.DEVICES`)
+#: where a learned embedder computes (`recallbench.stagework.DEVICES`)
 DEVICES = ("auto", "cpu", "cuda")
 #: the default top-k of each dataset (its spec's), e.g. the fixture suite's 5
 DEFAULT_TOP_K = {name: spec.top_k for name, spec in DATASETS.items()}

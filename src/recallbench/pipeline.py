@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from recallbench.artifacts import publish, stage_files
-from recallbench.stages.execution import Execution
+from recallbench.stagework import Execution
 
 
 @dataclass

@@ -12,78 +12,36 @@ which every later stage checks before it trusts a store.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from recallbench import worker
 from recallbench.artifacts import envelope, inputs_of, with_embedder_build
 from recallbench.spool import stream_scopes
-from recallbench.stages import tasks
-from recallbench.stages.execution import (
-    Execution,
-    Stopwatch,
-    cache_spec,
-    run_tasks,
-    vector_cache,
-)
-
-STORES_DIR = "stores"
+from recallbench.stagework import Execution, Stopwatch, run_tasks, stores_root
+from recallbench.vectorprep import Truncation, cache_spec, counted, vector_cache
 
 
-def stores_root(build_dir: Path) -> Path:
-    """BUILD/stores (refused when it is a symlink: stores never live outside the build dir)."""
-    from recallbench.buildpaths import safe_child
-
-    return safe_child(Path(build_dir), STORES_DIR)
-
-
-class Truncation:
-    """Counts, scope by scope as the stage streams them, how many stored texts exceed the
-    system's embedder input limit and the share of their tokens the model never sees.
-    `report()` is None when the system has no embedder or no limit."""
-
-    COUNTS = ("texts", "texts_over_limit", "tokens_total", "tokens_unseen", "tokens_of_long_texts")
-
-    def __init__(self, system: Any) -> None:
-        embedder = getattr(system, "embedder", None)
-        limited = embedder is not None and getattr(embedder, "max_tokens", None) is not None
-        self._embedder = embedder if limited else None
-        self._name = getattr(system, "name", "?")
-        self._total: dict[str, Any] = {}
-
-    @property
-    def counting(self) -> bool:
-        return self._embedder is not None
-
-    def add(self, scope: Mapping[str, Any]) -> None:
-        if self._embedder is None:
-            return
-        from recallbench.boundary import Boundary
-        from recallbench.systems.base import truncation_report
-
-        guard = Boundary(self._name)
-        part = guard.call(
-            "token_counts",
-            f"scope {scope['scope_id']}",
-            truncation_report,
-            self._embedder,
-            [m["text"] for m in scope["memories"]],
-        )
-        for key in self.COUNTS:
-            self._total[key] = self._total.get(key, 0) + part[key]
-        self._total["max_tokens"] = part["max_tokens"]
-
-    def report(self) -> dict[str, Any] | None:
-        from recallbench.systems.base import truncation_shares
-
-        return truncation_shares(self._total) if self._total else None
-
-
-def counted(items: Iterator[tuple[int, dict[str, Any]]], tally: Truncation) -> Iterator[Any]:
-    """The (index, scope) items, each counted by `tally` as it passes."""
-    for index, scope in items:
-        tally.add(scope)
-        yield index, scope
+def hydrate_scope(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A worker task: build the scope's store in item["directory"] and keep it; its facts
+    and timing."""
+    scope = worker.task_scope(item)
+    directory = Path(item["directory"])
+    worker.remove_tree(directory)
+    where = f"scope {scope.scope_id}"
+    inside = worker.inside()
+    store, timing = worker.build_store(scope, directory)
+    try:
+        facts = worker.store_facts(store, where)
+    finally:
+        worker.close(store, where)
+    return {
+        "index": item["index"],
+        "scope_id": scope.scope_id,
+        **facts,
+        "timing": {**timing, "seconds_inside": worker.inside() - inside},
+    }
 
 
 def run_hydrate(
@@ -118,13 +76,13 @@ def run_hydrate(
             {
                 "index": i,
                 "scope": scope,
-                "directory": str(tasks.worker_dir(resolved, i)),
+                "directory": str(worker.store_dir(resolved, i)),
             }
             for i, scope in counted(stream_scopes(suite_env), tally)
         )
         stores, ingest, inside = [], 0.0, 0.0
         for result in run_tasks(
-            tasks.hydrate_scope,
+            hydrate_scope,
             items,
             system=system_name,
             execution=execution,

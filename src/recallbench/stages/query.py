@@ -1,34 +1,57 @@
 """query: every query of every scope through the system's production search.
 
-Each task reads its own scope from validate's spool (the parent hands out only where each
-scope's line lies; several scopes per task when there are many). Kept stores (see hydrate)
-are opened read-only and checked first (record count and content digest through the
-system's own API); transient stores are built, searched and removed inside the task, in the
-worker's own directory. runs.json holds, per query, the ranked hits, each level's ranking
-and gold, and the facts that explain misses; latencies, the time inside the system and the
-harness's parts go to the timing sidecar.
+The benchmark's core is `search_scope`: for each query of a scope it calls the system's own
+`search(text, limit)` through the boundary and records what the scores are computed from.
+
+* Hits: the system returns memories (ids it was given, scores); the boundary checks their
+  types, that each id is stored in this scope, finite scores and no repeats.
+* Levels: each level's ranking is the memories' dataset ids at that level in order of first
+  appearance (`model.level_ranking`); an id's score is its first holder's. The system only
+  ever sees `Memory.memory_id` and the memory's text (and identifier, importance, tags); the
+  dataset ids behind a memory (its `units`) stay on this side.
+* Widening: when a level has fewer than top-k distinct ids (turns of the same session), the
+  search is widened (`_widened_search`: limit doubled, up to the store's size) until every
+  level has top-k ids or the store is exhausted: the convention of turn-level retrievers in
+  the LongMemEval paper. Each row records the final limit.
+* Repeats: with `--repeat N` each query is searched N times at that limit; results that
+  differ are refused (the system is not deterministic); every search is a latency sample.
+* Misses: for each relevant id not ranked, where it ranked in an untimed search of the whole
+  store, the identifier of the memory holding it, and (systems with a lexical matcher)
+  whether that matcher matched it: facts that explain a miss, never scored.
+
+Each task (`query_scope`, a worker task) reads its own scope from validate's spool (the
+parent hands out only where each scope's line lies; several scopes per task when there are
+many). Kept stores (see hydrate) are opened read-only and checked first (record count and
+content digest through the system's own API); transient stores are built, searched and
+removed inside the task, in the worker's own directory (`recallbench.worker`). runs.json
+holds, per query, the ranked hits, each level's ranking and gold, and the facts that explain
+misses; latencies, the time inside the system and the harness's parts go to the timing
+sidecar.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from recallbench import worker
 from recallbench.artifacts import envelope, inputs_of, require_made_from, with_embedder_build
 from recallbench.buildpaths import safe_child
 from recallbench.errors import RecallbenchError
 from recallbench.metrics import percentile
+from recallbench.model import Memory, Query, Scope, level_firsts, level_ranking
 from recallbench.spool import scope_refs
-from recallbench.stages import tasks
-from recallbench.stages.execution import (
+from recallbench.stagework import (
     Execution,
     Stopwatch,
-    cache_spec,
+    query_spans,
     run_tasks,
-    vector_cache,
+    slice_count,
+    stores_root,
 )
-from recallbench.stages.hydrate import stores_root
+from recallbench.vectorprep import cache_spec, vector_cache
 
 #: Per-call search limit (the scope document's MAX_SEARCH_LIMIT).
 MAX_SEARCH_LIMIT = 10_000
@@ -39,6 +62,11 @@ WORK_DIR = "work"
 QUERY_WINDOW = 16
 #: at most this many scopes go to a worker as one task (see `batch_size`)
 QUERY_BATCH = 4
+#: the parts of the harness's own time within a query task, in its timing (the query
+#: sidecar sums them): reading and checking the scope's spool line, the vector cache's
+#: lookups (called by the system, not counted as its time), and handing the previous
+#: transient store to the worker's removal thread (see `transient_store`)
+HARNESS_PARTS = ("seconds_reading_scope", "seconds_in_cache_lookups", "seconds_removing_store")
 
 
 def latency_summary(latency_ms: Mapping[str, list[float]]) -> dict[str, Any]:
@@ -51,15 +79,6 @@ def latency_summary(latency_ms: Mapping[str, list[float]]) -> dict[str, Any]:
     }
 
 
-def slice_count(execution: Execution, kept: bool, scopes: int) -> int:
-    """How many slices each scope's queries are cut into: with several workers and fewer
-    scopes than workers, a kept (read-only) store is searched by every worker, each taking
-    a contiguous slice of the queries; otherwise one task per scope."""
-    if kept and execution.workers > 1 and scopes < execution.workers:
-        return execution.workers * 2
-    return 1
-
-
 def batch_size(execution: Execution, tasks_total: int) -> int:
     """Scopes per task sent to a worker: up to QUERY_BATCH when there are many more tasks
     than workers (fewer round trips through the parent, whose time per task then bounds
@@ -69,13 +88,191 @@ def batch_size(execution: Execution, tasks_total: int) -> int:
     return max(1, min(QUERY_BATCH, tasks_total // (execution.workers * QUERY_WINDOW)))
 
 
-def query_spans(queries: int, slices: int) -> list[tuple[int, int] | None]:
-    """`queries` cut into at most `slices` contiguous (start, stop) spans, in order; [None]
-    (all of them, one task) when there is nothing to cut."""
-    if slices <= 1 or queries <= 1:
-        return [None]
-    size = -(-queries // slices)
-    return [(i, min(i + size, queries)) for i in range(0, queries, size)]
+def _widened_search(
+    store: Any,
+    query: Query,
+    memories: Mapping[str, Memory],
+    levels: Sequence[str],
+    top_k: int,
+    count: int,
+    where: str,
+) -> tuple[list[Any], int, list[float]]:
+    """Search with limit top-k, doubling it until every level has top-k distinct ids or the
+    store is exhausted; (hits, final limit, latencies in ms of the timed searches)."""
+    guard = worker.guard()
+    limit = max(1, min(top_k, count)) if count else top_k
+    latencies = []
+    while True:
+        start = time.perf_counter()
+        hits = guard.call("search", where, store.search, query.text, limit)
+        latencies.append((time.perf_counter() - start) * 1000.0)
+        # the boundary checks types, ids stored in this scope, finite scores, no repeats
+        hits = guard.hits(hits, limit, memories, where)
+        ids = [h.memory_id for h in hits]
+        short = any(len(level_ranking(ids, memories, lv)) < top_k for lv in levels)
+        if not short or len(hits) < limit or limit >= count:
+            return hits, limit, latencies
+        limit = min(count, limit * 2)
+
+
+def search_scope(
+    store: Any, scope: Scope, levels: Sequence[str], top_k: int, repeat: int
+) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """Every query of the scope: ranked hits, each level's ranking and gold, the facts that
+    explain misses (where a missed id ranked in a search of the whole store, and whether the
+    system's lexical matcher matched it). Returns (rows, latency samples in ms per query).
+
+    The benchmark's core: see the module's docstring for what each step records."""
+    system, guard = worker.system(), worker.guard()
+    memories = scope.memory_by_id()
+    in_scope = f"scope {scope.scope_id}"
+    count = guard.whole_number(guard.call("count", in_scope, store.count), "count", in_scope)
+    progress = worker.progress()
+    holders_at: dict[str, dict[str, list[Memory]]] = {}  # per level, made at the first miss
+    rows, latencies = [], {}
+    for q in scope.queries:
+        where = f"scope {scope.scope_id}, query {q.query_id}"
+        hits, limit, samples = _widened_search(store, q, memories, levels, top_k, count, where)
+        for _ in range(repeat - 1):
+            start = time.perf_counter()
+            again = guard.call("search", where, store.search, q.text, limit)
+            samples.append((time.perf_counter() - start) * 1000.0)
+            again = guard.hits(again, limit, memories, where)
+            if again != hits:
+                raise RecallbenchError(
+                    f"query {q.query_id}: results differ between repeats; the system is not deterministic"
+                )
+        ids = [h.memory_id for h in hits]
+        per_level = {}
+        for level in levels:
+            firsts = level_firsts(ids, memories, level)  # each id's first holder, ranked
+            ranking = list(firsts)[:top_k]
+            per_level[level] = {
+                "ranking": ranking,
+                "scores": [hits[firsts[unit]].score for unit in ranking],
+                "gold": dict(q.relevance.get(level, {})),
+            }
+        missed = {
+            level: sorted(q.relevant(level) - set(per_level[level]["ranking"])) for level in levels
+        }
+        row: dict[str, Any] = {
+            "query_id": q.query_id,
+            "scope_id": scope.scope_id,
+            "category": q.category,
+            "limit": limit,
+            "hits": [
+                {
+                    "memory_id": h.memory_id,
+                    "score": h.score,
+                    "identifier": h.identifier,
+                    "group": memories[h.memory_id].duplicate_group,
+                }
+                for h in hits
+            ],
+            "levels": per_level,
+            "missed": {},
+        }
+        lexical = None
+        if getattr(system, "lexical", False):  # a diagnostic, untimed, never scored
+            matcher, matched = guard.lexical(
+                guard.call("lexical_matches", where, store.lexical_matches, q.text), memories, where
+            )
+            lexical = (matcher, set(matched))
+            row["lexical"] = {"matcher": matcher, "matched": len(matched)}
+        if any(missed.values()):
+            # untimed: where did the missed ids rank in a search of the whole store?
+            if count <= limit:
+                deep = ids
+            else:
+                deeper = guard.call("search", where, store.search, q.text, count)
+                deep = [h.memory_id for h in guard.hits(deeper, count, memories, where)]
+            for level, gone in missed.items():
+                deep_ranking = level_ranking(deep, memories, level)
+                rank_of = {unit: i + 1 for i, unit in enumerate(deep_ranking)}
+                entries = []
+                if gone and level not in holders_at:
+                    holders_at[level] = scope.holders(level)
+                for unit in gone:
+                    holders = holders_at[level].get(unit, [])
+                    entry = {
+                        "id": unit,
+                        "grade": q.relevance[level][unit],
+                        "rank": rank_of.get(unit),
+                        "of": len(deep_ranking),
+                        "identifier": holders[0].identifier if holders else None,
+                    }
+                    if lexical is not None:
+                        entry["lexical_match"] = any(m.memory_id in lexical[1] for m in holders)
+                    entries.append(entry)
+                if entries:
+                    row["missed"][level] = entries
+        rows.append(row)
+        latencies[q.query_id] = samples
+        if progress is not None:
+            progress(1)
+    return rows, latencies
+
+
+def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A worker task: search every query of one scope. Open the kept store (checking it is
+    the one hydrate recorded) or build a transient one, search, close (and delete a
+    transient store).
+
+    The store's facts: a kept store's record count and digest (checked against hydrate's);
+    a transient store's record count (its content is the spool's, which suite.json digests).
+    """
+    from recallbench.systems.base import HarnessCallbacks
+
+    started = time.perf_counter()
+    scope = worker.task_scope(item)
+    reading = time.perf_counter() - started
+    lookups = HarnessCallbacks.seconds
+    inside = worker.inside()
+    directory = Path(item["directory"])
+    where = f"scope {scope.scope_id}"
+    timing: dict[str, Any] = {}
+    removing = 0.0
+    if item["kept"]:
+        try:
+            store = worker.attach(directory, where)
+        except FileNotFoundError:
+            raise worker.StoreDamaged(
+                f"{directory}: no store; run `recallbench hydrate` first"
+            ) from None
+        try:
+            facts = worker.check_store(
+                store, item["expect"], directory, "recallbench hydrate", where
+            )
+        except BaseException:
+            worker.close_quietly(store, where)
+            raise
+    else:
+        start = time.perf_counter()
+        directory = worker.transient_store(directory)
+        removing = time.perf_counter() - start
+        store, timing = worker.build_store(scope, directory)
+        facts = {"records": timing["records"]}
+    try:
+        rows, latencies = search_scope(store, scope, item["levels"], item["top_k"], item["repeat"])
+    except BaseException:
+        worker.close_quietly(store, where)
+        raise
+    worker.close(store, where)
+    return {
+        "index": item["index"],
+        "scope_id": scope.scope_id,
+        "store": facts,
+        "rows": rows,
+        "latency_ms": latencies,
+        "timing": {
+            **timing,
+            "seconds_inside": worker.inside() - inside,
+            "seconds_task": time.perf_counter() - started,
+            "seconds_reading_scope": reading,
+            "seconds_in_cache_lookups": HarnessCallbacks.seconds - lookups,
+            "seconds_removing_store": removing,
+        },
+    }
 
 
 def run_query(
@@ -124,7 +321,7 @@ def run_query(
             "ref": ref,
             "queries": span,
             # a kept store's directory; for transient stores the root of the workers' own
-            "directory": str(tasks.worker_dir(root, i) if kept else root),
+            "directory": str(worker.store_dir(root, i) if kept else root),
             "kept": kept,
             "expect": hyd["stores"][i] if kept else None,
             "levels": levels,
@@ -139,10 +336,10 @@ def run_query(
     cache = cache_spec(execution, system, suite_env)
     rows, scopes, latency = [], [], {}
     inside = task_seconds = ingest = 0.0
-    harness = dict.fromkeys(tasks.HARNESS_PARTS, 0.0)
+    harness = dict.fromkeys(HARNESS_PARTS, 0.0)
     try:
         for result in run_tasks(
-            tasks.query_scope,
+            query_scope,
             items,
             system=hyd["system"],
             execution=execution,
@@ -160,11 +357,11 @@ def run_query(
             inside += result["timing"]["seconds_inside"]
             task_seconds += result["timing"]["seconds_task"]
             ingest += result["timing"].get("ingest_seconds", 0.0)
-            for part in tasks.HARNESS_PARTS:
+            for part in HARNESS_PARTS:
                 harness[part] += result["timing"][part]
     finally:
         if not kept:
-            tasks.remove_tree(root)
+            worker.remove_tree(root)
     data = {
         "system": system.name,
         "top_k": top_k,
@@ -191,7 +388,7 @@ def run_query(
         "harness_overhead_end_to_end": (wall * workers - inside) / inside if inside else None,
         "share_inside_system": inside / (wall * workers) if wall else None,
         # parts of the harness's time within the tasks, summed over workers (seconds)
-        **{part: harness[part] for part in tasks.HARNESS_PARTS},
+        **{part: harness[part] for part in HARNESS_PARTS},
     }
     env = envelope("runs", data, inputs_of(suite_env, hydrate_env))
     return with_embedder_build(env, cache), timing

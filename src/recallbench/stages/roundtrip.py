@@ -13,23 +13,25 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from recallbench import worker
 from recallbench.artifacts import envelope, inputs_of, require_made_from
 from recallbench.buildpaths import safe_child
+from recallbench.model import Query, Scope
 from recallbench.spool import scope_refs
-from recallbench.stages import tasks
-from recallbench.stages.execution import (
+from recallbench.stagework import (
     Execution,
     Stopwatch,
-    cache_spec,
+    query_spans,
     run_tasks,
-    vector_cache,
+    slice_count,
+    stores_root,
 )
-from recallbench.stages.hydrate import stores_root
-from recallbench.stages.query import query_spans, slice_count
+from recallbench.vectorprep import cache_spec, vector_cache
 
 DEFAULT_SAMPLE = 20
 ROUNDTRIP_DIR = "roundtrip"
@@ -51,6 +53,184 @@ def expected(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "before": {
             r["query_id"]: [{"memory_id": h["memory_id"], "score": h["score"]} for h in r["hits"]]
             for r in rows
+        },
+    }
+
+
+def compare_rankings(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-query drift between two ranked hit lists (rows with memory_id and score)."""
+    ids_before = [h["memory_id"] for h in before]
+    ids_after = [h["memory_id"] for h in after]
+    score_before = {h["memory_id"]: h["score"] for h in before}
+    score_after = {h["memory_id"]: h["score"] for h in after}
+    common = sorted(set(score_before) & set(score_after))
+    return {
+        "identical": ids_before == ids_after,
+        "same_set": set(ids_before) == set(ids_after),
+        "moved_positions": [
+            i + 1
+            for i in range(max(len(ids_before), len(ids_after)))
+            if (ids_before[i] if i < len(ids_before) else None)
+            != (ids_after[i] if i < len(ids_after) else None)
+        ],
+        "only_before": [m for m in ids_before if m not in score_after],
+        "only_after": [m for m in ids_after if m not in score_before],
+        "max_score_drift": max(
+            (abs(score_before[m] - score_after[m]) for m in common), default=0.0
+        ),
+        "after": ids_after,
+    }
+
+
+def _search_again(
+    store: Any,
+    scope: Scope,
+    queries: Sequence[Query],
+    limits: Mapping[str, int],
+    before: Mapping[str, list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """Each query's drift between the runs' hits (`before`) and this store's, same limit."""
+    guard = worker.guard()
+    memories = scope.memory_by_id()
+    out = {}
+    for q in queries:
+        where = f"scope {scope.scope_id}, query {q.query_id} (the restored clone)"
+        limit = limits[q.query_id]
+        hits = guard.hits(
+            guard.call("search", where, store.search, q.text, limit), limit, memories, where
+        )
+        after = [{"memory_id": h.memory_id, "score": h.score} for h in hits]
+        out[q.query_id] = compare_rankings(before[q.query_id], after)
+    return out
+
+
+def requery_clone(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A worker task: a slice of a scope's queries searched again on the clone a round trip
+    restored (opened read-only by each worker): {"per_query": drift per query}."""
+    scope = worker.task_scope(item)
+    where = f"scope {scope.scope_id} (the restored clone)"
+    clone = worker.attach(Path(item["clone"]), where)
+    try:
+        drift = _search_again(clone, scope, scope.queries, item["limits"], item["before"])
+    except BaseException:
+        worker.close_quietly(clone, where)
+        raise
+    worker.close(clone, where)
+    return {"per_query": drift}
+
+
+def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A worker task: snapshot -> verify -> clean restore -> search again, for one scope;
+    then offer each of the system's own corruptions of the package to its verifier.
+
+    The source store is checked first (record count and digest against what hydrate or
+    query recorded): a damaged source is refused, never reported as a clone-path failure.
+    """
+    from recallbench.systems.base import PackageInfo, SnapshotRejected
+
+    scope = worker.task_scope(item)
+    system, guard = worker.system(), worker.guard()
+    clone_path = system.clone
+    where = f"scope {scope.scope_id}"
+    work = Path(item["work"])
+    worker.remove_tree(work)
+    work.mkdir(parents=True)
+    rerun = "recallbench hydrate" if item["kept"] else "recallbench query"
+    if item["kept"]:
+        try:
+            source = worker.attach(Path(item["directory"]), where)
+        except FileNotFoundError:
+            raise worker.StoreDamaged(
+                f"{item['directory']}: no store; run `recallbench hydrate` first"
+            ) from None
+    else:
+        source, _ = worker.build_store(scope, work / "source")
+    try:
+        # a kept store is checked against hydrate's digest; a rebuilt one gives its own
+        source_facts = worker.check_store(
+            source, item["expect"], Path(item["directory"]), rerun, where
+        )
+        start = time.perf_counter()
+        package = guard.call("snapshot", where, clone_path.snapshot, source, work / "package")
+        snapshot_s = time.perf_counter() - start
+        if not isinstance(package, PackageInfo):
+            raise guard.failure("snapshot", where, "returned something other than a PackageInfo")
+        guard.whole_number(package.records, "snapshot", where)
+        guard.whole_number(package.size_bytes, "snapshot", where)
+    except BaseException:
+        worker.close_quietly(source, where)
+        raise
+    worker.close(source, where)
+    if not item["kept"]:
+        worker.remove_tree(work / "source")
+
+    start = time.perf_counter()
+    verified = guard.whole_number(
+        guard.call("verify", where, clone_path.verify, work / "package", work / "spool"),
+        "verify",
+        where,
+    )
+    verify_s = time.perf_counter() - start
+    start = time.perf_counter()
+    clone_at = f"{where} (the restored clone)"
+    clone = guard.call("restore", where, clone_path.restore, work / "package", work / "clone")
+    if worker.vectors() is not None:  # with a cache, queries take their vectors from it
+        worker.close(clone, clone_at)
+        clone = worker.attach(work / "clone", clone_at)
+    restore_s = time.perf_counter() - start
+    try:
+        clone_facts = worker.store_facts(clone, clone_at)
+        # the first query times the cold start; the rest follow unless other tasks do them
+        first, rest = scope.queries[:1], scope.queries[1:]
+        per_query = _search_again(clone, scope, first, item["limits"], item["before"])
+        cold_start_s = time.perf_counter() - start if first else None
+        if item.get("requery", True):
+            per_query.update(_search_again(clone, scope, rest, item["limits"], item["before"]))
+    except BaseException:
+        worker.close_quietly(clone, clone_at)
+        raise
+    worker.close(clone, clone_at)
+
+    corruptions = []
+    made = guard.call(
+        "corruptions", where, clone_path.corruptions, work / "package", work / "corrupted"
+    )
+    for corruption in made:
+        try:
+            guard.call(
+                f"verify of the {corruption.name} corruption",
+                where,
+                clone_path.verify,
+                corruption.package_dir,
+                work / "spool",
+            )
+            outcome = {"rejected": False, "reason": None}
+        except SnapshotRejected as exc:
+            outcome = {"rejected": True, "reason": exc.reason}
+        corruptions.append(
+            {"name": corruption.name, "description": corruption.description, **outcome}
+        )
+    worker.remove_tree(work / "spool")
+    return {
+        "index": item["index"],
+        "scope_id": scope.scope_id,
+        "records": {
+            "source": item["expect"]["records"],
+            "packaged": package.records,
+            "verified": verified,
+            "clone": clone_facts["records"],
+        },
+        "clone_digest_matches": clone_facts["digest"] == source_facts["digest"],
+        "per_query": per_query,
+        "clone": str(work / "clone"),
+        "corruptions": corruptions,
+        "timing": {
+            "package_bytes": package.size_bytes,
+            "snapshot_seconds": snapshot_s,
+            "verify_seconds": verify_s,
+            "restore_seconds": restore_s,
+            "cold_start_to_first_query_seconds": cold_start_s,
+            "records": package.records,
         },
     }
 
@@ -80,7 +260,7 @@ def _requery(
     )
     out: dict[str, Any] = {}
     for result in run_tasks(
-        tasks.requery_clone,
+        requery_clone,
         parts,
         system=system,
         execution=execution,
@@ -142,10 +322,10 @@ def run_roundtrip(
         {
             "index": i,
             "ref": ref,
-            "directory": str(tasks.worker_dir(stores, i)),
+            "directory": str(worker.store_dir(stores, i)),
             "kept": kept,
             "expect": {k: v for k, v in runs["scopes"][i].items() if k in ("records", "digest")},
-            "work": str(tasks.worker_dir(work_root, i)),
+            "work": str(worker.store_dir(work_root, i)),
             **expected(rows_of.get(ref["scope_id"], [])),
         }
         for i, ref in scope_refs(suite_env)
@@ -178,7 +358,7 @@ def run_roundtrip(
     execution, timing["vector_cache"] = vector_cache(execution, system, suite_env, build_dir)
     cache = cache_spec(execution, system, suite_env)
     for result in run_tasks(
-        tasks.roundtrip_scope,
+        roundtrip_scope,
         items,
         system=hyd["system"],
         execution=execution,

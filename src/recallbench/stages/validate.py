@@ -21,7 +21,6 @@ from recallbench.datasets.base import dataset_policy_name, open_source
 from recallbench.errors import RecallbenchError
 from recallbench.model import Drop, Scope
 from recallbench.spool import SpoolWriter
-from recallbench.stages.tasks import scope_to_item
 
 
 def _id_problem(value: str) -> str | None:
@@ -125,7 +124,7 @@ def _validate(
             drops.append(item.to_dict())
             continue
         check_scope(item, levels, seen_queries)
-        place = writer.add(scope_to_item(item))
+        place = writer.add(item.to_dict())
         for query in item.queries:
             raw[query.category] += 1
             scored[query.category] += 1

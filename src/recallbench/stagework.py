@@ -1,4 +1,11 @@
-"""Running per-scope tasks through the executor seam, with a progress bar and timing."""
+"""What the stages share to run their per-scope work: how it runs (`Execution`, handed to
+the process/Ray engine of `recallbench.executor` by `run_tasks`, with a progress bar), where
+kept stores live (`stores_root`), how a scope's queries are cut into slices for several
+workers (`slice_count`, `query_spans`), and a stage's wall time (`Stopwatch`).
+
+No stage imports another stage: what two stages need lives here, in `recallbench.worker`
+(the worker's state and its stores) or in `recallbench.vectorprep` (the vector cache).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +15,12 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
-from recallbench import progress
-from recallbench.stages import tasks
+from recallbench import progress, worker
 
-#: where a stage keeps the vector caches it makes itself (`vector_cache`), in the build dir
-VECTORS_DIR = "vectors"
 #: the devices `--device` knows: auto = an accelerator when torch sees one, else the CPU
 DEVICES = ("auto", "cpu", "cuda")
+#: where kept stores live in the build dir (`stores_root`)
+STORES_DIR = "stores"
 
 
 @dataclass(frozen=True)
@@ -40,93 +46,29 @@ class Execution:
         return out
 
 
-def vector_cache(
-    execution: Execution, system: Any, suite_env: Mapping[str, Any], build_dir: Path
-) -> tuple[Execution, dict[str, Any] | None]:
-    """The execution with the vector cache this stage's system reads, and what making it
-    cost and counted (None when nothing was embedded now).
-
-    `--cache DIR` is used as given (and checked by `cache_spec`). Otherwise a system whose
-    embedder is not batch-invariant (`recallbench.embedding.needs_cache`) gets the cache of
-    its embedder under `cache_root` (default BUILD/vectors/<embedder>/): reused when it was
-    made for this validation and embedder, made by prep (the same batches as `recallbench
-    prep`) otherwise. Systems that embed inline identically, or embed nothing, get none.
-    """
-    from dataclasses import replace
-
-    from recallbench.embedding import cache_dir_name, needs_cache
-
-    if execution.cache is not None or not needs_cache(system):
-        return execution, None
+def stores_root(build_dir: Path) -> Path:
+    """BUILD/stores (refused when it is a symlink: stores never live outside the build dir)."""
     from recallbench.buildpaths import safe_child
-    from recallbench.cache import check_manifest, read_manifest
-    from recallbench.errors import RecallbenchError
 
-    root = execution.cache_root or safe_child(Path(build_dir), VECTORS_DIR)
-    directory = Path(root) / cache_dir_name(system.embedder.identity())
-    chosen = replace(execution, cache=directory)
-    try:
-        check_manifest(
-            directory,
-            read_manifest(directory),
-            embedder_identity=system.embedder.identity(),
-            source=cache_source(suite_env),
-            verify_files=False,  # `cache_spec` checks the files' sha256 next
-        )
-        return chosen, None
-    except RecallbenchError:
-        pass  # none yet, or made for other data: ours to remake
-    from recallbench.stages.prep import run_prep
-
-    manifest = run_prep(suite_env, directory, system.name, execution=execution)
-    return chosen, {
-        "directory": str(directory),
-        "embedder_identity": manifest["embedder_identity"],
-        # prep's count of what the model never sees, made on its pass over the spool
-        "truncation": manifest["truncation"],
-        **manifest["timing"],
-    }
+    return safe_child(Path(build_dir), STORES_DIR)
 
 
-def cache_spec(
-    execution: Execution, system: Any, suite_env: Mapping[str, Any]
-) -> dict[str, Any] | None:
-    """The vector cache as workers open it, after one full check (files' sha256) here; with
-    the build that made its vectors (`embedder_build`, from its manifest)."""
-    if execution.cache is None:
-        return None
-    from recallbench.cache import check_manifest, read_manifest
-    from recallbench.errors import RecallbenchError
-
-    if getattr(system, "embedder", None) is None:
-        raise RecallbenchError(f"--cache: {system.name} has no embedder; it needs no vectors")
-    spec = {
-        "directory": str(Path(execution.cache).resolve()),
-        "embedder_identity": system.embedder.identity(),
-        "source": cache_source(suite_env),
-    }
-    directory = Path(spec["directory"])
-    manifest = read_manifest(directory)
-    # the manifest and the files' sha256, checked without loading the keys (workers do)
-    check_manifest(
-        directory,
-        manifest,
-        embedder_identity=spec["embedder_identity"],
-        source=spec["source"],
-    )
-    return {**spec, "embedder_build": manifest.get("embedder_build")}
+def slice_count(execution: Execution, kept: bool, scopes: int) -> int:
+    """How many slices each scope's queries are cut into: with several workers and fewer
+    scopes than workers, a kept (read-only) store is searched by every worker, each taking
+    a contiguous slice of the queries; otherwise one task per scope."""
+    if kept and execution.workers > 1 and scopes < execution.workers:
+        return execution.workers * 2
+    return 1
 
 
-def cache_source(suite_env: Mapping[str, Any]) -> dict[str, Any]:
-    """What a vector cache is made for: the dataset, its files' digests, the reader options
-    and the scope spool validate made of them (the cache's rows follow its scopes)."""
-    data = suite_env["data"]
-    return {
-        "dataset": data["dataset"],
-        "files": [{"role": f["role"], "sha256": f["sha256"]} for f in data["identity"]["files"]],
-        "options": data["options"],
-        "spool_sha256": data["spool"]["sha256"],
-    }
+def query_spans(queries: int, slices: int) -> list[tuple[int, int] | None]:
+    """`queries` cut into at most `slices` contiguous (start, stop) spans, in order; [None]
+    (all of them, one task) when there is nothing to cut."""
+    if slices <= 1 or queries <= 1:
+        return [None]
+    size = -(-queries // slices)
+    return [(i, min(i + size, queries)) for i in range(0, queries, size)]
 
 
 def run_tasks(
@@ -146,6 +88,8 @@ def run_tasks(
 ) -> Iterator[dict[str, Any]]:
     """fn over items through the configured executor, results in item order.
 
+    Each worker starts with `worker.init_worker` and ends with `worker.close_worker`; `fn`
+    is a module-level task (a stage's, e.g. `stages.query.query_scope`), shipped by name.
     With one in-process worker, the bar counts queries (`query_total`) as they are
     searched; otherwise it counts finished scopes. `window` items per worker may be taken
     and not yet yielded (default: the executor's, 2); small items (a scope's place in the
@@ -168,9 +112,9 @@ def run_tasks(
         make_executor(
             execution.executor,
             execution.workers,
-            tasks.init_worker,
+            worker.init_worker,
             (config,),
-            tasks.close_worker,
+            worker.close_worker,
             ray_address=execution.ray_address,
             max_in_flight=window * execution.workers if window else None,
         ) as engine,
@@ -179,10 +123,10 @@ def run_tasks(
         ) as bar,
     ):
         if by_query:
-            tasks.set_progress(bar.update)
+            worker.set_progress(bar.update)
         if batch > 1:
             groups = batches(fn, items, batch, total=total, workers=execution.workers)
-            for results in engine.map(tasks.run_batch, groups):
+            for results in engine.map(worker.run_batch, groups):
                 bar.update(len(results))
                 yield from results
             return
@@ -200,7 +144,7 @@ def batches(
     total: int | None = None,
     workers: int = 1,
 ) -> Iterator[dict[str, Any]]:
-    """Consecutive items in groups of at most `size`, each group one task (`tasks.run_batch`).
+    """Consecutive items in groups of at most `size`, each group one task (`worker.run_batch`).
 
     With `total` known, groups shrink towards the end (never more than the remaining items
     over 2 x `workers`), so the last tasks are single items and no worker idles long while

@@ -1,0 +1,375 @@
+"""Making a vector cache: every distinct memory and query text of a validated dataset
+embedded once, in fixed batches, so per-run work needs no model. The work of `recallbench
+prep` (`stages.prep`), and of a stage that finds its system needs a cache (`vector_cache`).
+
+This is the one path every learned vector takes. `recallbench prep --cache DIR` makes a
+cache explicitly; a stage whose system's embedder is not batch-invariant (a learned model:
+its vectors depend in the last bits on the texts embedded with them) makes one in
+`BUILD/vectors/` itself when no `--cache` is given (`vector_cache`). Either way the
+vectors come from the same batches, so a run with and without `--cache`, with any number
+of workers and on any engine, gives the same bytes on one machine.
+
+The batches are fixed by the set of distinct texts alone:
+
+* distinct texts (by sha256) in order of first appearance in validate's spool (queries,
+  then memories, scope after scope), which also gives each text its row;
+* cut into windows of `WINDOW` texts; within a window, sorted by token count (the model's
+  own tokenizer, capped at its input limit; ties by row), which keeps padding small;
+* each window cut into batches of `BATCH` texts, each embedded as one forward pass
+  (`embed_batch`, a worker task).
+
+Which worker, engine or device embeds a batch never changes the batch. Only systems with
+the embedder capability have a cache. `Truncation` counts, on the same pass over the spool,
+what the embedder never sees (hydrate counts it too).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recallbench import __version__, worker
+from recallbench.errors import RecallbenchError
+from recallbench.spool import stream_scopes
+from recallbench.stagework import Execution, run_tasks
+
+#: where a stage keeps the vector caches it makes itself (`vector_cache`), in the build dir
+VECTORS_DIR = "vectors"
+
+
+#: texts per forward pass of the model
+BATCH = 64
+#: distinct texts sorted by length together (a multiple of BATCH)
+WINDOW = 64 * BATCH
+#: what the manifest records of the batching (a cache made otherwise is another cache)
+BATCHING = {
+    "order": "distinct texts by first appearance; windows sorted by token count, then row",
+    "batch": BATCH,
+    "window": WINDOW,
+}
+
+
+@dataclass
+class _Window:
+    """Rows first..first+len(keys)-1, embedded as `pending` batches; `vectors` by position."""
+
+    first: int
+    keys: list[bytes]
+    pending: int
+    vectors: list[bytes | None]
+    dimension: int = 0
+
+
+def plan_batches(
+    texts: list[str],
+    first_row: int,
+    token_counts: list[int],
+    cap: int | None,
+    *,
+    sort_by_length: bool = True,
+) -> list[list[int]]:
+    """One window's batches: positions into `texts` (rows first_row...), sorted by token
+    count (capped at the model's limit: longer texts are truncated to it) then by row, cut
+    into batches of BATCH. `sort_by_length=False` keeps row order (for the benchmark that
+    measures what sorting saves; such a cache records its other batching)."""
+    limit = cap if cap is not None else max(token_counts, default=0)
+    order = list(range(len(texts)))
+    if sort_by_length:
+        order.sort(key=lambda i: (min(token_counts[i], limit), i))
+    return [order[i : i + BATCH] for i in range(0, len(order), BATCH)]
+
+
+def make_vector_cache(
+    suite_env: Mapping[str, Any],
+    cache_dir: Path,
+    system_name: str,
+    *,
+    execution: Execution | None = None,
+    sort_by_length: bool = True,
+) -> dict[str, Any]:
+    """Write the cache; return its manifest (with `timing`, a local diagnostic).
+
+    The previous cache in `cache_dir`, if any, stays valid until the new one is complete
+    (see `recallbench.cache.CacheWriter`)."""
+    from recallbench.cache import CacheWriter, text_key
+    from recallbench.systems import get_system
+
+    execution = execution or Execution()
+    system = get_system(system_name)
+    embedder = system.embedder
+    if embedder is None:
+        raise RecallbenchError(f"{system.name} has no embedder: it needs no vector cache")
+    cap = getattr(embedder, "max_tokens", None)
+    writer = CacheWriter(Path(cache_dir), embedder.identity())
+    tally = Truncation(system)  # counted on the same pass over the spool
+    rows: dict[bytes, int] = {}  # text key -> its row, in order of first appearance
+    windows: deque[_Window] = deque()
+    placed: deque[tuple[_Window, list[int]]] = deque()  # each batch's window and positions
+    counts = {"seen": 0, "tokens": 0, "tokens_embedded": 0}
+    started = time.perf_counter()
+    inside = 0.0
+    builds: list[dict[str, Any]] = []
+
+    def window_batches(texts: list[str], keys: list[bytes]) -> Iterator[list[str]]:
+        tokens = [int(n) for n in embedder.token_counts(texts)]
+        counts["tokens"] += sum(tokens)
+        counts["tokens_embedded"] += sum(min(n, cap) if cap else n for n in tokens)
+        window = _Window(len(rows) - len(texts), keys, 0, [None] * len(texts))
+        batches = plan_batches(texts, window.first, tokens, cap, sort_by_length=sort_by_length)
+        window.pending = len(batches)
+        windows.append(window)
+        for positions in batches:
+            placed.append((window, positions))
+            yield [texts[i] for i in positions]
+
+    def batches() -> Iterator[list[str]]:
+        texts: list[str] = []
+        keys: list[bytes] = []
+        for _, scope in counted(stream_scopes(suite_env), tally):
+            scope_rows = []
+            for text in [q["text"] for q in scope["queries"]] + [
+                m["text"] for m in scope["memories"]
+            ]:
+                counts["seen"] += 1
+                key = text_key(text)
+                row = rows.get(key)
+                if row is None:
+                    row = rows[key] = len(rows)
+                    texts.append(text)
+                    keys.append(key)
+                scope_rows.append(row)
+            writer.add_scope(scope_rows)
+            if len(texts) >= WINDOW:
+                yield from window_batches(texts, keys)
+                texts, keys = [], []
+        if texts:
+            yield from window_batches(texts, keys)
+
+    def flush() -> None:
+        """Write every finished window at the head, in row order."""
+        while windows and windows[0].pending == 0:
+            window = windows.popleft()
+            writer.add(window.keys, b"".join(window.vectors), window.dimension)  # type: ignore[arg-type]
+
+    try:
+        for result in run_tasks(
+            embed_batch,
+            batches(),
+            system=system_name,
+            execution=execution,
+            cache=None,
+            total=None,
+            desc=f"prep {system.name}",
+            unit="text",
+            weight=lambda result: result["texts"],
+        ):
+            window, positions = placed.popleft()
+            size = result["dimension"] * 4
+            blob = result["blob"]
+            if len(blob) != size * len(positions):
+                raise RecallbenchError(
+                    f"{system.name}: the embedder returned {len(blob) // max(size, 1)} "
+                    f"vectors for {len(positions)} texts"
+                )
+            window.dimension = result["dimension"]
+            for n, i in enumerate(positions):
+                window.vectors[i] = blob[n * size : (n + 1) * size]
+            window.pending -= 1
+            inside += result["seconds_inside"]
+            if result.get("build") and result["build"] not in builds:
+                builds.append(result["build"])
+            flush()
+    except BaseException:
+        writer.abort()
+        raise
+    wall = time.perf_counter() - started
+    manifest = writer.finish(
+        {
+            "source": cache_source(suite_env),
+            "batching": BATCHING
+            if sort_by_length
+            else {**BATCHING, "order": "distinct texts by first appearance (not sorted)"},
+            "embedder_build": builds[0] if len(builds) == 1 else builds or None,
+            "truncation": tally.report(),
+            "system": system_name,
+            "texts": {"seen": counts["seen"], "distinct": len(rows)},
+            "recallbench_version": __version__,
+        }
+    )
+    return {
+        **manifest,
+        "timing": {
+            "wall_seconds": wall,
+            "seconds_inside_system": inside,
+            "execution": execution.describe(),
+            "texts_embedded": len(rows),
+            "tokens": counts["tokens"],
+            "tokens_embedded": counts["tokens_embedded"],
+            "texts_per_second": len(rows) / wall if wall > 0 else None,
+            "tokens_per_second": counts["tokens_embedded"] / wall if wall > 0 else None,
+        },
+    }
+
+
+def embed_batch(texts: list[str]) -> dict[str, Any]:
+    """A worker task: embed one fixed batch with the system's own embedder (one forward pass);
+    float32 bytes, row after row, and the build that made them (device, torch, CPU)."""
+    from recallbench.cache import pack_vectors
+    from recallbench.embedding import embedder_build
+
+    started = time.perf_counter()
+    system, guard = worker.system(), worker.guard()
+    inside_before = worker.inside()
+    where = f"{len(texts)} texts"
+    vectors = guard.vectors(
+        guard.call("embed_texts", where, system.embedder.embed_texts, texts), texts, where
+    )
+    dimension = len(vectors[0]) if vectors else 0
+    return {
+        "blob": pack_vectors(vectors),
+        "dimension": dimension,
+        "texts": len(texts),
+        "build": embedder_build(system.embedder),
+        "seconds_inside": worker.inside() - inside_before,
+        "seconds_task": time.perf_counter() - started,
+    }
+
+
+def vector_cache(
+    execution: Execution, system: Any, suite_env: Mapping[str, Any], build_dir: Path
+) -> tuple[Execution, dict[str, Any] | None]:
+    """The execution with the vector cache this stage's system reads, and what making it
+    cost and counted (None when nothing was embedded now).
+
+    `--cache DIR` is used as given (and checked by `cache_spec`). Otherwise a system whose
+    embedder is not batch-invariant (`recallbench.embedding.needs_cache`) gets the cache of
+    its embedder under `cache_root` (default BUILD/vectors/<embedder>/): reused when it was
+    made for this validation and embedder, made here (`make_vector_cache`, the same batches as `recallbench
+    prep`) otherwise. Systems that embed inline identically, or embed nothing, get none.
+    """
+    from dataclasses import replace
+
+    from recallbench.embedding import cache_dir_name, needs_cache
+
+    if execution.cache is not None or not needs_cache(system):
+        return execution, None
+    from recallbench.buildpaths import safe_child
+    from recallbench.cache import check_manifest, read_manifest
+    from recallbench.errors import RecallbenchError
+
+    root = execution.cache_root or safe_child(Path(build_dir), VECTORS_DIR)
+    directory = Path(root) / cache_dir_name(system.embedder.identity())
+    chosen = replace(execution, cache=directory)
+    try:
+        check_manifest(
+            directory,
+            read_manifest(directory),
+            embedder_identity=system.embedder.identity(),
+            source=cache_source(suite_env),
+            verify_files=False,  # `cache_spec` checks the files' sha256 next
+        )
+        return chosen, None
+    except RecallbenchError:
+        pass  # none yet, or made for other data: ours to remake
+    manifest = make_vector_cache(suite_env, directory, system.name, execution=execution)
+    return chosen, {
+        "directory": str(directory),
+        "embedder_identity": manifest["embedder_identity"],
+        # prep's count of what the model never sees, made on its pass over the spool
+        "truncation": manifest["truncation"],
+        **manifest["timing"],
+    }
+
+
+def cache_spec(
+    execution: Execution, system: Any, suite_env: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The vector cache as workers open it, after one full check (files' sha256) here; with
+    the build that made its vectors (`embedder_build`, from its manifest)."""
+    if execution.cache is None:
+        return None
+    from recallbench.cache import check_manifest, read_manifest
+    from recallbench.errors import RecallbenchError
+
+    if getattr(system, "embedder", None) is None:
+        raise RecallbenchError(f"--cache: {system.name} has no embedder; it needs no vectors")
+    spec = {
+        "directory": str(Path(execution.cache).resolve()),
+        "embedder_identity": system.embedder.identity(),
+        "source": cache_source(suite_env),
+    }
+    directory = Path(spec["directory"])
+    manifest = read_manifest(directory)
+    # the manifest and the files' sha256, checked without loading the keys (workers do)
+    check_manifest(
+        directory,
+        manifest,
+        embedder_identity=spec["embedder_identity"],
+        source=spec["source"],
+    )
+    return {**spec, "embedder_build": manifest.get("embedder_build")}
+
+
+def cache_source(suite_env: Mapping[str, Any]) -> dict[str, Any]:
+    """What a vector cache is made for: the dataset, its files' digests, the reader options
+    and the scope spool validate made of them (the cache's rows follow its scopes)."""
+    data = suite_env["data"]
+    return {
+        "dataset": data["dataset"],
+        "files": [{"role": f["role"], "sha256": f["sha256"]} for f in data["identity"]["files"]],
+        "options": data["options"],
+        "spool_sha256": data["spool"]["sha256"],
+    }
+
+
+class Truncation:
+    """Counts, scope by scope as the stage streams them, how many stored texts exceed the
+    system's embedder input limit and the share of their tokens the model never sees.
+    `report()` is None when the system has no embedder or no limit."""
+
+    COUNTS = ("texts", "texts_over_limit", "tokens_total", "tokens_unseen", "tokens_of_long_texts")
+
+    def __init__(self, system: Any) -> None:
+        embedder = getattr(system, "embedder", None)
+        limited = embedder is not None and getattr(embedder, "max_tokens", None) is not None
+        self._embedder = embedder if limited else None
+        self._name = getattr(system, "name", "?")
+        self._total: dict[str, Any] = {}
+
+    @property
+    def counting(self) -> bool:
+        return self._embedder is not None
+
+    def add(self, scope: Mapping[str, Any]) -> None:
+        if self._embedder is None:
+            return
+        from recallbench.boundary import Boundary
+        from recallbench.systems.base import truncation_report
+
+        guard = Boundary(self._name)
+        part = guard.call(
+            "token_counts",
+            f"scope {scope['scope_id']}",
+            truncation_report,
+            self._embedder,
+            [m["text"] for m in scope["memories"]],
+        )
+        for key in self.COUNTS:
+            self._total[key] = self._total.get(key, 0) + part[key]
+        self._total["max_tokens"] = part["max_tokens"]
+
+    def report(self) -> dict[str, Any] | None:
+        from recallbench.systems.base import truncation_shares
+
+        return truncation_shares(self._total) if self._total else None
+
+
+def counted(items: Iterator[tuple[int, dict[str, Any]]], tally: Truncation) -> Iterator[Any]:
+    """The (index, scope) items, each counted by `tally` as it passes."""
+    for index, scope in items:
+        tally.add(scope)
+        yield index, scope

@@ -1,0 +1,295 @@
+"""A worker's state and its stores' lifecycle, shared by the stages' per-scope tasks.
+
+Worker-local state (the system under test, its boundary, the vector cache) is built once per
+worker by `init_worker` (the executor's initializer, `recallbench.executor`) and dropped by
+`close_worker`. The tasks themselves live beside their stage (`stages.hydrate.hydrate_scope`,
+`stages.query.query_scope`, `stages.roundtrip.roundtrip_scope` and `requery_clone`,
+`vectorprep.embed_batch`): module-level functions of plain data, so any executor (in process,
+local processes by fork or spawn, Ray) ships them by name and returns results in order.
+
+Every call into the system goes through the worker's `recallbench.boundary.Boundary`
+(`guard()`): whatever it raises, hangs on or returns wrongly is one line naming the system,
+the call and the scope or query.
+
+The store lifecycle: a task's scope (`task_scope`), a fresh store (`build_store`), a kept one
+reopened (`attach`) and checked (`check_store`), transient stores in two alternating
+directories emptied on a removal thread (`transient_store`), a scope's store directory under
+a root (`store_dir`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from recallbench.boundary import Boundary
+from recallbench.errors import RecallbenchError
+from recallbench.model import Scope
+
+_STATE: dict[str, Any] = {}
+if hasattr(os, "register_at_fork"):  # a forked worker builds its own state (init_worker)
+    os.register_at_fork(after_in_child=_STATE.clear)
+
+
+class StoreDamaged(RecallbenchError):
+    """The store on disk is not the store the upstream artifact describes."""
+
+
+def store_dir(root: Path, index: int) -> Path:
+    """The store directory of scope `index` under `root`."""
+    return Path(root) / f"{index:05d}"
+
+
+def task_scope(item: Mapping[str, Any]) -> Scope:
+    """A task's scope: given as plain data (item["scope"]) or read here from its line of the
+    spool (item["ref"], see `recallbench.spool`); item["queries"], when there, is the
+    (start, stop) slice of its queries the task searches."""
+    if "ref" in item:
+        from recallbench.spool import read_scope
+
+        raw = read_scope(item["ref"])
+    else:
+        raw = item["scope"]
+    by_position = _STATE.get("scope_lookup")
+    if by_position is not None and "index" in item:  # the whole scope, in spool order
+        by_position.use(
+            item["index"],
+            [q["text"] for q in raw["queries"]],
+            [m["text"] for m in raw["memories"]],
+        )
+    return Scope.from_dict(raw, item.get("queries"))
+
+
+def init_worker(config: Mapping[str, Any]) -> None:
+    """Build this worker's system and open the vector cache when `config` names one.
+
+    config: {"system": name, "cache": None | {"directory", "embedder_identity", "source"},
+    "device": where a learned embedder computes (auto, cpu, cuda),
+    "call_timeout": None | seconds per call into the system}
+    """
+    from recallbench.embedding import use_device
+    from recallbench.systems import get_system
+
+    close_worker()
+    system = get_system(config["system"])
+    guard = Boundary(config["system"], config.get("call_timeout"))
+    if getattr(system, "embedder", None) is not None:
+        use_device(system.embedder, config.get("device") or "auto")
+    cache = scope_lookup = None
+    if config.get("cache"):
+        from recallbench.cache import ScopeLookup, VectorCache
+
+        spec = config["cache"]
+        # the parent verified the files' sha256 once; workers check sizes and identity
+        cache = VectorCache.open(
+            Path(spec["directory"]),
+            embedder_identity=spec["embedder_identity"],
+            source=spec["source"],
+            verify_files=False,
+        )
+        scope_lookup = ScopeLookup(cache)
+    from recallbench.systems.base import timed_lookup
+
+    lookup = timed_lookup(scope_lookup) if scope_lookup is not None else None
+    _STATE.update(
+        system=system,
+        guard=guard,
+        cache=cache,
+        scope_lookup=scope_lookup,
+        lookup=lookup,
+        progress=None,
+    )
+
+
+def close_worker() -> None:
+    finish_removals()
+    cache = _STATE.get("cache")
+    if cache is not None:
+        cache.close()
+    _STATE.clear()
+
+
+def run_batch(batch: Mapping[str, Any]) -> list[Any]:
+    """Several consecutive items as one task: batch["fn"] over batch["items"], in order."""
+    fn = batch["fn"]
+    return [fn(item) for item in batch["items"]]
+
+
+def set_progress(callback: Callable[[int], Any] | None) -> None:
+    """In-process executors only: called with 1 per query searched (a progress bar)."""
+    _STATE["progress"] = callback
+
+
+def progress() -> Callable[[int], Any] | None:
+    """The in-process progress callback (`set_progress`), or None."""
+    return _STATE.get("progress")
+
+
+def system() -> Any:
+    """This worker's system under test."""
+    return _STATE["system"]
+
+
+def guard() -> Boundary:
+    """This worker's boundary: every call into the system goes through it."""
+    return _STATE["guard"]
+
+
+def inside() -> float:
+    """The system's `seconds_inside()`, through the boundary."""
+    boundary = guard()
+    return boundary.seconds(boundary.call("seconds_inside", None, system().seconds_inside))
+
+
+def close(store: Any, where: str) -> None:
+    """Close a store through the boundary."""
+    guard().call("close", where, store.close)
+
+
+def close_quietly(store: Any, where: str) -> None:
+    """Close a store on the way out of a failure (a second failure must not hide the first)."""
+    with contextlib.suppress(Exception):
+        close(store, where)
+
+
+def vectors() -> Any:
+    """The vector cache's lookup, timed as the harness's work (never the system's)."""
+    return _STATE.get("lookup")
+
+
+def attach(directory: Path, where: str) -> Any:
+    """Reopen a kept store; queries take their vectors from the cache when there is one
+    (FileNotFoundError when there is no store)."""
+    lookup = vectors()
+    kwargs = {} if lookup is None else {"vectors": lookup}
+    return guard().call(
+        "attach", where, system().attach, directory, passthrough=(FileNotFoundError,), **kwargs
+    )
+
+
+def remove_tree(directory: Path) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def transient_dir(root: Path) -> Path:
+    """This worker's directory for transient stores under `root` (its two store
+    directories alternate there, see `transient_store`)."""
+    slot = _STATE.get("slot")
+    if slot is None:
+        slot = _STATE["slot"] = f"worker-{os.getpid()}-{os.urandom(4).hex()}"
+    return Path(root) / slot
+
+
+def transient_store(root: Path) -> Path:
+    """Where this worker builds its next transient store, once the previous one (closed by
+    now) is handed to the worker's removal thread.
+
+    Two directories alternate: while a store is built and searched in one, the other one's
+    store is removed on the removal thread. Unlinking a store's files is kernel work that
+    releases the GIL, so it overlaps the system's own work (it is handed over after the task
+    has read its scope, so it overlaps the system's ingest, not the reading). A directory's
+    removal has finished before it is used again.
+    """
+    pending = _STATE.pop("removing", None)
+    if pending is not None:
+        pending.result()
+    previous = _STATE.pop("used", None)
+    if previous is not None:
+        remover = _STATE.get("remover")
+        if remover is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            remover = _STATE["remover"] = ThreadPoolExecutor(1, thread_name_prefix="recallbench-rm")
+        _STATE["removing"] = remover.submit(_empty_store_dir, previous)
+    name = "b" if previous is not None and previous.name == "a" else "a"
+    directory = _STATE["used"] = transient_dir(root) / name
+    return directory
+
+
+def _empty_store_dir(directory: Path) -> None:
+    """Remove what a store directory holds, in as few system calls as it allows (each one
+    hands the GIL back and forth with the worker's main thread): list it, unlink its files."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError:  # a subdirectory
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def finish_removals() -> None:
+    """Wait for the pending removal, remove the last store, stop the removal thread."""
+    pending = _STATE.pop("removing", None)
+    if pending is not None:
+        pending.result()
+    last = _STATE.pop("used", None)
+    if last is not None:
+        _empty_store_dir(last)
+    remover = _STATE.pop("remover", None)
+    if remover is not None:
+        remover.shutdown(wait=True)
+
+
+def store_facts(store: Any, where: str) -> dict[str, Any]:
+    """What identifies a store's content, read through the system's own API."""
+    boundary = guard()
+    return {
+        "records": boundary.whole_number(
+            boundary.call("count", where, store.count), "count", where
+        ),
+        "digest": boundary.text(boundary.call("digest", where, store.digest), "digest", where),
+    }
+
+
+def check_store(
+    store: Any, expect: Mapping[str, Any], where: Path, rerun: str, scope: str
+) -> dict[str, Any]:
+    """The store's facts; refuse a store whose record count or content digest differs
+    from `expect` (the digest only when `expect` has one)."""
+    facts = store_facts(store, scope)
+    if facts["records"] != expect["records"]:
+        raise StoreDamaged(
+            f"{where}: store holds {facts['records']} records, hydrate.json says "
+            f"{expect['records']}; run `{rerun}` again"
+        )
+    if expect.get("digest") is not None and facts["digest"] != expect["digest"]:
+        raise StoreDamaged(
+            f"{where}: store content differs from what hydrate recorded (digest); run `{rerun}` again"
+        )
+    return facts
+
+
+def build_store(scope: Scope, directory: Path) -> tuple[Any, dict[str, Any]]:
+    """A fresh store in `directory` holding every memory of the scope; (store, timing).
+
+    Hydrate keeps it; query builds a transient one inside its task; a round trip rebuilds a
+    transient source."""
+    from recallbench.systems.base import StoreRecord
+
+    under_test, boundary = system(), guard()
+    where = f"scope {scope.scope_id}"
+    records = [
+        StoreRecord(m.memory_id, m.identifier, m.text, m.importance, m.tags) for m in scope.memories
+    ]
+    start = time.perf_counter()
+    store = boundary.call("open_store", where, under_test.open_store, directory, vectors=vectors())
+    try:
+        stored = boundary.call("ingest", where, store.ingest, records)
+        seconds = time.perf_counter() - start
+        # validate made the ids unique: a shortfall is the store's
+        stored = boundary.ingested(stored, len(records), where)
+    except BaseException:
+        close_quietly(store, where)
+        raise
+    return store, {"ingest_seconds": seconds, "records": stored}
