@@ -149,9 +149,10 @@ MISSING = [
     ("hydrate", "suite.json", "hydrate.json", "validate"),
     ("query", "hydrate.json", "runs.json", "hydrate"),
     ("snapshot-roundtrip", "runs.json", "roundtrip.json", "query"),
-    ("score", "roundtrip.json", "scores.json", "snapshot-roundtrip"),
+    ("score", "runs.json", "scores.json", "query"),
     ("report", "scores.json", "results.json", "score"),
     ("decide", "scores.json", "decision.json", "score"),
+    ("decide", "roundtrip.json", "decision.json", "snapshot-roundtrip"),
     ("check-baseline", "results.json", None, "report"),
     ("export-trec", "runs.json", None, "query"),
 ]
@@ -314,13 +315,14 @@ def test_roundtrip_refuses_runs_made_from_another_hydrate(build: Path) -> None:
     assert snapshot_file(build / "roundtrip.json") == before
 
 
-def test_score_refuses_a_roundtrip_made_from_older_runs(build: Path) -> None:
+def test_decide_refuses_a_roundtrip_made_from_older_runs(build: Path) -> None:
     assert cli(build, "query", "--top-k", "3").exit_code == 0
-    before = snapshot_file(build / "scores.json")
-    line = assert_one_line_error(cli(build, "score"), "score")
+    run_stages(build, ["score"])  # the scores are of the new runs, the round trip is not
+    before = snapshot_file(build / "decision.json")
+    line = assert_one_line_error(cli(build, "decide"), "decide")
     assert "roundtrip.json is stale (made from another runs.json)" in line
     assert "run `recallbench snapshot-roundtrip` again" in line
-    assert snapshot_file(build / "scores.json") == before
+    assert snapshot_file(build / "decision.json") == before
 
 
 @pytest.mark.parametrize(
@@ -440,11 +442,12 @@ def test_edited_artifact_inputs_are_refused(build: Path) -> None:
     assert env["inputs"]["runs"] != read_artifact(build, "runs")["fingerprint"]  # stale
     env["inputs"]["runs"] = read_artifact(build, "runs")["fingerprint"]
     (build / "roundtrip.json").write_bytes(orjson.dumps(env))
-    before = snapshot_file(build / "scores.json")
-    line = assert_one_line_error(cli(build, "score"), "score")
+    run_stages(build, ["score"])
+    before = snapshot_file(build / "decision.json")
+    line = assert_one_line_error(cli(build, "decide"), "decide")
     assert "roundtrip.json: content does not match its fingerprint" in line
     assert "run `recallbench snapshot-roundtrip` again" in line
-    assert snapshot_file(build / "scores.json") == before
+    assert snapshot_file(build / "decision.json") == before
 
 
 def test_an_edited_upstream_fingerprint_in_inputs_is_refused(build: Path) -> None:
@@ -496,11 +499,15 @@ def test_validate_reports_file_line_reason_and_writes_nothing(tmp_path: Path) ->
 def test_failed_validate_leaves_an_existing_suite_untouched(build: Path, tmp_path: Path) -> None:
     before = snapshot_file(build / "suite.json")
     spool = snapshot_file(build / SPOOL)
+    # the staged build's own dot entries: its lock, and matplotlib's font list when the
+    # report stage was the first to draw in this process (`.cache`)
+    hidden = sorted(p.name for p in build.iterdir() if p.name.startswith("."))
+    assert LOCK_NAME in hidden and set(hidden) <= {LOCK_NAME, ".cache"}
     result = cli(build, "validate", "--corpus", broken_corpus(tmp_path), "--queries", QUERIES)
     assert result.exit_code == 1
     assert snapshot_file(build / "suite.json") == before
     assert snapshot_file(build / SPOOL) == spool
-    assert sorted(p.name for p in build.iterdir() if p.name.startswith(".")) == [LOCK_NAME]
+    assert sorted(p.name for p in build.iterdir() if p.name.startswith(".")) == hidden
     assert leftovers(build) == []
 
 

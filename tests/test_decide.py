@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from recallbench.artifacts import envelope, inputs_of
-from recallbench.datasets.base import dataset_policy
+from recallbench.datasets.base import dataset_policy, decision, roundtrip_summary
 from recallbench.datasets.fixture_rules import ACTIONS, GUARDRAILS, decide
 from recallbench.datasets.fixtures import reader as fixtures
 from recallbench.errors import ArtifactError
@@ -257,17 +257,49 @@ def suite_data(dataset: str) -> dict[str, Any]:
     return {"dataset": dataset}
 
 
+def stage_inputs(policy_input: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the stage reads for a policy input made by `scores()`: the scores artifact's data
+    (no round trip in it) and a roundtrip artifact's data with that equivalence."""
+    data = {key: value for key, value in policy_input.items() if key != "roundtrip"}
+    roundtrip = {
+        "available": True,
+        "equivalence": policy_input["roundtrip"]["equivalence"],
+        "corruption_checks": [{"all_rejected": True}],
+        "per_query": {"q1": {"identical": True}},
+        "sample": {"scopes_sampled": 1},
+    }
+    return data, roundtrip
+
+
+def test_the_round_trip_reaches_the_policy_as_its_summary() -> None:
+    data, roundtrip = stage_inputs(scores(equivalence=0.5))
+    roundtrip["per_query"]["q0"] = {"identical": False}
+    assert roundtrip_summary(roundtrip) == {
+        "available": True,
+        "equivalence": {"value": 0.5},
+        "corruption_rejected": True,
+        "drifted_queries": ["q0"],
+        "scopes_sampled": 1,
+    }
+    assert roundtrip_summary({"available": False, "reason": "no clone"}) == {
+        "available": False,
+        "reason": "no clone",
+        "equivalence": None,
+    }
+    assert decision(suite_data("fixtures"), data, roundtrip)["rule"] == 1
+
+
 def test_the_fixture_suite_carries_the_hotmem_rules() -> None:
     assert dataset_policy("fixtures") is fixtures.decide
     for data in (scores(), scores(equivalence=0.1), scores(paraphrase=0.0), scores(dup=0.9)):
-        assert decide_stage.decide(suite_data("fixtures"), data) == decide(data)
+        assert decision(suite_data("fixtures"), *stage_inputs(data)) == decide(data)
 
 
 @pytest.mark.parametrize("dataset", ["longmemeval", "locomo"])
 def test_a_dataset_without_rules_gets_a_plain_statement(dataset: str) -> None:
     assert dataset_policy(dataset) is None
     # scores that would fire rule 1 under the fixture rules: no rule applies here
-    d = decide_stage.decide(suite_data(dataset), scores(equivalence=0.1, k=10))
+    d = decision(suite_data(dataset), *stage_inputs(scores(equivalence=0.1, k=10)))
     assert d == {
         "policy": None,
         "rule": None,
@@ -283,18 +315,21 @@ def test_a_dataset_without_rules_gets_a_plain_statement(dataset: str) -> None:
 
 
 def test_headline_names_the_fired_rule() -> None:
-    d = decide_stage.decide(suite_data("fixtures"), scores(paraphrase=0.5))
+    d = decision(suite_data("fixtures"), *stage_inputs(scores(paraphrase=0.5)))
     assert decide_stage.headline(d) == f"rule 2: {ACTIONS['semantic_embeddings']}"
 
 
 def test_run_decide_wraps_the_decision_with_its_inputs_fingerprints() -> None:
     suite_env = envelope("suite", suite_data("fixtures"), {})
-    scores_env = envelope("scores", scores(paraphrase=0.5), inputs_of(suite_env))
-    env = decide_stage.run_decide(suite_env, scores_env)
+    data, roundtrip = stage_inputs(scores(paraphrase=0.5))
+    scores_env = envelope("scores", data, inputs_of(suite_env))
+    roundtrip_env = envelope("roundtrip", roundtrip, inputs_of(suite_env))
+    env = decide_stage.run_decide(suite_env, scores_env, roundtrip_env)
     assert env["artifact"] == "decision"
     assert env["inputs"] == {
         "suite": suite_env["fingerprint"],
         "scores": scores_env["fingerprint"],
+        "roundtrip": roundtrip_env["fingerprint"],
     }
     assert env["data"]["rule"] == 2
     assert env["data"] == decide(scores(paraphrase=0.5))
@@ -303,14 +338,33 @@ def test_run_decide_wraps_the_decision_with_its_inputs_fingerprints() -> None:
 def test_run_decide_refuses_scores_made_from_another_suite() -> None:
     suite_env = envelope("suite", suite_data("fixtures"), {})
     other = envelope("suite", suite_data("locomo"), {})
-    scores_env = envelope("scores", scores(), inputs_of(other))
+    data, roundtrip = stage_inputs(scores())
+    scores_env = envelope("scores", data, inputs_of(other))
+    roundtrip_env = envelope("roundtrip", roundtrip, inputs_of(suite_env))
     with pytest.raises(ArtifactError, match=r"scores\.json is stale.*recallbench score"):
-        decide_stage.run_decide(suite_env, scores_env)
+        decide_stage.run_decide(suite_env, scores_env, roundtrip_env)
+
+
+def test_run_decide_refuses_a_round_trip_of_other_runs() -> None:
+    suite_env = envelope("suite", suite_data("fixtures"), {})
+    runs_a = envelope("runs", {"n": 1}, inputs_of(suite_env))
+    runs_b = envelope("runs", {"n": 2}, inputs_of(suite_env))
+    data, roundtrip = stage_inputs(scores())
+    scores_env = envelope("scores", data, inputs_of(suite_env, runs_a))
+    roundtrip_env = envelope("roundtrip", roundtrip, inputs_of(suite_env, runs_b))
+    with pytest.raises(ArtifactError, match=r"different runs.*snapshot-roundtrip"):
+        decide_stage.run_decide(suite_env, scores_env, roundtrip_env)
+    other_suite = envelope("suite", suite_data("locomo"), {})
+    stale = envelope("roundtrip", roundtrip, inputs_of(other_suite, runs_a))
+    with pytest.raises(ArtifactError, match=r"roundtrip\.json is stale"):
+        decide_stage.run_decide(suite_env, scores_env, stale)
 
 
 def test_the_lane_decision_is_the_result_decision(lane: Run) -> None:
-    decision = lane.envelopes["decision"]
-    assert decision["data"] == lane.result["decision"]
-    assert decision["inputs"] == inputs_of(lane.envelopes["suite"], lane.envelopes["scores"])
-    assert decision["data"] == decide(lane.envelopes["scores"]["data"])
-    assert decision["data"]["rule"] == 2
+    made = lane.envelopes["decision"]
+    envs = lane.envelopes
+    assert made["data"] == lane.result["decision"]
+    assert made["inputs"] == inputs_of(envs["suite"], envs["scores"], envs["roundtrip"])
+    summary = roundtrip_summary(envs["roundtrip"]["data"])
+    assert made["data"] == decide({**envs["scores"]["data"], "roundtrip": summary})
+    assert made["data"]["rule"] == 2

@@ -98,15 +98,15 @@ def test_envelopes_name_their_upstream_fingerprints(staged_build: Path) -> None:
         "hydrate": fp["hydrate"],
         "runs": fp["runs"],
     }
-    assert env["scores"]["inputs"] == {
-        "suite": fp["suite"],
-        "runs": fp["runs"],
-        "roundtrip": fp["roundtrip"],
-    }
+    assert env["scores"]["inputs"] == {"suite": fp["suite"], "runs": fp["runs"]}
     assert env["results"]["inputs"] == {
         k: fp[k] for k in ("suite", "hydrate", "runs", "roundtrip", "scores")
     }
-    assert env["decision"]["inputs"] == {"suite": fp["suite"], "scores": fp["scores"]}
+    assert env["decision"]["inputs"] == {
+        "suite": fp["suite"],
+        "scores": fp["scores"],
+        "roundtrip": fp["roundtrip"],
+    }
 
 
 def test_suite_records_the_identity_of_the_validated_files(staged_build: Path) -> None:

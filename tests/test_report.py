@@ -17,6 +17,7 @@ from hotmem.embed import DEFAULT_EMBEDDER
 
 from recallbench import __version__
 from recallbench.artifacts import envelope
+from recallbench.datasets.base import decision
 from recallbench.datasets.fixtures.reader import CATEGORIES
 from recallbench.datasets.longmemeval import generator as longmemeval_generator
 from recallbench.errors import ArtifactError
@@ -30,7 +31,6 @@ from recallbench.report.result import (
     mean_measures,
     per_query_values,
 )
-from recallbench.stages.decide import decide
 from recallbench.stages.report import build_report
 from recallbench.stages.roundtrip import run_roundtrip
 from recallbench.stages.score import run_score
@@ -390,9 +390,10 @@ def test_markdown_conclusion_names_the_fired_rule(lane: Run) -> None:
 
 def test_markdown_conclusion_follows_a_different_rule(lane: Run) -> None:
     result = copy.deepcopy(lane.result)
-    scores = copy.deepcopy(lane.envelopes["scores"]["data"])
-    scores["roundtrip"]["equivalence"] = {"numerator": 56, "denominator": 57, "value": 56 / 57}
-    result["decision"] = decide(lane.envelopes["suite"]["data"], scores)
+    roundtrip = copy.deepcopy(lane.envelopes["roundtrip"]["data"])
+    roundtrip["equivalence"] = {"numerator": 56, "denominator": 57, "value": 56 / 57}
+    scores = lane.envelopes["scores"]["data"]
+    result["decision"] = decision(lane.envelopes["suite"]["data"], scores, roundtrip)
     text = render(result)
     assert "**Rule 1 fired: Fix clone/index compatibility" in text
     assert "Rule 2 fired" not in text
@@ -400,7 +401,10 @@ def test_markdown_conclusion_follows_a_different_rule(lane: Run) -> None:
 
 def test_markdown_conclusion_without_decision_rules(lane: Run) -> None:
     result = copy.deepcopy(lane.result)
-    result["decision"] = decide({"dataset": "locomo"}, lane.envelopes["scores"]["data"])
+    envs = lane.envelopes
+    result["decision"] = decision(
+        {"dataset": "locomo"}, envs["scores"]["data"], envs["roundtrip"]["data"]
+    )
     conclusion = section(render(result), "Conclusion")
     assert (
         conclusion[1] == "**no decision rules: the locomo dataset defines none; read the metrics**"
@@ -591,7 +595,7 @@ def test_score_only_drift_is_reported(tmp_path: Path) -> None:
     data["queries"][0]["hits"][0]["score"] += 0.05  # the clone will score it 0.05 lower
     runs = envelope("runs", data, runs["inputs"])
     rt, _ = run_roundtrip(suite, hydrate, runs, tmp_path)
-    scores = run_score(suite, runs, rt)
+    scores = run_score(suite, runs)
     report = build_report(suite, hydrate, runs, rt, scores, plots=False)
     results, markdown = report.envelope, report.markdown
     result = results["data"]

@@ -16,6 +16,7 @@ import pytest
 from conftest import CORPUS, QUERIES
 
 from recallbench.artifacts import envelope
+from recallbench.datasets.base import roundtrip_summary
 from recallbench.datasets.fixture_rules import decide
 from recallbench.errors import ArtifactError
 from recallbench.spool import SPOOL
@@ -257,16 +258,17 @@ def test_tampered_runs_break_equivalence_and_decide_picks_rule_1(
     assert drift["moved_positions"] == [1, 2]
     assert [q for q, d in data["per_query"].items() if not d["identical"]] == [qid]
 
-    scores = run_score(queried["suite"], runs, rt)
-    assert scores["data"]["roundtrip"]["drifted_queries"] == [qid]
-    decision = decide(scores["data"])
+    scores = run_score(queried["suite"], runs)
+    summary = roundtrip_summary(rt["data"])
+    assert summary["drifted_queries"] == [qid]
+    decision = decide({**scores["data"], "roundtrip": summary})
     assert decision["rule"] == 1
     assert decision["action"] == "fix_clone_compatibility"
     assert decision["evidence"] == {"equivalence": 56 / 57}
     assert [r["met"] for r in decision["rules"]] == [True, True, True, False]
     assert [r["fired"] for r in decision["rules"]] == [True, False, False, False]
     # the stage applies the same rules the dataset defines
-    assert run_decide(queried["suite"], scores)["data"] == decision
+    assert run_decide(queried["suite"], scores, rt)["data"] == decision
 
 
 def test_score_only_tampering_keeps_logical_equivalence(queried: dict[str, Any]) -> None:
@@ -347,11 +349,12 @@ def test_a_system_without_a_clone_path_gets_n_a(tmp_path: Path) -> None:
     assert "equivalence" not in data
     assert timing == {}
     assert not (tmp_path / "build" / "roundtrip").exists()
-    scores = run_score(q["suite"], q["runs"], rt)
-    assert scores["data"]["roundtrip"] == {
+    scores = run_score(q["suite"], q["runs"])
+    summary = roundtrip_summary(rt["data"])
+    assert summary == {
         "available": False,
         "reason": "n/a: lancedb-fts has no clone path",
         "equivalence": None,
     }
     # no equivalence figure: rule 1 cannot fire
-    assert decide(scores["data"])["rules"][0]["met"] is False
+    assert decide({**scores["data"], "roundtrip": summary})["rules"][0]["met"] is False

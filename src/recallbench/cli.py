@@ -436,13 +436,7 @@ def score_cmd(ctx: Context, ks: tuple[int, ...] | None, measures: tuple[str, ...
     """Compute every measure per query, per category and overall (scores.json)."""
     from recallbench.stages.score import run_score
 
-    env = run_score(
-        ctx.read("suite"),
-        ctx.read("runs"),
-        ctx.read_current("roundtrip"),
-        ks=ks,
-        measure_names=measures,
-    )
+    env = run_score(ctx.read("suite"), ctx.read_current("runs"), ks=ks, measure_names=measures)
     path = ctx.write(env)
     overall = env["data"]["overall"]
     shown = [m["name"] for m in env["data"]["measures"] if not m["pooled"]][:4]
@@ -514,13 +508,11 @@ def summary_table(result: Mapping[str, Any]) -> str:
 @command("decide")
 @pass_ctx
 def decide_cmd(ctx: Context) -> None:
-    """Apply the dataset's decision rules; print the recommendation (decision.json)."""
-    from recallbench.artifacts import require_current
+    """Apply the dataset's decision rules to the scores and the round trip; print the
+    recommendation (decision.json)."""
     from recallbench.stages.decide import headline, run_decide
 
-    scores = ctx.read("scores")
-    require_current(ctx.build_dir, scores)
-    env = run_decide(ctx.read("suite"), scores)
+    env = run_decide(ctx.read("suite"), ctx.read_current("scores"), ctx.read_current("roundtrip"))
     path = ctx.write(env)
     ctx.say(f"wrote {path}")
     click.echo(headline(env["data"]))

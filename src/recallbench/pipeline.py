@@ -96,10 +96,10 @@ def run_pipeline(
         sample=DEFAULT_SAMPLE if sample is None else sample,
         execution=execution,
     )
-    scores = run_score(suite, runs, roundtrip, measure_names=measures)
+    scores = run_score(suite, runs, measure_names=measures)
     report = build_report(suite, hydrate, runs, roundtrip, scores, timings=timings)
     timings["results"] = report.timing
-    decision = run_decide(suite, scores)
+    decision = run_decide(suite, scores, roundtrip)
     envelopes = {
         "suite": suite,
         "hydrate": hydrate,

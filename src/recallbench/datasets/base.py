@@ -5,7 +5,8 @@ module: name, reader, measure family, decision policy, default top-k, command-li
 generator command, docs page); `DATASETS` is the registry of those specs, found without
 importing any reader. The reader module exposes ``open_source(paths, options) -> Source``,
 ``measures(top_k, options)`` (the measures a run is scored with) and, when the dataset has
-decision rules, ``decide(scores) -> decision``. A `Source`:
+decision rules, ``decide(evidence) -> decision`` (evidence: the scores artifact's data with
+the round trip's summary under ``"roundtrip"``, see `decision`). A `Source`:
 
 * identifies its data (`identity()`, complete once `stream()` has been exhausted, since
   file digests are computed on the same pass that parses the bytes);
@@ -239,6 +240,46 @@ def dataset_policy(name: str) -> Callable[[Mapping[str, Any]], dict[str, Any]] |
     """The dataset's decision rules, or None when it has none."""
     policy = dataset_spec(name).policy
     return None if policy is None else resolve(policy)
+
+
+def roundtrip_summary(roundtrip: Mapping[str, Any]) -> dict[str, Any]:
+    """What a decision policy reads of a roundtrip artifact's data: whether the round trip
+    ran, its equivalence cell, whether every corruption was rejected, the queries whose
+    ranking drifted and how many scopes were sampled."""
+    if not roundtrip.get("available"):
+        return {"available": False, "reason": roundtrip.get("reason"), "equivalence": None}
+    return {
+        "available": True,
+        "equivalence": roundtrip["equivalence"],
+        "corruption_rejected": all(c["all_rejected"] for c in roundtrip["corruption_checks"]),
+        "drifted_queries": sorted(
+            q for q, d in roundtrip["per_query"].items() if not d["identical"]
+        ),
+        "scopes_sampled": roundtrip["sample"]["scopes_sampled"],
+    }
+
+
+def decision(
+    suite: Mapping[str, Any], scores: Mapping[str, Any], roundtrip: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The dataset's decision rules applied to a scores and a roundtrip artifact's data (the
+    policy reads the scores with the round trip's summary under ``"roundtrip"``), or a plain
+    statement that the dataset has none. Deterministic: the same data give the same decision.
+    `decide` writes it to decision.json; the report shows the same decision."""
+    policy = dataset_policy(suite["dataset"])
+    if policy is None:
+        return {
+            "policy": None,
+            "rule": None,
+            "action": None,
+            "recommendation": f"no decision rules: the {suite['dataset']} dataset defines none; "
+            "read the metrics",
+            "evidence": {},
+            "top_k": scores["top_k"],
+            "rules": [],
+            "guardrails": [],
+        }
+    return policy({**scores, "roundtrip": roundtrip_summary(roundtrip)})
 
 
 def dataset_policy_name(name: str) -> str | None:

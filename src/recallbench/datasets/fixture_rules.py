@@ -44,7 +44,9 @@ def _value(summary: dict[str, Any] | None) -> float | None:
 
 
 def decide(scores: dict[str, Any]) -> dict[str, Any]:
-    """Apply the rules to a `scores` artifact's data; return the decision with its evidence."""
+    """Apply the rules to a `scores` artifact's data with the round trip's summary under
+    ``"roundtrip"`` (`datasets.base.decision` builds it); return the decision with its
+    evidence."""
     k = scores["top_k"]
     per_cat = scores["per_category"]
     equivalence = (scores["roundtrip"].get("equivalence") or {}).get("value")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from recallbench.datasets.base import decision
 from recallbench.measures import value_of
-from recallbench.stages.decide import decide
 
 RESULT_SCHEMA = "recallbench.result"
 RESULT_SCHEMA_VERSION = 2
@@ -154,7 +154,7 @@ def build_result(
         "queries": queries,
         "missed_query_ids": [q["query_id"] for q in queries if q["missed"]],
         "roundtrip": roundtrip_view(rt),
-        "decision": decide(suite, scores),
+        "decision": decision(suite, scores, rt),
     }
 
 

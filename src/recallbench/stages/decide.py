@@ -1,6 +1,7 @@
-"""decide: the dataset's decision rules applied to the scores, or a plain statement that the
-dataset has none. The rules belong to the dataset (the fixture suite carries the HotMem
-rules); applying them is deterministic: the same scores give the same decision."""
+"""decide: the dataset's decision rules applied to the scores and the round trip, or a plain
+statement that the dataset has none (`datasets.base.decision`). The rules belong to the
+dataset (the fixture suite carries the HotMem rules); applying them is deterministic: the
+same scores and round trip give the same decision."""
 
 from __future__ import annotations
 
@@ -8,33 +9,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from recallbench.artifacts import envelope, inputs_of, require_made_from
-from recallbench.datasets.base import dataset_policy
+from recallbench.datasets.base import decision
+from recallbench.errors import ArtifactError
 
 
-def decide(suite: Mapping[str, Any], scores: Mapping[str, Any]) -> dict[str, Any]:
-    """The decision for a suite's and a scores artifact's data."""
-    policy = dataset_policy(suite["dataset"])
-    if policy is None:
-        return {
-            "policy": None,
-            "rule": None,
-            "action": None,
-            "recommendation": f"no decision rules: the {suite['dataset']} dataset defines none; "
-            "read the metrics",
-            "evidence": {},
-            "top_k": scores["top_k"],
-            "rules": [],
-            "guardrails": [],
-        }
-    return policy(scores)
-
-
-def run_decide(suite_env: Mapping[str, Any], scores_env: Mapping[str, Any]) -> dict[str, Any]:
-    """The `decision` envelope for a `scores` envelope."""
+def run_decide(
+    suite_env: Mapping[str, Any], scores_env: Mapping[str, Any], roundtrip_env: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The `decision` envelope for a `scores` and a `roundtrip` envelope of one suite's run."""
     require_made_from(scores_env, suite_env)
-    return envelope(
-        "decision", decide(suite_env["data"], scores_env["data"]), inputs_of(suite_env, scores_env)
-    )
+    require_made_from(roundtrip_env, suite_env)
+    if scores_env["inputs"].get("runs") != roundtrip_env["inputs"].get("runs"):
+        raise ArtifactError(
+            "roundtrip.json and scores.json were made from different runs; run "
+            "`recallbench snapshot-roundtrip` and `recallbench score` again"
+        )
+    data = decision(suite_env["data"], scores_env["data"], roundtrip_env["data"])
+    return envelope("decision", data, inputs_of(suite_env, scores_env, roundtrip_env))
 
 
 def headline(decision: Mapping[str, Any]) -> str:

@@ -103,7 +103,7 @@ def build_report(
     require_made_from(hydrate_env, suite_env)
     require_made_from(runs_env, suite_env, hydrate_env)
     require_made_from(roundtrip_env, runs_env)
-    require_made_from(scores_env, suite_env, runs_env, roundtrip_env)
+    require_made_from(scores_env, suite_env, runs_env)
     result = build_result(suite_env, hydrate_env, runs_env, roundtrip_env, scores_env)
     env = envelope(
         "results", result, inputs_of(suite_env, hydrate_env, runs_env, roundtrip_env, scores_env)

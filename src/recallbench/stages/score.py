@@ -1,5 +1,4 @@
-"""score: every measure of the dataset per query, per category and overall, plus the round
-trip's summary. Measures are values (`recallbench.measures`), rebuilt from suite.json's levels
+"""score: every measure of the dataset per query, per category and overall. Measures are values (`recallbench.measures`), rebuilt from suite.json's levels
 and options through the dataset's measure family; this stage only loops."""
 
 from __future__ import annotations
@@ -60,18 +59,6 @@ def score_runs(
     }
 
 
-def roundtrip_summary(rt: Mapping[str, Any]) -> dict[str, Any]:
-    if not rt.get("available"):
-        return {"available": False, "reason": rt.get("reason"), "equivalence": None}
-    return {
-        "available": True,
-        "equivalence": rt["equivalence"],
-        "corruption_rejected": all(c["all_rejected"] for c in rt["corruption_checks"]),
-        "drifted_queries": sorted(q for q, d in rt["per_query"].items() if not d["identical"]),
-        "scopes_sampled": rt["sample"]["scopes_sampled"],
-    }
-
-
 def suite_measures(
     suite: Mapping[str, Any],
     top_k: int,
@@ -102,16 +89,14 @@ def suite_measures(
 def run_score(
     suite_env: Mapping[str, Any],
     runs_env: Mapping[str, Any],
-    roundtrip_env: Mapping[str, Any],
     *,
     ks: Sequence[int] | None = None,
     measure_names: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Score the runs and fold in the round trip; return the `scores` envelope. `ks`: the
+    """Score the runs; return the `scores` envelope. `ks`: the
     cutoffs to score at (default: the run's own, else the dataset's); `measure_names`: the
     measures to score instead of the dataset's (`--measure`)."""
     require_made_from(runs_env, suite_env)
-    require_made_from(roundtrip_env, suite_env, runs_env)
     suite = suite_env["data"]
     runs = runs_env["data"]
     top_k = runs["top_k"]
@@ -120,8 +105,5 @@ def run_score(
             f"--k {','.join(map(str, ks))}: every k must be between 1 and --top-k {top_k}"
         )
     measures = suite_measures(suite, top_k, ks or runs.get("ks"), measure_names)
-    data = {
-        **score_runs(runs_env["data"], measures, suite["categories"]),
-        "roundtrip": roundtrip_summary(roundtrip_env["data"]),
-    }
-    return envelope("scores", data, inputs_of(suite_env, runs_env, roundtrip_env))
+    data = score_runs(runs_env["data"], measures, suite["categories"])
+    return envelope("scores", data, inputs_of(suite_env, runs_env))
