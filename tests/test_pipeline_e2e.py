@@ -285,6 +285,38 @@ def test_run_equals_the_staged_commands(staged_build: Path, tmp_path: Path) -> N
         assert read_timing(build, read_artifact(build, kind)) is not None, kind
 
 
+def test_run_writes_copies_where_output_and_report_point(tmp_path: Path) -> None:
+    """`recallbench run --output F --report R`, as the script's options: the build directory
+    gets every artifact, F the results envelope, R the Markdown report with its plots and
+    HTML report beside it, the same bytes as the build's own."""
+    build, out = tmp_path / "build", tmp_path / "out"
+    output, report = out / "r.json", out / "md" / "r.md"
+    result = cli(
+        build,
+        "run",
+        "--corpus",
+        CORPUS,
+        "--queries",
+        QUERIES,
+        "--output",
+        output,
+        "--report",
+        report,
+    )
+    assert result.exit_code == 0, result.output
+    assert f"also {output} and {report} (its plots and HTML report beside it)" in result.stderr
+    assert output.read_bytes() == (build / "results.json").read_bytes()
+    assert report.read_text(encoding="utf-8") == (build / "report.md").read_text(encoding="utf-8")
+    assert (report.parent / "r.html").read_bytes() == (build / "report.html").read_bytes()
+    plots = sorted(p.relative_to(build) for p in (build / "report-plots").iterdir())
+    assert plots and all(
+        (report.parent / p).read_bytes() == (build / p).read_bytes() for p in plots
+    )
+    assert sorted(p.name for p in out.rglob("*") if p.is_file()) == sorted(
+        ["r.json", "r.md", "r.html", *(p.name for p in plots)]
+    )
+
+
 def test_two_runs_give_byte_identical_results(tmp_path: Path) -> None:
     outputs = []
     for name in ("first", "second"):

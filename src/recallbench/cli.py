@@ -657,6 +657,7 @@ def export_trec_cmd(ctx: Context, tag: str | None) -> None:
 @dataset_options()
 @preset_option
 @system_option
+@output_options("only BUILD/results.json", "only BUILD/report.md")
 @top_k_option
 @k_option
 @measure_option
@@ -669,6 +670,8 @@ def run_cmd(
     dataset_args: dict[str, Any],
     preset: str | None,
     system: str,
+    output: Path | None,
+    report_path: Path | None,
     top_k: int | None,
     ks: tuple[int, ...] | None,
     measures: tuple[str, ...] | None,
@@ -679,8 +682,10 @@ def run_cmd(
     cache: Path | None,
     call_timeout: float | None,
 ) -> None:
-    """Every stage in one process, writing the same artifacts as the separate commands."""
-    from recallbench.pipeline import run_pipeline, write_run
+    """Every stage in one process, writing the same artifacts as the separate commands
+    (and, with --output/--report, a copy of the result and of the reports there too)."""
+    from recallbench.artifacts import dumps
+    from recallbench.pipeline import run_pipeline
     from recallbench.presets import default_top_k, paper_summary, reader_options, run_options
     from recallbench.stages.decide import headline
 
@@ -700,8 +705,17 @@ def run_cmd(
         ks=ks,
         measures=measures,
     )
-    write_run(run, ctx.build_dir)
-    ctx.say(f"wrote {ctx.build_dir}/results.json and {ctx.build_dir}/report.md")
+    files = run.files(ctx.build_dir)
+    extra = []
+    if output is not None:
+        files[output] = dumps(run.envelopes["results"])
+        extra.append(str(output))
+    if report_path is not None:
+        files.update(run.report_files(report_path))
+        extra.append(f"{report_path} (its plots and HTML report beside it)")
+    ctx.publish(files)  # the build's artifacts and the copies, together
+    also = f"; also {' and '.join(extra)}" if extra else ""
+    ctx.say(f"wrote {ctx.build_dir}/results.json and {ctx.build_dir}/report.md{also}")
     if preset is not None:
         click.echo(paper_summary(run.result))
     click.echo(headline(run.envelopes["decision"]["data"]))
