@@ -254,8 +254,8 @@ class Mem0System(OpensDirectories, TimedCalls):
 
 @register(
     "mem0",
-    description="mem0 Memory (open source, infer=False): faiss exact cosine over "
-    "all-MiniLM-L6-v2 vectors, its own additive scoring",
+    description="mem0 Memory (open source, infer=False) on its faiss store: exact cosine "
+    "over all-MiniLM-L6-v2 vectors (its BM25 half off: faiss has no keyword search)",
     capabilities=("clone", "embedder"),
     extra="mem0",
 )
