@@ -851,7 +851,7 @@ def test_out_of_range_options_are_usage_errors(tmp_path: Path, args: list[str]) 
 
 
 def test_unknown_system_is_a_usage_error(tmp_path: Path) -> None:
-    result = cli(tmp_path / "build", "hydrate", "--system", "mem0")
+    result = cli(tmp_path / "build", "hydrate", "--system", "no-such-store")
     assert result.exit_code == 2
     assert "Invalid value for '--system'" in result.stderr
     assert not (tmp_path / "build").exists()

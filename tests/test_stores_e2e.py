@@ -1,4 +1,4 @@
-"""The memory stores people run (Chroma, txtai, LlamaIndex, LangGraph, LangMem) end to end
+"""The memory stores people run (Chroma, txtai, LlamaIndex, LangGraph, LangMem, mem0) end to end
 through the stages on the fixture suite: the same results for 1 and 2 workers, and with and
 without the vector cache. Real stores through their own APIs, nothing mocked.
 
@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 
 from recallbench.cli import main
 
-STORES = ("chroma", "txtai", "llamaindex", "langgraph", "langmem")
+STORES = ("chroma", "txtai", "llamaindex", "langgraph", "langmem", "mem0")
 
 
 def cli(build: Path, *args: str | Path) -> Result:

@@ -53,6 +53,7 @@ BUILTIN: dict[str, str] = {
     "llamaindex": "recallbench.systems.llamaindex_store",
     "langgraph": "recallbench.systems.langgraph_store",
     "langmem": "recallbench.systems.langgraph_store",
+    "mem0": "recallbench.systems.mem0_store",
     "vipune": "recallbench.systems.vipune_cli",
     "vipune-semantic": "recallbench.systems.vipune_cli",
 }
@@ -81,6 +82,10 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "langgraph": (
         ("langgraph.store", "langgraph.store.sqlite", "langmem", *_SEMANTIC),
         "pip install -e '.[semantic,langgraph]' (or `make setup`)",
+    ),
+    "mem0": (
+        ("mem0", "faiss", "langchain", *_SEMANTIC),
+        "pip install -e '.[semantic,mem0]' (or `make setup`)",
     ),
     "vipune": (
         (f"{BINARY}vipune",),

@@ -1,0 +1,263 @@
+"""`mem0`: mem0's open-source `Memory` (`mem0ai`), through its public API (optional extra
+`mem0`).
+
+Store: `Memory.from_config` with mem0's `faiss` vector store in the store directory
+(`path=<store dir>/faiss`, `distance_strategy="cosine"`: an exact `IndexFlatIP` over
+L2-normalised vectors, saved by mem0 on every insert), its history database beside it
+(`history_db_path=<store dir>/history.db`), mem0's `langchain` embedder provider over a
+LangChain `Embeddings` that hands out recallbench's vectors (the pipeline's vector cache, else
+the `minilm` embedder), and an `openai` LLM with a placeholder key: mem0's constructor builds
+an LLM client, but `add(..., infer=False)` stores the text as given and never calls it.
+
+Add: `memory.add(text, user_id=..., metadata={"memory_id", "identifier"}, infer=False)`, one
+call per memory; mem0 gives each its own uuid4 id, ours ride in the metadata. Search:
+`memory.search(query, filters={"user_id": ...}, top_k=k, threshold=0)` (its default
+threshold 0.1 drops hits) in mem0's order and score: its dense candidates (max(4k, 60) of
+them), scored additively with its BM25 half and its entity boosts where these are active.
+Neither is, here: mem0's faiss store has no keyword search (mem0 logs so and scores the
+semantic half alone), and its entity extraction needs spaCy and a model download (spaCy is
+not installed, so no entities). The configuration records both.
+
+Why faiss: mem0 orders equal scores (two memories with the same text) stably over the vector
+store's candidate order. faiss's flat index gives the same order run after run and after a
+reload; Qdrant local gives one order in the process that added the memories and another
+after a reload (it reads its points back newest first), so a cloned or reopened store would
+rank ties differently. Duplicate texts: with `infer=False` mem0 keeps every copy (its md5
+de-duplication is on the `infer=True` path only); a text it did not store would show as a
+lower count, which the boundary reports as lost memories.
+
+mem0 reads two environment variables once, when it is first imported: `MEM0_TELEMETRY`
+(set to `False` here before the import) and `MEM0_DIR` (its home, `~/.mem0` by default: set
+here, unless the user set it, to `.store-cache/mem0` beside the first store this process
+opens, inside the build directory). Import mem0 only through `_mem0()` so both are in place.
+
+Digest: (memory id, text) read back with `memory.get_all`. Clone: the store directory
+(`storekit.DirectoryClone`), verified by mem0's own load (`Memory.from_config` on a copy).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from recallbench.systems.base import (
+    Hit,
+    StoreRecord,
+    TimedCalls,
+    VectorLookup,
+    check_new_ids,
+    records_digest,
+)
+from recallbench.systems.registry import register
+from recallbench.systems.storekit import (
+    DirectoryClone,
+    MiniLMCapability,
+    OpensDirectories,
+    VectorSource,
+    package_version,
+)
+
+SUBDIR = "faiss"
+HISTORY = "history.db"
+PACKAGE_FORMAT = "recallbench-mem0-dir-v1"
+COLLECTION = "memories"
+#: One mem0 user per store: every memory is added, listed and searched under it.
+USER = "recallbench"
+DIMS = 384
+#: mem0's constructor builds an LLM client; with infer=False it is never called.
+PLACEHOLDER_KEY = "recallbench-placeholder-never-used"
+#: mem0's get_all lists at most top_k memories.
+LIST_ALL = 10**9
+#: Every knob given to mem0 that is not its default (paths and the embedder object aside).
+VECTOR_STORE = {
+    "provider": "faiss",
+    "config": {
+        "collection_name": COLLECTION,
+        "distance_strategy": "cosine",
+        "embedding_model_dims": DIMS,
+    },
+}
+ADD = {"infer": False}
+#: mem0's BM25 half: its faiss store has no keyword search (checked when a store opens).
+BM25_ACTIVE = False
+SEARCH = {"threshold": 0}
+
+
+def _mem0(directory: Path) -> Any:
+    """`mem0.Memory`, imported with telemetry off and its home inside the build directory
+    (see the module docstring: mem0 reads both once, at its first import)."""
+    if "mem0" not in sys.modules:
+        os.environ["MEM0_TELEMETRY"] = "False"
+        home = Path(directory).resolve().parent / ".store-cache" / "mem0"
+        os.environ.setdefault("MEM0_DIR", str(home))
+    from mem0 import Memory
+
+    # its warnings that the BM25 half and spaCy are missing: the configuration records both
+    logging.getLogger("mem0").setLevel(logging.ERROR)
+    return Memory
+
+
+def _bm25_active(memory: Any) -> bool:
+    """Whether mem0's vector store has a keyword search of its own (its BM25 half)."""
+    from mem0.vector_stores.base import VectorStoreBase
+
+    own = getattr(type(memory.vector_store), "keyword_search", None)
+    return own is not None and own is not VectorStoreBase.keyword_search
+
+
+def _entities_active() -> bool:
+    """mem0's entity boosts need spaCy (and its model, which mem0 would download)."""
+    import importlib.util
+
+    return importlib.util.find_spec("spacy") is not None
+
+
+class Mem0Store:
+    def __init__(self, system: Mem0System, directory: Path, lookup: VectorLookup | None):
+        memory_class = _mem0(directory)
+        from langchain_core.embeddings import Embeddings
+
+        self._system = system
+        self.directory = directory
+        self._vectors = VectorSource(system.embedder, lookup)
+        source = self._vectors
+
+        class RecallbenchVectors(Embeddings):
+            """recallbench's vectors for mem0's `langchain` embedder provider."""
+
+            def embed_documents(self, texts: list[str]) -> list[list[float]]:
+                return source(texts)
+
+            def embed_query(self, text: str) -> list[float]:
+                return source.one(text)
+
+        config = {
+            "vector_store": {
+                "provider": VECTOR_STORE["provider"],
+                "config": {**VECTOR_STORE["config"], "path": str(directory / SUBDIR)},
+            },
+            "embedder": {
+                "provider": "langchain",
+                "config": {"model": RecallbenchVectors(), "embedding_dims": DIMS},
+            },
+            "llm": {"provider": "openai", "config": {"api_key": PLACEHOLDER_KEY}},
+            "history_db_path": str(directory / HISTORY),
+        }
+        with system._inside():
+            self._memory = memory_class.from_config(config)
+        if _bm25_active(self._memory) != BM25_ACTIVE:  # (another mem0 than the one tested)
+            raise RuntimeError(
+                f"mem0 {package_version('mem0ai')}: its faiss store searches keywords"
+            )
+
+    def _all(self) -> list[dict[str, Any]]:
+        return self._memory.get_all(filters={"user_id": USER}, top_k=LIST_ALL)["results"]
+
+    def _pairs(self) -> list[tuple[str, str]]:
+        return [(m["metadata"]["memory_id"], m["memory"]) for m in self._all()]
+
+    def ingest(self, records: Sequence[StoreRecord]) -> int:
+        for r in records:
+            self._vectors.check(r.text)
+        with self._system._inside():
+            check_new_ids((i for i, _ in self._pairs()), records)
+            for r in records:
+                self._memory.add(
+                    r.text,
+                    user_id=USER,
+                    metadata={"memory_id": r.memory_id, "identifier": r.identifier},
+                    **ADD,
+                )
+            return len(self._all())
+
+    def search(self, query: str, top_k: int) -> list[Hit]:
+        self._vectors.check(query)
+        with self._system._inside():
+            if top_k <= 0:
+                return []
+            found = self._memory.search(query, filters={"user_id": USER}, top_k=top_k, **SEARCH)[
+                "results"
+            ]
+        return [
+            Hit(
+                str(m["metadata"]["memory_id"]),
+                round(float(m["score"]), 6),
+                str(m["metadata"]["identifier"]),
+            )
+            for m in found
+        ]
+
+    def count(self) -> int:
+        with self._system._inside():
+            return len(self._all())
+
+    def digest(self) -> str:
+        with self._system._inside():
+            pairs = self._pairs()
+        return records_digest(pairs)
+
+    def delete_smallest(self) -> None:
+        with self._system._inside():
+            smallest = min(self._all(), key=lambda m: m["metadata"]["memory_id"])
+            self._memory.delete(smallest["id"])
+
+    def flush(self) -> None:
+        """mem0's faiss store saves its index and docstore on every insert and delete, and
+        its history database commits every write: nothing to flush."""
+
+    def close(self) -> None:
+        if self._memory is not None:
+            self._memory.close()
+        self._memory = None
+
+
+class Mem0System(OpensDirectories, TimedCalls):
+    """mem0 Memory (open source): faiss (exact cosine) over MiniLM vectors, infer=False."""
+
+    lexical = False
+
+    def __init__(self) -> None:
+        self.name = "mem0"
+        self.embedder = MiniLMCapability(self)
+        self.clone = DirectoryClone(self, PACKAGE_FORMAT, lambda s: s.delete_smallest())
+
+    def configuration(self) -> dict[str, Any]:
+        return {
+            "implementation": "mem0ai",
+            "implementation_version": package_version("mem0ai"),
+            "backend": f"mem0's faiss vector store: IndexFlatIP over L2-normalised vectors "
+            f"(exact cosine; faiss-cpu {package_version('faiss-cpu')}) and its SQLite "
+            "history database, in the store directory",
+            "vector_store": VECTOR_STORE,
+            "embedder": self.embedder.identity(),
+            "embedder_provider": "langchain: recallbench's vectors (the pipeline's vector "
+            "cache, else the minilm embedder)",
+            "llm": "openai with a placeholder key, never called (add with infer=False)",
+            "add": dict(ADD),
+            "search": "memory.search(query, filters={'user_id'}, top_k=k, threshold=0): "
+            "mem0's order and score",
+            "search_knobs": dict(SEARCH),
+            "bm25_half_active": BM25_ACTIVE,
+            "bm25_half": "none: mem0's faiss store has no keyword search",
+            "entity_boosts_active": _entities_active(),
+            "telemetry": "off (MEM0_TELEMETRY=False)",
+            "clone_format": PACKAGE_FORMAT,
+        }
+
+    def _store(self, directory: Path, vectors: VectorLookup | None, *, load: bool) -> Mem0Store:
+        return Mem0Store(self, directory, vectors)
+
+
+@register(
+    "mem0",
+    description="mem0 Memory (open source, infer=False) on its faiss store: exact cosine "
+    "over all-MiniLM-L6-v2 vectors (its BM25 half off: faiss has no keyword search)",
+    capabilities=("clone", "embedder"),
+    extra="mem0",
+)
+def mem0_system() -> Mem0System:
+    return Mem0System()
