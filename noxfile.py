@@ -29,7 +29,7 @@ def _install(session: nox.Session) -> None:
     session.install("torch==2.13.0")
     session.install(
         "-e",
-        ".[dev,docs,semantic,ray,chroma,txtai,llamaindex,langgraph,mem0]",
+        ".[dev,docs,semantic,ray,okapi,chroma,txtai,llamaindex,langgraph,mem0]",
         "-e",
         "examples/plugin-system",
     )
