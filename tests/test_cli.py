@@ -33,7 +33,7 @@ from recallbench.cli import main
 from recallbench.datasets.fixtures.reader import load_fixture_scope
 from recallbench.lock import LOCK_NAME, build_lock
 from recallbench.spool import SPOOL
-from recallbench.systems.base import records_digest
+from recallbench.systems.kit import records_digest
 
 ALL_COMMANDS = (
     *STAGE_NAMES,

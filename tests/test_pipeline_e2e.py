@@ -34,7 +34,7 @@ from recallbench.artifacts import (
 from recallbench.datasets.fixture_rules import POLICY_NAME
 from recallbench.datasets.fixtures.reader import LEVEL, load_fixture_scope
 from recallbench.spool import SPOOL
-from recallbench.systems.base import records_digest
+from recallbench.systems.kit import records_digest
 
 ENVELOPE_KINDS = ("suite", "hydrate", "runs", "roundtrip", "scores", "results", "decision")
 SCOPE = "00000"  # the fixture suite's one scope, as stores/ and roundtrip/ name it

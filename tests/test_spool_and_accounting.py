@@ -162,7 +162,8 @@ def test_hotmem_digest_reads_inside_and_hashes_outside(
     """HotMem's digest: reading the rows is HotMem's time, hashing them the harness's."""
     from recallbench.systems import get_system
     from recallbench.systems import hotmem as hm
-    from recallbench.systems.base import StoreRecord, records_digest
+    from recallbench.systems.base import StoreRecord
+    from recallbench.systems.kit import records_digest
 
     system = get_system("hotmem")
     store = system.open_store(tmp_path / "store")

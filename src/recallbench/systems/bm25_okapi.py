@@ -27,12 +27,9 @@ from typing import Any
 import numpy as np
 
 from recallbench.artifacts import atomic_write_bytes
-from recallbench.systems.base import (
-    Hit,
+from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
+from recallbench.systems.kit import (
     RecordsClone,
-    StoreRecord,
-    TimedCalls,
-    VectorLookup,
     check_new_ids,
     jsonl_bytes,
     jsonl_records,

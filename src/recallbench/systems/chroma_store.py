@@ -18,14 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.systems.base import (
-    Hit,
-    StoreRecord,
-    TimedCalls,
-    VectorLookup,
-    check_new_ids,
-    records_digest,
-)
+from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
+from recallbench.systems.kit import check_new_ids, records_digest
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
     DirectoryClone,

@@ -34,6 +34,8 @@ from recallbench.systems.base import (
     StoreRecord,
     TimedCalls,
     VectorLookup,
+)
+from recallbench.systems.kit import (
     check_manifest,
     check_new_ids,
     check_record_count,

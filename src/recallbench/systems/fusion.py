@@ -35,7 +35,6 @@ import orjson
 from recallbench.artifacts import atomic_write_bytes
 from recallbench.errors import RecallbenchError
 from recallbench.systems.base import (
-    MANIFEST,
     Corruption,
     Hit,
     PackageInfo,
@@ -44,9 +43,8 @@ from recallbench.systems.base import (
     System,
     TimedCalls,
     VectorLookup,
-    copy_package,
-    package_size,
 )
+from recallbench.systems.kit import MANIFEST, copy_package, package_size
 from recallbench.systems.registry import get_system, register
 
 MARKER = "fusion.json"

@@ -42,6 +42,8 @@ from recallbench.systems.base import (
     StoreRecord,
     TimedCalls,
     VectorLookup,
+)
+from recallbench.systems.kit import (
     copy_package,
     edit_text,
     package_size,

@@ -37,14 +37,8 @@ import orjson
 
 from recallbench.artifacts import atomic_write_bytes
 from recallbench.errors import RecallbenchError
-from recallbench.systems.base import (
-    Hit,
-    StoreRecord,
-    TimedCalls,
-    VectorLookup,
-    check_new_ids,
-    records_digest,
-)
+from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
+from recallbench.systems.kit import check_new_ids, records_digest
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
     DirectoryClone,

@@ -37,6 +37,8 @@ from recallbench.systems.base import (
     SnapshotRejected,
     TimedCalls,
     VectorLookup,
+)
+from recallbench.systems.kit import (
     check_manifest,
     copy_package,
     package_size,

@@ -32,13 +32,8 @@ import orjson
 
 from recallbench.artifacts import atomic_write_bytes
 from recallbench.errors import RecallbenchError
-from recallbench.systems.base import (
-    Hit,
-    StoreRecord,
-    TimedCalls,
-    check_new_ids,
-    records_digest,
-)
+from recallbench.systems.base import Hit, StoreRecord, TimedCalls
+from recallbench.systems.kit import check_new_ids, records_digest
 from recallbench.systems.registry import find_binary, register
 from recallbench.systems.storekit import claim, existing
 

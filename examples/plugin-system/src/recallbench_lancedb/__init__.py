@@ -38,7 +38,8 @@ from lancedb.index import FTS
 from lancedb.rerankers import RRFReranker
 
 from recallbench.systems import get_system
-from recallbench.systems.base import Hit, SnapshotRejected, StoreRecord, records_digest
+from recallbench.systems.base import Hit, SnapshotRejected, StoreRecord
+from recallbench.systems.kit import records_digest
 
 MARKER = "recallbench-lancedb.json"
 TABLE = "memories"
