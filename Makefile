@@ -35,10 +35,14 @@ eval: $(STAMP)
 	$(RB) check-baseline
 	@echo "results: $(BUILD)/results.json  report: $(BUILD)/report.md and $(BUILD)/report.html  decision: $(BUILD)/decision.json"
 
+# The suite on two worker processes (pytest-xdist), each taking whole test files, so a file's
+# module fixtures are built once and its tests keep their order: the machines here have 2 cores.
+PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile
+
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest -q
+	$(PYTEST)
 	$(MAKE) --no-print-directory test-portable
 	$(BIN)/mkdocs build --strict --quiet
 
@@ -47,7 +51,7 @@ test: $(STAMP)
 # ATen kernels, MKL limited to AVX2): they must not depend on which kernels ran.
 PORTABLE_KERNELS := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=AVX2
 test-portable: $(STAMP)
-	$(PORTABLE_KERNELS) $(BIN)/pytest -q -m embedding
+	$(PORTABLE_KERNELS) $(PYTEST) -m embedding
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -47,7 +47,7 @@ def lint(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The test suite."""
     _install(session)
-    session.run("pytest", "-q", *session.posargs)
+    session.run("pytest", "-q", "-n", "2", "--dist", "loadfile", *session.posargs)
 
 
 @nox.session
