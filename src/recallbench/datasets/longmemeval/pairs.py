@@ -11,8 +11,9 @@
   has no (or an empty) ``answer_session_ids``, the scope document's fallback applies: the
   sessions holding at least one ``has_answer: true`` turn. Which rule made each pair's gold
   is recorded.
-* No leakage: the store only sees `Document.memory_id`, an opaque hash, and the session
-  text; the map back to dataset session ids stays on the harness side (`Pair`).
+* No leakage: the store only sees a `Memory`'s `memory_id`, an opaque hash (`ids.opaque_id`),
+  the fixed `STORE_IDENTIFIER` and the session text; the map back to dataset session ids
+  stays on the harness side (the memory's `units`, which never reach the store).
   Sessions whose texts are identical are stored once (HotMem keeps one row per
   identifier + text) and a hit on that row stands for all of them, in haystack order.
 """
