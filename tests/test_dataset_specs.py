@@ -92,8 +92,28 @@ def test_the_committed_dataset_tables_match_the_specs(page: str, render: Any) ->
     expected = render()
     assert block.group(1) == expected, (
         f"{page} disagrees with the dataset specs; the table should read "
-        f"(python -m recallbench.datasets.tables):\n{expected}"
+        f"(`python -m recallbench.datasets.tables write` rewrites it):\n{expected}"
     )
+
+
+def test_write_rewrites_a_stale_table_and_only_its_block(tmp_path: Path) -> None:
+    """`python -m recallbench.datasets.tables write` puts the specs' tables into the three
+    pages (what a new dataset's author runs instead of pasting), and nothing else."""
+    from recallbench.datasets.tables import PAGES, write_tables
+
+    for page in PAGES.values():
+        (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
+        text = (ROOT / page).read_text(encoding="utf-8")
+        (tmp_path / page).write_text(text, encoding="utf-8")
+    readme = tmp_path / "README.md"
+    fresh = readme.read_text(encoding="utf-8")
+    readme.write_text(TABLE.sub(f"{START}\n| stale |\n{END}", fresh), encoding="utf-8")
+    assert write_tables(tmp_path) == ["README.md"]
+    assert readme.read_text(encoding="utf-8") == fresh
+    assert write_tables(tmp_path) == []
+    (tmp_path / "docs" / "index.md").write_text("no block here\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"docs/index.md: needs exactly one"):
+        write_tables(tmp_path)
 
 
 # -- a toy dataset, registered by this test only ---------------------------------------------

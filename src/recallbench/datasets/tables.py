@@ -3,13 +3,16 @@
 README.md and docs/index.md hold the dataset tables, docs/stages.md the dataset options'
 table, between ``<!-- datasets-table:start -->`` and ``<!-- datasets-table:end -->``; a
 test fails when a committed table and the specs disagree.
-``python -m recallbench.datasets.tables readme|index|options`` prints one.
+``python -m recallbench.datasets.tables readme|index|options`` prints one;
+``python -m recallbench.datasets.tables write`` rewrites all three blocks in place (run it
+from the repository's root after adding or changing a dataset).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 
 from recallbench.datasets.base import DATASETS, DEFAULT_DATASET, DatasetSpec
 
@@ -77,11 +80,49 @@ def options_table() -> str:
 
 
 TABLES = {"readme": readme_table, "index": index_table, "options": options_table}
+#: the page each table is committed in, relative to the repository's root
+PAGES = {"readme": "README.md", "index": "docs/index.md", "options": "docs/stages.md"}
+
+
+def with_table(text: str, table: str, page: str) -> str:
+    """`text` with its one generated block replaced by `table`."""
+    if text.count(START) != 1 or text.count(END) != 1 or text.index(START) > text.index(END):
+        raise ValueError(f"{page}: needs exactly one {START} ... {END} block")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{START}\n{table}{END}{tail}"
+
+
+def write_tables(root: Path) -> list[str]:
+    """Rewrite every page's generated block under `root`; the pages that changed."""
+    changed = []
+    for name, page in PAGES.items():
+        path = root / page
+        text = path.read_text(encoding="utf-8")
+        new = with_table(text, TABLES[name](), page)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            changed.append(page)
+    return changed
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["write"]:
+        try:
+            changed = write_tables(Path.cwd())
+        except (OSError, ValueError) as exc:
+            print(f"recallbench.datasets.tables: error: {exc}", file=sys.stderr)
+            return 1
+        print(
+            f"rewrote {', '.join(changed)}" if changed else "every table is current",
+            file=sys.stderr,
+        )
+        return 0
     if len(argv) != 1 or argv[0] not in TABLES:
-        print("usage: python -m recallbench.datasets.tables readme|index|options", file=sys.stderr)
+        print(
+            "usage: python -m recallbench.datasets.tables readme|index|options|write",
+            file=sys.stderr,
+        )
         return 2
     sys.stdout.write(TABLES[argv[0]]())
     return 0
