@@ -34,7 +34,7 @@ from recallbench.inputs import (
 from recallbench.jsonstrict import DuplicateKey, loads_object
 from recallbench.lock import LOCK_NAME, build_lock
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 
 # --------------------------------------------------------------------------- lock
