@@ -4,7 +4,7 @@
 Each dataset's generator (its spec's `generator` module, `generate(...)`) writes the file the
 tests use, in this process, --runs times after one warm-up; the figure is the median wall
 time of one call, in seconds, over those runs (min and max beside it), with the bytes
-written. The LoCoMo call is the one tests/test_locomo.py makes (2 conversations, seed 7),
+written. The LoCoMo call is the one tests/dataset/locomo/test_locomo.py makes (2 conversations, seed 7),
 which a test once required to take under 1 s; that bound is now this figure.
 JSON: build/bench_generators.json (with the machine and its load average).
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Redraw the docs' plots: the committed baseline's report plots and the comparison of the
-reference systems on the fixture suite (`make baseline` runs it; tests/test_plots.py fails
+reference systems on the fixture suite (`make baseline` runs it; tests/unit/test_plots.py fails
 when docs/img is stale).
 
     python scripts/docs_plots.py --baseline FILE --out DIR [--compare]

@@ -1,8 +1,9 @@
-"""Tiny module-level tasks for tests/test_executor.py.
+"""Tiny module-level tasks for tests/unit/test_executor.py.
 
-Spawned workers and Ray actors import this module by name, so it lives next to the tests
-(pytest puts `tests/` on sys.path; spawned workers inherit the parent's sys.path; the Ray
-tests put it on PYTHONPATH) and holds only module-level functions of plain data.
+Spawned workers and Ray actors import this module by name, so it lives in `tests/` beside
+the other shared helpers (pytest puts `tests/` on sys.path: `pythonpath` in pyproject.toml;
+spawned workers inherit the parent's sys.path; the Ray tests put it on PYTHONPATH) and holds
+only module-level functions of plain data.
 """
 
 from __future__ import annotations

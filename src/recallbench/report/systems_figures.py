@@ -1,5 +1,5 @@
 """Every system's figures on one dataset, as a Markdown table, from one `recallbench compare`
-output (its JSON): the table of `docs/stores.md`, checked by `tests/test_stores_figures.py`.
+output (its JSON): the table of `docs/stores.md`, checked by `tests/systems/test_stores_figures.py`.
 
     recallbench compare --system hotmem --system bm25 ... --output compare.json
     python -m recallbench.report.systems_figures compare.json

@@ -76,7 +76,7 @@ OFFLINE_ENV: dict[str, str] = {
 
 def offline_environment() -> None:
     """Set `OFFLINE_ENV`, without overriding what the user set. (None of these stores, set up
-    as here, writes a home or cache directory: `tests/test_no_outside_writes.py` checks.)"""
+    as here, writes a home or cache directory: `tests/e2e/test_no_outside_writes.py` checks.)"""
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
 

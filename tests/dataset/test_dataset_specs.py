@@ -23,7 +23,7 @@ from recallbench.datasets.tables import END, START, index_table, options_table, 
 from recallbench.errors import RecallbenchError
 from recallbench.options import DEFAULT_TOP_K, dataset_inputs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATASET_COMMANDS = ("validate", "run", "compare")
 TABLE = re.compile(re.escape(START) + r"\n(.*?)" + re.escape(END), re.S)
 

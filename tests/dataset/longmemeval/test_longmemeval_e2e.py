@@ -24,7 +24,7 @@ from recallbench.pipeline import Run, run_pipeline, write_run
 from recallbench.stages import query as query_stage
 from recallbench.stagework import Execution
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 ARTIFACT_FILES = [s.file for s in STAGES]
 TYPES = (
     "multi-session",

@@ -21,7 +21,7 @@ from recallbench.systems.registry import (
     systems_table,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "systems.md"
 TABLE = re.compile(r"<!-- systems-table:start -->\n(.*?)<!-- systems-table:end -->", re.S)
 EXAMPLE_PLUGIN = ("lancedb", "lancedb-fts", "lancedb-vector")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "recallbench"
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "recallbench"
 
 #: lowest first; a module belongs to the first layer with a pattern that matches its name
 #: (a pattern ending in ".*" matches the package and everything under it)

@@ -414,7 +414,7 @@ def test_the_script_takes_gold_official_and_counts_the_vacuous(data: Path) -> No
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[3]
     done = subprocess.run(
         [sys.executable, str(root / "scripts" / "retrieval_eval.py"), "-q", "--longmemeval"]
         + [str(data), "--gold", "official", "--system", "bm25-okapi"],

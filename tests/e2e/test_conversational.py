@@ -30,7 +30,7 @@ from recallbench.measures import value_of
 from recallbench.model import Scope, level_ranking
 from recallbench.pipeline import run_pipeline
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOP_K = 5  # LoCoMo runs: measures at k = 1 and 5
 
 

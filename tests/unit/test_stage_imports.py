@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-STAGES = Path(__file__).resolve().parents[1] / "src" / "recallbench" / "stages"
+STAGES = Path(__file__).resolve().parents[2] / "src" / "recallbench" / "stages"
 PACKAGE = "recallbench.stages"
 
 

@@ -1,4 +1,5 @@
-"""The scope spool's two readers, and how the system's time is told from the harness's."""
+"""The scope spool (`recallbench.spool`): its two readers, a task reading its scope and its
+slice of queries, and the refusals of a spool that is not the validated one."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ import pytest
 from recallbench.errors import ArtifactError
 from recallbench.model import Memory, Query, Scope
 from recallbench.spool import SPOOL, SpoolWriter, read_scope, scope_refs, stream_scopes
-from recallbench.systems import base
-from recallbench.systems.base import HarnessCallbacks, TimedCalls, timed_lookup
 from recallbench.worker import task_scope
 
 
@@ -116,73 +115,6 @@ def test_stream_refuses_another_spool_of_the_same_size(tmp_path: Path) -> None:
         list(stream_scopes(suite))
 
 
-class FakeClock:
-    """perf_counter for `base`: advanced by hand, so no test depends on real time."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class _System(TimedCalls):
-    def __init__(self, clock: FakeClock, lookup: Any) -> None:
-        self.clock = clock
-        self.lookup = lookup
-
-    def ingest(self, texts: list[str]) -> None:
-        with self._inside():
-            for text in texts:
-                self.clock.now += 2.0  # the system's own work
-                self.lookup(text)  # calls back into the harness
-
-
-def test_the_harness_s_lookups_are_not_counted_as_the_system_s_time(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    clock = FakeClock()
-    monkeypatch.setattr(base.time, "perf_counter", clock)
-    monkeypatch.setattr(HarnessCallbacks, "seconds", 0.0)
-
-    def cache_lookup(text: str) -> list[float]:
-        clock.now += 0.5  # the harness's vector cache
-        return [float(len(text))]
-
-    system = _System(clock, timed_lookup(cache_lookup))
-    system.ingest(["a", "bb", "ccc"])
-    assert system.seconds_inside() == pytest.approx(6.0)  # 3 x 2.0, not 3 x 2.5
-    assert HarnessCallbacks.seconds == pytest.approx(1.5)
-    assert timed_lookup(cache_lookup)("dddd") == [4.0]  # the value passes through
-
-
-def test_hotmem_digest_reads_inside_and_hashes_outside(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """HotMem's digest: reading the rows is HotMem's time, hashing them the harness's."""
-    from recallbench.systems import get_system
-    from recallbench.systems import hotmem as hm
-    from recallbench.systems.base import StoreRecord
-    from recallbench.systems.kit import records_digest
-
-    system = get_system("hotmem")
-    store = system.open_store(tmp_path / "store")
-    store.ingest([StoreRecord(f"m{i}", "fixture", f"text {i}", 0.5, ()) for i in range(4)])
-    clock = FakeClock()
-    monkeypatch.setattr(base.time, "perf_counter", clock)
-
-    def slow_digest(pairs: Any) -> str:
-        clock.now += 7.0
-        return records_digest(pairs)
-
-    monkeypatch.setattr(hm, "records_digest", slow_digest)
-    before = system.seconds_inside()
-    digest = store.digest()
-    store.close()
-    assert digest == records_digest((f"m{i}", f"text {i}") for i in range(4))
-    assert system.seconds_inside() - before == 0.0  # the clock only moved while hashing
-
-
 def test_a_suite_from_the_gzip_spool_era_is_refused(tmp_path: Path) -> None:
     """suite.json written by a recallbench whose spool was scopes.jsonl.gz (no per-scope
     places): both readers refuse it in one line, before reading anything."""
@@ -200,42 +132,3 @@ def test_a_suite_from_the_gzip_spool_era_is_refused(tmp_path: Path) -> None:
             next(read(old))
         assert "made by another recallbench version" in str(caught.value)
         assert str(caught.value).endswith("run `recallbench validate` again")
-
-
-def test_query_batches_shrink_towards_the_end() -> None:
-    """Groups of at most `size`, in order; with the total known, never more than the
-    remaining items over 2 x workers, so the last groups are single items."""
-    from recallbench.stagework import batches
-
-    def sizes(**kw: Any) -> list[int]:
-        groups = list(batches(str, range(30), 4, **kw))
-        assert [i for g in groups for i in g["items"]] == list(range(30))
-        assert all(g["fn"] is str for g in groups)
-        return [len(g["items"]) for g in groups]
-
-    assert sizes() == [4] * 7 + [2]
-    tail = sizes(total=30, workers=2)
-    assert max(tail) == 4 and tail[:3] == [4, 4, 4] and tail[-3:] == [1, 1, 1]
-    assert tail == [4, 4, 4, 4, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1]
-
-
-def test_transient_stores_alternate_and_are_removed(tmp_path: Path) -> None:
-    """A worker's transient stores alternate between two directories; the previous one is
-    emptied on the removal thread once the next is asked for, the last by finish_removals."""
-    from recallbench import worker
-
-    worker.close_worker()
-    try:
-        first = worker.transient_store(tmp_path)
-        (first / "db").parent.mkdir(parents=True)
-        (first / "db").write_bytes(b"x" * 4096)
-        second = worker.transient_store(tmp_path)
-        assert second.parent == first.parent and {first.name, second.name} == {"a", "b"}
-        (second / "db").parent.mkdir(parents=True)
-        (second / "db").write_bytes(b"y")
-        third = worker.transient_store(tmp_path)  # waits for the first's removal
-        assert third == first and list(first.iterdir()) == []
-        worker.finish_removals()
-        assert list(second.iterdir()) == [] and list(first.iterdir()) == []
-    finally:
-        worker.close_worker()

@@ -33,7 +33,7 @@ import raycluster
 
 from recallbench.datasets.longmemeval.generator import generate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RECALLBENCH = Path(sys.executable).with_name("recallbench")
 #: seconds for one recallbench command (a cluster run took 5-35 s on the shared 2-core machine)
 COMMAND_TIMEOUT = 300

@@ -890,7 +890,7 @@ def test_ctrl_c_during_the_script_exits_130_and_writes_nothing(
     big_longmemeval: Path, tmp_path: Path
 ) -> None:
     output = tmp_path / "result.json"
-    script = Path(__file__).resolve().parents[1] / "scripts" / "retrieval_eval.py"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "retrieval_eval.py"
     env = {**os.environ, "NO_PROGRESS": "1"}
     proc = subprocess.Popen(
         [sys.executable, str(script), "--longmemeval", big_longmemeval, "--output", output],

@@ -20,7 +20,7 @@ from recallbench.lock import LOCK_NAME
 from recallbench.pipeline import run_pipeline
 from recallbench.report.result import per_query_values
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "benchmarks" / "retrieval" / "baseline.json"
 
 

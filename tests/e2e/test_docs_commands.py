@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SH_BLOCK = re.compile(r"```sh\n(.*?)```", re.S)
 
 
@@ -64,7 +64,7 @@ def test_own_store_page_followed_verbatim(scratch_venv: Path, tmp_path: Path) ->
     env.pop("PYTHONPATH", None)
     outputs = []
     for block in blocks[1:]:  # the first block is the page's preview of the last one
-        cwd = ROOT if "tests/test_systems_contract.py" in block else tmp_path
+        cwd = ROOT if "tests/systems/test_systems_contract.py" in block else tmp_path
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", block],
             cwd=cwd,

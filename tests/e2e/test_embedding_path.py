@@ -22,7 +22,7 @@ from recallbench.cache import FILES, MANIFEST, CacheWriter, VectorCache, rows_di
 from recallbench.cli import main
 from recallbench.errors import RecallbenchError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "benchmarks" / "retrieval"
 LEARNED = ("minilm", "hybrid-rrf", "hotmem-minilm")
 RESULT_FILES = ("runs.json", "results.json")

@@ -34,7 +34,7 @@ from recallbench.executor import (
     make_executor,
 )
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 SRC = TESTS.parent / "src"
 
 #: (kind, workers) of the three engines: serial, 2 local processes, 2 Ray actors

@@ -24,7 +24,7 @@ from recallbench.compare import compare_results, render_markdown
 from recallbench.pipeline import Run, run_pipeline
 from recallbench.report import plots
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "benchmarks" / "retrieval"
 BASELINE = FIXTURES / "baseline.json"
 DOCS_IMG = ROOT / "docs" / "img"

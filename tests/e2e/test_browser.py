@@ -1,7 +1,7 @@
 """report.html, compare.html and the docs site in a real browser: headless Chromium (Debian's
 `chromium` and `chromium-driver`) driven by Selenium, no browser download (see browser.py).
 
-Run locally with `.venv/bin/pytest tests/test_browser.py` after
+Run locally with `.venv/bin/pytest tests/e2e/test_browser.py` after
 `apt-get install -y chromium chromium-driver`. Without them the tests skip, except under
 CI=true, where they fail: CI (.ci/run) installs both.
 """
@@ -22,7 +22,7 @@ import browser
 import orjson
 import pytest
 from conftest import CORPUS, ROOT, cli, load_json, run_fixtures
-from test_html import HOSTILE_ID, HOSTILE_TEXT, hostile_suite, run_pipeline_on
+from hostile import HOSTILE_ID, HOSTILE_TEXT, hostile_suite, run_pipeline_on
 
 from recallbench.pipeline import write_run
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "benchmarks" / "retrieval"
 CORPUS, QUERIES = FIXTURES / "corpus.jsonl", FIXTURES / "queries.jsonl"
 SCRIPT = ROOT / "scripts" / "retrieval_eval.py"

@@ -783,6 +783,6 @@ def test_consumers_select_by_fields() -> None:
 def test_the_docs_table_of_stems_is_the_generated_one() -> None:
     from recallbench.measures import measure_table
 
-    docs = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text("utf-8")
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text("utf-8")
     assert measure_table() in docs
     assert measure_table().count("\n") == len(MEASURE_CLASSES) + 2

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 from conftest import CORPUS, QUERIES, cli, load_json, run_fixtures
+from hostile import HOSTILE_ID, HOSTILE_MEMORY, HOSTILE_TEXT, hostile_suite, run_pipeline_on
 
 from recallbench.pipeline import Run, write_run
 from recallbench.report.html import (
@@ -24,9 +25,6 @@ from recallbench.report.html import (
 )
 
 DATA = re.compile(r'<script type="application/json" id="rb-data">(.*?)</script>', re.S)
-HOSTILE_ID = "q-<img/src=x/onerror=alert(1)>\"'&amp;"
-HOSTILE_MEMORY = "mem-<b>\"fin'</b>-001"
-HOSTILE_TEXT = "</script><script>alert(1)</script><!-- \u202egnp.exe <img src=x onerror=alert(2)>"
 
 
 def page_data(html: bytes) -> dict[str, Any]:
@@ -35,40 +33,11 @@ def page_data(html: bytes) -> dict[str, Any]:
     return orjson.loads(match.group(1))
 
 
-def hostile_suite(directory: Path) -> tuple[Path, Path]:
-    """The committed suite with a query id, a memory id and texts made to break a page:
-    markup, quotes, an entity, a comment opener and a bidi override."""
-    directory.mkdir(parents=True, exist_ok=True)
-    corpus = [orjson.loads(x) for x in CORPUS.read_bytes().splitlines()]
-    queries = [orjson.loads(x) for x in QUERIES.read_bytes().splitlines()]
-    for m in corpus:
-        if m["memory_id"] == "mem-fin-001":
-            m["memory_id"] = HOSTILE_MEMORY
-            m["fact"] += " " + HOSTILE_TEXT
-    for q in queries:
-        q["relevance"] = {
-            (HOSTILE_MEMORY if k == "mem-fin-001" else k): v for k, v in q["relevance"].items()
-        }
-        if q["query_id"] == "q-lexical-001":
-            q["query_id"] = HOSTILE_ID
-            q["query"] += " <b>bold</b> \u2066isolate\u2069 & \u200bzero-width"
-    paths = directory / "corpus.jsonl", directory / "queries.jsonl"
-    for path, records in zip(paths, (corpus, queries), strict=True):
-        path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
-    return paths
-
-
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Run:
     work = tmp_path_factory.mktemp("hostile")
     corpus, queries = hostile_suite(work / "data")
     return run_pipeline_on(work / "build", corpus, queries, system="bm25")
-
-
-def run_pipeline_on(build: Path, corpus: Path, queries: Path, **kwargs: Any) -> Run:
-    from recallbench.pipeline import run_pipeline
-
-    return run_pipeline("fixtures", {"corpus": corpus, "queries": queries}, build, **kwargs)
 
 
 # --- the page ----------------------------------------------------------------------------

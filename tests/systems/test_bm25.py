@@ -139,7 +139,7 @@ def test_the_fixture_suite_runs_bm25_with_a_token_less_query(tmp_path: Path) -> 
 
     from recallbench.cli import main
 
-    root = Path(__file__).resolve().parents[1] / "benchmarks" / "retrieval"
+    root = Path(__file__).resolve().parents[2] / "benchmarks" / "retrieval"
     lines = (root / "queries.jsonl").read_text(encoding="utf-8").splitlines()
     first = orjson.loads(lines[0])
     first["query"] = "???"

@@ -1,0 +1,102 @@
+"""Build-directory checks (`recallbench.buildpaths`): root-like, home, current directory and
+its parents, files and symlinks refused; `safe_child` refuses a symlinked child."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from recallbench import buildpaths
+from recallbench.buildpaths import check_build_dir, safe_child
+from recallbench.errors import RecallbenchError
+
+
+@pytest.mark.parametrize("value", ["", "  ", ".", "./", "/", "//", "/.."])
+def test_check_build_dir_refuses_root_like(
+    value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RecallbenchError) as err:
+        check_build_dir(value)
+    assert "\n" not in str(err.value)
+
+
+def test_check_build_dir_refuses_home_and_parents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "users" / "me"
+    home.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RecallbenchError, match="is your home directory"):
+        check_build_dir(home)
+    with pytest.raises(RecallbenchError, match="is a parent of your home directory"):
+        check_build_dir(tmp_path / "users")
+    assert check_build_dir(home / "build") == home / "build"
+
+
+def test_check_build_dir_refuses_current_dir_and_parents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    for value in (".", "build/..", str(project)):
+        with pytest.raises(RecallbenchError, match="is the current directory"):
+            check_build_dir(value)
+    with pytest.raises(RecallbenchError, match="is a parent of the current directory"):
+        check_build_dir("..")
+    assert check_build_dir("build") == Path("build")
+    assert check_build_dir(Path("out/build")) == Path("out/build")
+
+
+def test_check_build_dir_under_or_at_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    afile = tmp_path / "results.json"
+    afile.write_text("{}")
+    with pytest.raises(RecallbenchError) as err:
+        check_build_dir(afile / "build" / "deeper")
+    assert str(err.value) == f"{afile / 'build' / 'deeper'}: {afile} is a file, not a directory"
+    with pytest.raises(RecallbenchError, match="is a file, not a directory"):
+        check_build_dir(afile)
+    with pytest.raises(RecallbenchError, match="is a file, not a directory"):
+        check_build_dir("results.json/build")
+
+
+def test_check_build_dir_symlinks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    assert check_build_dir("link") == Path("link")  # a symlinked build dir is fine
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(RecallbenchError, match="symlink to .* which does not exist"):
+        check_build_dir("dangling/build")
+    (tmp_path / "to-root").symlink_to("/")
+    with pytest.raises(RecallbenchError, match="filesystem root"):
+        check_build_dir("to-root")
+
+
+def test_safe_child(tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    (build / "store").mkdir(parents=True)
+    assert safe_child(build, "store") == build / "store"
+    assert safe_child(build, "runs.json") == build / "runs.json"  # need not exist
+    assert safe_child(build, "store/snap.json") == build / "store" / "snap.json"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(build / "store")
+    (build / "store").symlink_to(elsewhere)
+    for name in ("store", "store/snap.json"):
+        with pytest.raises(RecallbenchError) as err:
+            safe_child(build, name)
+        assert str(err.value).startswith(f"{build / 'store'} is a symlink (to {elsewhere})")
+        assert "\n" not in str(err.value)
+    for bad in ("../x", "/etc/passwd", ""):
+        with pytest.raises(ValueError):
+            safe_child(build, bad)
+    assert buildpaths.safe_child(build, "other") == build / "other"
