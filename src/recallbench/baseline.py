@@ -85,7 +85,7 @@ def category_table(baseline: dict[str, Any], result: dict[str, Any]) -> str:
     baseline, result = normalize(baseline), normalize(result)
     if baseline["run"]["top_k"] != result["run"]["top_k"]:
         return "  (not comparable: different top-k)"
-    names = result["run"]["metrics"]
+    names = [m["name"] for m in result["run"]["measures"]]
     rows = []
     for cat in ["overall", *result["metrics"]["per_category"]]:
         before = (

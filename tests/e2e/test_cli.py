@@ -985,7 +985,7 @@ def test_run_and_compare_take_measures(tmp_path: Path, staged_build: Path) -> No
     scores = read_artifact(tmp_path / "run", "scores")["data"]
     assert [m["name"] for m in scores["measures"]] == ["recall(rel=3)@5"]
     result = orjson.loads((tmp_path / "run" / "results.json").read_bytes())["data"]
-    assert result["run"]["metrics"] == ["recall(rel=3)@5"]
+    assert [m["name"] for m in result["run"]["measures"]] == ["recall(rel=3)@5"]
     saved = staged_build / "results.json"
     refused = CliRunner().invoke(
         main,

@@ -357,7 +357,7 @@ def test_top_k_option_reaches_every_artifact(tmp_path: Path, top_k: int) -> None
     assert result["run"]["top_k"] == top_k
     names = [f"mrr@{top_k}", f"ndcg@{top_k}", f"fp_rate@{top_k}", f"duplicate_slot_rate@{top_k}"]
     recall = ["recall@1"] if top_k == 1 else ["recall@1", f"recall@{top_k}"]
-    assert result["run"]["metrics"] == recall + names
+    assert [m["name"] for m in result["run"]["measures"]] == recall + names
     assert set(result["metrics"]["overall"]) == set(recall + names)
     assert read_artifact(build, "scores")["data"]["top_k"] == top_k
     assert read_artifact(build, "decision")["data"]["top_k"] == top_k

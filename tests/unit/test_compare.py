@@ -244,7 +244,7 @@ def test_compare_two_systems_on_a_conversational_dataset(
     assert [s["label"] for s in doc["systems"]] == ["hotmem", "bm25"]
     pair = doc["comparisons"][0]
     # every per-query measure of the dataset, none pooled, all compared over every question
-    assert list(pair["metrics"]) == ref["run"]["metrics"]
+    assert list(pair["metrics"]) == [m["name"] for m in ref["run"]["measures"]]
     assert "recall_any@10" in pair["metrics"] and "ndcg_any@5" in pair["metrics"]
     assert pair["rates"] == {}
     for name, m in pair["metrics"].items():

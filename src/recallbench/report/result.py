@@ -14,7 +14,7 @@ from recallbench.datasets.base import decision
 from recallbench.measures import value_of
 
 RESULT_SCHEMA = "recallbench.result"
-RESULT_SCHEMA_VERSION = 2
+RESULT_SCHEMA_VERSION = 3
 #: the fields of a scores.json measure record a result keeps
 RESULT_MEASURE_FIELDS = ("name", "level", "k", "pooled", "definition", "empty_gold")
 
@@ -142,7 +142,6 @@ def build_result(
         "run": {
             "top_k": k,
             "store_mode": runs["store_mode"],
-            "metrics": [m["name"] for m in scores["measures"]],
             # the result keeps the measure fields it has always had (the baseline compares
             # them byte for byte); `measures.from_record` gives the value back from them
             "measures": [
@@ -152,7 +151,6 @@ def build_result(
         },
         "metrics": {"overall": scores["overall"], "per_category": scores["per_category"]},
         "queries": queries,
-        "missed_query_ids": [q["query_id"] for q in queries if q["missed"]],
         "roundtrip": roundtrip_view(rt),
         "decision": decision(suite, scores, rt),
     }
