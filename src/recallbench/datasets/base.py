@@ -12,9 +12,9 @@ the round trip's summary under ``"roundtrip"``, see `decision`). A `Source`:
   file digests are computed on the same pass that parses the bytes);
 * streams `Scope`s and `Drop`s in a fixed order (`stream()`), never loading a whole file;
 * declares its scoring `levels` (primary first), its `categories` (report order) with
-  human `category_labels`, its `drop_rules` (reason code -> sentence), its `measures` for a
-  run's top-k, its decision policy (`decide`, or None when the dataset has no rules), and
-  `notes` (sentences the report prints under the dataset's name);
+  human `category_labels`, its `drop_rules` (reason code -> sentence) and `notes`
+  (sentences the report prints under the dataset's name); its measures and decision policy
+  are the spec's (`DatasetSpec.measures`, `DatasetSpec.policy`), not the source's;
 * may add dataset-specific counts (`summary()`, after streaming) that the report lists.
 
 Stages never branch on the dataset's name: everything they need comes through here.
@@ -210,12 +210,6 @@ class Source(Protocol):
 
     def summary(self) -> dict[str, Any]:
         """Dataset-specific counts gathered while streaming (may be empty)."""
-
-    def measures(self, top_k: int, ks: Sequence[int] | None = None) -> list[Any]:
-        """The measures (recallbench.measures objects) to score a run with cutoff top_k (at
-        the cutoffs `ks`, when the run has its own)."""
-
-    decide: Callable[[Mapping[str, Any]], dict[str, Any]] | None
 
 
 def open_source(

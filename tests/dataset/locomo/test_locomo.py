@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
+from recallbench.datasets.base import dataset_policy
 from recallbench.datasets.locomo.generator import _TEMPLATES, generate
 from recallbench.datasets.locomo.reader import (
     CATEGORIES,
@@ -24,6 +25,7 @@ from recallbench.datasets.locomo.reader import (
 )
 from recallbench.errors import RecallbenchError
 from recallbench.ids import opaque_id
+from recallbench.measures import LOCOMO, family_measures
 from recallbench.model import Drop, Scope
 
 # -- a hand-written file -------------------------------------------------------------------
@@ -172,20 +174,20 @@ def test_declared_categories_levels_and_measures(tiny: Path) -> None:
         "4": "4 single-hop",
         "5": "5 adversarial",
     }
-    assert source.decide is None
+    assert dataset_policy("locomo") is None  # no decision rules
     assert source.size_bytes == tiny.stat().st_size
     notes = " ".join(source.notes)
     assert "differently" in notes and "Category 5" in notes and "blip_caption" in notes
     assert [lv.name for lv in source.levels] == ["session"]
-    names = [m.name for m in source.measures(10)]
+    names = [m.name for m in family_measures(LOCOMO, source.levels, 10)]
     assert names[:4] == ["recall@1", "recall_any@1", "recall_all@1", "ndcg_any@1"]
     assert "ndcg_any@10" in names and not any(n.startswith("turn_") for n in names)
 
     turn = open_source({"data": tiny}, {"unit": "turn"})
     assert [(lv.name, lv.prefix) for lv in turn.levels] == [("session", ""), ("turn", "turn_")]
-    names = [m.name for m in turn.measures(10)]
+    names = [m.name for m in family_measures(LOCOMO, turn.levels, 10)]
     assert names[0] == "recall@1" and "turn_recall_all@5" in names and len(names) == 24
-    assert [m.name for m in turn.measures(5)][-1] == "turn_ndcg_any@5"
+    assert [m.name for m in family_measures(LOCOMO, turn.levels, 5)][-1] == "turn_ndcg_any@5"
 
 
 # -- evidence parsing ----------------------------------------------------------------------

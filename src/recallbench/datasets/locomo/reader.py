@@ -396,7 +396,6 @@ class LoCoMoSource:
     category_labels = CATEGORY_LABELS
     drop_rules = DROP_RULES
     notes = NOTES
-    decide = None  # LoCoMo has no decision rules
 
     def __init__(self, path: Path, unit: str = DEFAULT_UNIT) -> None:
         if unit not in UNITS:
@@ -591,9 +590,6 @@ class LoCoMoSource:
             "unresolved_evidence_ids": c.unresolved_evidence_ids,
             "questions_without_evidence_key": c.questions_without_evidence_key,
         }
-
-    def measures(self, top_k: int, ks: Sequence[int] | None = None) -> list[Any]:
-        return family_measures(LOCOMO_FAMILY, self.levels, top_k, ks)
 
 
 def open_source(paths: Mapping[str, Path], options: Mapping[str, Any]) -> LoCoMoSource:

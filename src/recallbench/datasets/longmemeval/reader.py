@@ -180,7 +180,6 @@ class LongMemEvalSource:
     name = NAME
     drop_rules = DROP_RULES
     notes = NOTES
-    decide = None
 
     def __init__(
         self, path: Path, session_text: str, unit: str, gold: str = "answer_session_ids"
@@ -317,9 +316,6 @@ class LongMemEvalSource:
 
     def summary(self) -> dict[str, Any]:
         return dict(self._summary)
-
-    def measures(self, top_k: int, ks: Sequence[int] | None = None) -> list[Any]:
-        return measures(top_k, self.options, ks)
 
 
 def type_sort_key(question_type: str) -> tuple[int, str]:
