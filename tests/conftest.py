@@ -33,6 +33,7 @@ KERNEL_SENSITIVE_MODULES = {
     "test_semantic.py",
     "test_systems_semantic.py",
     "test_embedding_path.py",
+    "test_embedding_cache.py",
     "test_stores_e2e.py",
     "test_stores_figures.py",
 }

@@ -1,0 +1,174 @@
+"""The vector cache of the one embedding path: prep gives the same cache on every engine
+and worker count, its batches depend on the texts alone, and the cache is never lost or
+shared by two writers (a run on every path: test_embedding_path.py).
+
+Every test here is marked `embedding` (see conftest): `make test-portable` runs them again
+with other CPU kernels. No test compares floats computed by two different kernel paths.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+from embeddingpath import (
+    cache_bytes,
+    cli,
+    ok,
+    one_line_error,
+    validated_with_cache,
+)
+
+from recallbench.cache import MANIFEST, CacheWriter, VectorCache
+from recallbench.cli import main
+from recallbench.errors import RecallbenchError
+
+
+@pytest.fixture(scope="module")
+def fixture_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The fixtures validated once, and minilm's cache made by `prep` with one worker."""
+    return validated_with_cache(tmp_path_factory)
+
+
+def test_prep_writes_the_same_cache_for_any_workers_and_engine(fixture_cache, tmp_path) -> None:
+    reference = cache_bytes(fixture_cache["cache"])
+    for name, extra in (
+        ("two-local", ["--workers", "2"]),
+        ("ray", ["--executor", "ray", "--workers", "2"]),
+    ):
+        cache = tmp_path / name
+        ok(cli(fixture_cache["build"], "prep", "--cache", cache, "--system", "minilm", *extra))
+        assert cache_bytes(cache) == reference, name
+    manifest = orjson.loads(reference[MANIFEST])
+    assert manifest["batching"]["batch"] == 64
+    assert manifest["texts"] == {"seen": 137, "distinct": 136}
+    build = manifest["embedder_build"]
+    assert build["device"] == "cpu" and build["torch_threads"] == 1 and build["cpu_capability"]
+
+
+def test_a_failed_prep_leaves_the_previous_cache_as_it_was(fixture_cache, tmp_path) -> None:
+    import shutil
+
+    cache = tmp_path / "cache"
+    shutil.copytree(fixture_cache["cache"], cache)
+    before = cache_bytes(cache)
+    manifest = orjson.loads(before[MANIFEST])
+    writer = CacheWriter(cache, manifest["embedder_identity"])
+    writer.add_scope([0])
+    writer.add([b"k" * 32], b"\0" * 4 * 384, 384)
+    writer.abort()  # what an interrupted or failed prep does
+    assert cache_bytes(cache) == before
+    assert sorted(p.name for p in cache.iterdir() if p.name.startswith("rows-")) == [
+        manifest["rows"]
+    ]
+    VectorCache.open(
+        cache, embedder_identity=manifest["embedder_identity"], source=manifest["source"]
+    ).close()
+
+
+def test_a_killed_prep_leaves_the_previous_cache_and_the_next_prep_cleans_up(
+    fixture_cache, tmp_path
+) -> None:
+    import shutil
+
+    cache = tmp_path / "cache"
+    shutil.copytree(fixture_cache["cache"], cache)
+    before = cache_bytes(cache)
+    child = _hold_a_writer(cache)
+    try:
+        child.kill()  # SIGKILL mid-prep: no abort, its rows stay behind
+        child.wait(timeout=30)
+    finally:
+        child.kill()
+    assert cache_bytes(cache) == before
+    leftovers = [p for p in cache.iterdir() if p.name.startswith("rows-new-")]
+    assert leftovers
+    ok(cli(fixture_cache["build"], "prep", "--cache", cache, "--system", "minilm"))
+    assert cache_bytes(cache) == before  # same batches, same bytes
+    assert not [p for p in cache.iterdir() if p.name.startswith("rows-new-")]
+
+
+def _hold_a_writer(cache: Path) -> subprocess.Popen:
+    """A process holding a CacheWriter open on `cache` (lock held, rows half-written)."""
+    code = (
+        "import sys, time\n"
+        "from recallbench.cache import CacheWriter\n"
+        "w = CacheWriter(sys.argv[1], 'x@1')\n"
+        "w.add_scope([0]); w.add([b'k' * 32], b'\\0' * 4, 1)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, str(cache)], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    return child
+
+
+def test_a_second_prep_into_one_cache_is_refused(fixture_cache, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    child = _hold_a_writer(cache)
+    try:
+        line = one_line_error(
+            cli(fixture_cache["build"], "prep", "--cache", cache, "--system", "minilm"), "prep"
+        )
+        assert f"{cache} is in use by pid {child.pid}" in line and "another --cache" in line
+        with pytest.raises(RecallbenchError, match="in use by"):
+            CacheWriter(cache, "x@1")
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+
+
+def test_hydrate_checks_the_cache_with_transient_stores_too(fixture_cache, tmp_path) -> None:
+    build = fixture_cache["build"]
+    missing = one_line_error(
+        cli(build, "hydrate", "--system", "minilm", "--transient", "--cache", tmp_path / "none"),
+        "hydrate",
+    )
+    assert "no vector cache here" in missing
+    no_embedder = one_line_error(
+        cli(build, "hydrate", "--system", "bm25", "--transient", "--cache", fixture_cache["cache"]),
+        "hydrate",
+    )
+    assert "bm25 has no embedder" in no_embedder
+
+
+def test_the_batches_depend_on_the_texts_alone() -> None:
+    from recallbench.vectorprep import BATCH, plan_batches
+
+    texts = [f"text {i}" for i in range(150)]
+    tokens = [(i * 7) % 13 + 1 for i in range(150)]
+    batches = plan_batches(texts, 0, tokens, cap=10)
+    assert [len(b) for b in batches] == [BATCH, BATCH, 150 - 2 * BATCH]
+    flat = [i for b in batches for i in b]
+    assert sorted(flat) == list(range(150))
+    assert [min(tokens[i], 10) for i in flat] == sorted(min(t, 10) for t in tokens)
+    assert plan_batches(texts, 0, tokens, cap=10) == batches  # nothing else decides them
+
+
+def test_prep_reports_texts_and_tokens_per_second(fixture_cache, tmp_path) -> None:
+    result = CliRunner().invoke(
+        main,
+        [
+            "--build-dir",
+            str(fixture_cache["build"]),
+            "prep",
+            "--cache",
+            tmp_path / "c",
+            "--system",
+            "minilm",
+            "--workers",
+            "1",
+        ],
+    )
+    ok(result)
+    assert (
+        "136 vectors" in result.stderr
+        and "texts/s" in result.stderr
+        and "tokens/s" in result.stderr
+    )
