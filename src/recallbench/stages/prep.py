@@ -10,26 +10,8 @@ and no `--cache` is given: a stage never imports another stage.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
-
-from recallbench.stagework import Execution
 from recallbench.vectorprep import make_vector_cache
 
-
-def run_prep(
-    suite_env: Mapping[str, Any],
-    cache_dir: Path,
-    system_name: str,
-    *,
-    execution: Execution | None = None,
-    sort_by_length: bool = True,
-) -> dict[str, Any]:
-    """Write the cache; return its manifest (with `timing`, a local diagnostic).
-
-    The previous cache in `cache_dir`, if any, stays valid until the new one is complete
-    (see `recallbench.cache.CacheWriter`)."""
-    return make_vector_cache(
-        suite_env, cache_dir, system_name, execution=execution, sort_by_length=sort_by_length
-    )
+#: the stage's entry point: write the cache, return its manifest (the same function the
+#: other stages call when they make the cache themselves)
+run_prep = make_vector_cache
