@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "recallbench",
             "recallbench.errors",
             "recallbench.ids",
+            "recallbench.escape",
             "recallbench.jsonstrict",
             "recallbench.inputs",
             "recallbench.buildpaths",
