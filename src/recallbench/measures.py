@@ -9,11 +9,19 @@ level (dataset ids, best first) and the query's grades at that level, it returns
 arithmetic lives in `recallbench.metrics` (textbook / trec_eval definitions) and
 `recallbench.metrics.longmemeval` (LongMemEval's own code, quirks kept).
 
-Names (ir-measures style): ``name`` is the artifact key, ``{prefix}{stem}@{k}`` with a
-non-default threshold in parentheses (``recall(rel=3)@10``, ``turn_recall_any@5``);
-``spec`` (also ``str(measure)``) adds every other non-default parameter
-(``fp_rate(level=memory,categories=negative_or_no_answer)@5``). `parse` reads either back:
-``parse(m.spec) == m``; a bare name takes its level from the prefix (`parse(name, levels)`).
+Names (ir-measures style): ``name`` is the artifact key, ``{prefix}{stem}@{k}`` with every
+parameter that is not its class's default in parentheses, in field order
+(``recall(rel=3)@10``, ``ndcg(categories=exact_lexical)@5``,
+``recall_all(empty_gold=1.0)@5``, ``turn_recall_any@5``); the level is the one the prefix
+names in the suite. ``spec`` (also ``str(measure)``) adds ``level=`` when the level is not
+the prefix's default (``fp_rate(level=memory)@5``). `parse` reads either back:
+``parse(m.spec) == m`` and ``parse(m.name, levels) == m`` for the suite's levels, so two
+distinct measures of one suite never share a name (`distinct` refuses it if they would).
+The slot rates' default categories are the fixture suite's (``fp_rate`` applies to
+``negative_or_no_answer`` queries, ``duplicate_slot_rate`` to ``near_duplicate_diversity``);
+``categories=*`` applies a measure to every query. A parameter given twice, an empty value,
+a value with a separator (``,|()=@``) or whitespace, or a parameter the stem does not read
+is refused in one line.
 
 Measure families (`FAMILIES`): a dataset's measure set is one registered function of
 (levels, top_k, ks, options), so `score` rebuilds the measures from suite.json alone.
@@ -41,6 +49,15 @@ from recallbench.errors import RecallbenchError
 from recallbench.metrics import longmemeval as official
 from recallbench.model import RELEVANT_GRADE, Level, relevant_ids
 
+#: the fixture suite's categories its slot rates apply to (fixtures.NEGATIVE_CATEGORY and
+#: DUPLICATE_CATEGORY; a test ties them): the slot rates' default categories
+FIXTURE_NO_ANSWER = "negative_or_no_answer"
+FIXTURE_DUPLICATES = "near_duplicate_diversity"
+#: a parameter value in a name: no separator of the name grammar, no whitespace
+_VALUE = re.compile(r"^[^\s,|()=@]+$")
+#: `categories=*`: every query (None)
+EVERY_CATEGORY = "*"
+
 
 @dataclass(frozen=True)
 class Measure:
@@ -61,25 +78,50 @@ class Measure:
     pooled = False  # True: aggregate by summing Ratio counts instead of a mean
     #: whether `rel` changes the value (nDCG uses the raw grades, slot rates grade 0)
     takes_rel = True
+    #: whether `empty_gold` changes the value (the measures LongMemEval's official rule scores)
+    takes_empty_gold = False
     #: a one-line definition for docs and reports
     definition = ""
 
     def __post_init__(self) -> None:
+        """Check every parameter (one-line RecallbenchError) and normalise `empty_gold` to a
+        float, so that equal measures have one name."""
+        what = f"measure {self.stem}"
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise RecallbenchError(f"measure {self.stem}: k must be a positive integer")
+            raise RecallbenchError(f"{what}: k must be a positive integer")
+        if isinstance(self.rel, bool) or not isinstance(self.rel, int) or self.rel < 1:
+            raise RecallbenchError(f"{what}: rel must be a positive integer, got {self.rel!r}")
         if self.rel != RELEVANT_GRADE and not self.takes_rel:
             raise RecallbenchError(f"measure {self.stem} takes no rel (it reads the grades)")
+        _check_value(what, "level", self.level)
+        if not isinstance(self.prefix, str) or not _PREFIX.match(self.prefix):
+            raise RecallbenchError(f"{what}: prefix {self.prefix!r} is not lowercase ending '_'")
+        if self.categories is not None:
+            if not isinstance(self.categories, frozenset) or not self.categories:
+                raise RecallbenchError(f"{what}: categories must be a non-empty frozenset")
+            for category in sorted(self.categories, key=str):
+                _check_value(what, "category", category)
+                if category == EVERY_CATEGORY:
+                    raise RecallbenchError(f"{what}: '*' is no category (categories=* is all)")
+        if self.empty_gold is not None:
+            if not self.takes_empty_gold:
+                raise RecallbenchError(f"measure {self.stem} takes no empty_gold")
+            if isinstance(self.empty_gold, bool) or not isinstance(self.empty_gold, int | float):
+                raise RecallbenchError(f"{what}: empty_gold must be a number")
+            if not 0.0 <= self.empty_gold <= 1.0:
+                raise RecallbenchError(f"{what}: empty_gold {self.empty_gold!r} is not in [0, 1]")
+            object.__setattr__(self, "empty_gold", float(self.empty_gold) + 0.0)  # no -0.0
 
     @property
     def name(self) -> str:
-        """The artifact key: ``{prefix}{stem}@{k}``, ``(rel=N)`` when rel is not the default."""
-        return f"{self.at_k[:-1]}{self.k}"
+        """The artifact key: ``{prefix}{stem}({params})@{k}``, every parameter but the level
+        that is not its default (`parse(name, levels)` gives `self` back)."""
+        return self._named(with_level=False)
 
     @property
     def at_k(self) -> str:
         """The name with a literal k (``turn_recall@k``), for definitions lists."""
-        rel = f"(rel={self.rel})" if self.rel != RELEVANT_GRADE else ""
-        return f"{self.prefix}{self.stem}{rel}@k"
+        return f"{self.name.rpartition('@')[0]}@k"
 
     def params(self) -> dict[str, Any]:
         """Every parameter beyond stem, level, prefix and k, with its value (for scores.json)."""
@@ -93,15 +135,18 @@ class Measure:
 
     @property
     def spec(self) -> str:
-        """The full name: every parameter that is not its default, `parse` gives `self` back."""
-        parts = [f"level={self.level}"] if self.level != _default_level(self.prefix) else []
+        """The full name: the name with ``level=`` first when the level is not the prefix's
+        default; `parse` gives `self` back without the suite's levels."""
+        return self._named(with_level=self.level != _default_level(self.prefix))
+
+    def _named(self, *, with_level: bool) -> str:
+        parts = [f"level={self.level}"] if with_level else []
         for f in fields(self):
             if f.name in ("level", "k", "prefix"):
                 continue
             value = getattr(self, f.name)
             if value != f.default or f.name == "reads":  # `reads` marks the turn2session nDCG
-                shown = "|".join(sorted(value)) if isinstance(value, frozenset) else value
-                parts.append(f"{f.name}={shown}")
+                parts.append(f"{f.name}={_shown(value)}")
         inner = f"({','.join(parts)})" if parts else ""
         return f"{self.prefix}{self.stem}{inner}@{self.k}"
 
@@ -209,6 +254,7 @@ class RecallAny(Measure):
     """
 
     stem = "recall_any"
+    takes_empty_gold = True
     definition = "1 if any relevant id is in the top k (Success@k, 'hit rate')"
 
     def __call__(self, ranking, grades, groups=None):
@@ -220,6 +266,7 @@ class RecallAll(Measure):
     """recall_all@k = 1 if every relevant id is in the top k, else 0; None when R is empty."""
 
     stem = "recall_all"
+    takes_empty_gold = True
     definition = "1 if every relevant id is in the top k (strict recall)"
 
     def __call__(self, ranking, grades, groups=None):
@@ -256,6 +303,7 @@ class NDCGAny(Measure):
     is empty."""
 
     stem = "ndcg_any"
+    takes_empty_gold = True
     definition = "LongMemEval's official binary nDCG (ranks 1 and 2 both undiscounted)"
 
     def __call__(self, ranking, grades, groups=None):
@@ -276,6 +324,12 @@ class NDCGAnyTurn2Session(NDCGAny):
     reads: str = "turn"
     depth: int = 0
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_value(f"measure {self.stem}", "reads", self.reads)
+        if isinstance(self.depth, bool) or not isinstance(self.depth, int) or self.depth < 0:
+            raise RecallbenchError(f"measure {self.stem}: depth must be an integer >= 0")
+
     definition = (
         "LongMemEval's evaluate_retrieval_turn2session nDCG: the turn ranking cut where it "
         "holds k distinct sessions, gold turns relevant"
@@ -291,9 +345,13 @@ class NDCGAnyTurn2Session(NDCGAny):
         return official.turn2session_ndcg(list(ranking), gold, self.k)
 
 
+@dataclass(frozen=True)
 class FalsePositiveRate(PooledMeasure):
     """False-positive slots@k = returned ids in the top k graded 0 / min(k, returned);
-    pooled over queries (a Ratio of slot counts)."""
+    pooled over queries (a Ratio of slot counts). By default over the no-answer queries
+    (category ``negative_or_no_answer``); ``categories=*`` for every query."""
+
+    categories: frozenset[str] | None = frozenset({FIXTURE_NO_ANSWER})
 
     stem = "fp_rate"
     definition = "returned slots in the top k holding an ungraded id / returned slots (pooled)"
@@ -302,9 +360,13 @@ class FalsePositiveRate(PooledMeasure):
         return m.false_positive_slots(ranking, grades, self.k)
 
 
+@dataclass(frozen=True)
 class DuplicateSlotRate(PooledMeasure):
     """Duplicate slots@k = slots in the top k whose duplicate group already appeared above /
-    min(k, returned); pooled over queries."""
+    min(k, returned); pooled over queries. By default over the near-duplicate queries
+    (category ``near_duplicate_diversity``); ``categories=*`` for every query."""
+
+    categories: frozenset[str] | None = frozenset({FIXTURE_DUPLICATES})
 
     stem = "duplicate_slot_rate"
     definition = "top-k slots repeating an earlier slot's duplicate group / returned slots (pooled)"
@@ -385,13 +447,42 @@ def conversational_measures(
     return out
 
 
+_PREFIX = re.compile(r"^(?:[a-z0-9_]*_)?$")
+
+
+def _check_value(what: str, key: str, value: Any) -> None:
+    """A string parameter must be writable in a name: non-empty, no separator or space."""
+    if not isinstance(value, str) or not _VALUE.match(value):
+        raise RecallbenchError(
+            f"{what}: {key} {value!r} must be non-empty, without whitespace or any of ,|()=@"
+        )
+
+
+def _shown(value: Any) -> str:
+    """A parameter's value as a name writes it (`_CONVERT` reads it back)."""
+    if value is None:
+        return EVERY_CATEGORY  # only categories can be None where the default is not
+    if isinstance(value, frozenset):
+        return "|".join(sorted(value))
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _categories(text: str) -> frozenset[str] | None:
+    if text == EVERY_CATEGORY:
+        return None
+    parts = text.split("|")
+    if len(set(parts)) != len(parts):
+        raise ValueError("a category is repeated")
+    return frozenset(parts)
+
+
 #: measures by stem, for `parse` (the turn2session nDCG is ndcg_any with a `reads` level)
 BY_STEM: dict[str, type[Measure]] = {cls.stem: cls for cls in MEASURE_CLASSES}
 _NAME = re.compile(r"^(?P<body>[a-z0-9_]+?)(?:\((?P<params>[^()]*)\))?@(?P<k>[0-9]+)$")
 _CONVERT: dict[str, Callable[[str], Any]] = {
     "level": str,
     "rel": int,
-    "categories": lambda v: frozenset(v.split("|")),
+    "categories": _categories,
     "empty_gold": float,
     "reads": str,
     "depth": int,
@@ -415,7 +506,10 @@ def parse(text: str, levels: Sequence[Level | Mapping[str, Any]] | None = None) 
     ``fp_rate(level=memory,categories=negative_or_no_answer)@5``): ``parse(m.spec) == m``.
 
     Without ``level=`` the level is the one in `levels` whose prefix the name carries, else
-    `_default_level`. A bad name raises RecallbenchError in one line listing the stems."""
+    `_default_level`. With `levels`, ``level=`` must be among them and a name
+    without a prefix takes its level's prefix (``recall(level=turn)@5`` is
+    ``turn_recall@5``). A bad name, an unknown, repeated or empty parameter raises
+    RecallbenchError in one line."""
     stems = ", ".join(BY_STEM)
     bad = f"{text!r} is not a measure name (STEM@K or STEM(rel=N)@K, stems: {stems})"
     match = _NAME.match(text.strip())
@@ -429,35 +523,73 @@ def parse(text: str, levels: Sequence[Level | Mapping[str, Any]] | None = None) 
     if prefix and not prefix.endswith("_"):
         raise RecallbenchError(bad)
     params: dict[str, Any] = {}
-    for part in filter(None, (match["params"] or "").split(",")):
+    for part in match["params"].split(",") if (match["params"] or "").strip() else ():
         key, sep, value = part.partition("=")
-        key = key.strip()
+        key, value = key.strip(), value.strip()
+        if not key:
+            raise RecallbenchError(f"{text!r}: an empty parameter (a stray ',')")
         if not sep or key not in _CONVERT:
             raise RecallbenchError(
                 f"{text!r}: unknown parameter {key!r} (known: {', '.join(_CONVERT)})"
             )
+        if key in params:
+            raise RecallbenchError(f"{text!r}: parameter {key!r} is given twice")
+        if not value:
+            raise RecallbenchError(f"{text!r}: parameter {key!r} has no value")
         try:
-            params[key] = _CONVERT[key](value.strip())
+            params[key] = _CONVERT[key](value)
         except ValueError:
-            raise RecallbenchError(f"{text!r}: {key}={value.strip()!r} is not valid") from None
+            raise RecallbenchError(f"{text!r}: {key}={value!r} is not valid") from None
     cls = BY_STEM[stem]
     if "reads" in params or "depth" in params:
         if cls is not NDCGAny:
             raise RecallbenchError(f"{text!r}: only ndcg_any takes reads/depth")
         cls = NDCGAnyTurn2Session
-    if "level" not in params:
-        known = [_level_of(lv) for lv in levels or ()]
-        if levels is not None:
-            found = [lv.name for lv in known if lv.prefix == prefix]
-            if not found:
-                prefixes = ", ".join(repr(lv.prefix) for lv in known)
-                raise RecallbenchError(
-                    f"{text!r}: no level with the prefix {prefix!r} (prefixes: {prefixes})"
-                )
-            params["level"] = found[0]
-        else:
-            params["level"] = _default_level(prefix)
-    return cls(k=int(match["k"]), prefix=prefix, **params)
+    if levels is not None:
+        prefix = _resolve_level(text, prefix, params, [_level_of(lv) for lv in levels])
+    elif "level" not in params:
+        params["level"] = _default_level(prefix)
+    try:
+        return cls(k=int(match["k"]), prefix=prefix, **params)
+    except RecallbenchError as exc:
+        raise RecallbenchError(f"{text!r}: {exc}") from None
+
+
+def _resolve_level(text: str, prefix: str, params: dict[str, Any], known: list[Level]) -> str:
+    """Set params' level from the suite's levels; return the prefix (the level's own)."""
+    names = ", ".join(lv.name for lv in known)
+    if "level" in params and params["level"] not in {lv.name for lv in known}:
+        raise RecallbenchError(
+            f"{text!r}: the suite has no level {params['level']!r} (levels: {names})"
+        )
+    if "level" in params:
+        own = next(lv.prefix for lv in known if lv.name == params["level"])
+        if prefix and prefix != own:
+            raise RecallbenchError(
+                f"{text!r}: the prefix {prefix!r} is not level {params['level']!r}'s ({own!r})"
+            )
+        return own
+    found = [lv.name for lv in known if lv.prefix == prefix]
+    if not found:
+        prefixes = ", ".join(repr(lv.prefix) for lv in known)
+        raise RecallbenchError(
+            f"{text!r}: no level with the prefix {prefix!r} (prefixes: {prefixes})"
+        )
+    params["level"] = found[0]
+    return prefix
+
+
+def distinct(measures: Iterable[Measure]) -> list[Measure]:
+    """The measures without repeats, in order; two different measures sharing a name (one
+    artifact key) raise RecallbenchError in one line naming both."""
+    by_name: dict[str, Measure] = {}
+    for measure in measures:
+        seen = by_name.setdefault(measure.name, measure)
+        if seen != measure:
+            raise RecallbenchError(
+                f"measures {seen.spec} and {measure.spec} would share the key {measure.name}"
+            )
+    return list(by_name.values())
 
 
 def from_record(record: Mapping[str, Any]) -> Measure:
@@ -523,11 +655,8 @@ FAMILIES: dict[str, Family] = {}
 FIXTURES = "fixtures"
 LOCOMO = "locomo"
 LONGMEMEVAL = "longmemeval"
-#: the fixture suite's categories its slot rates apply to (fixtures.NEGATIVE_CATEGORY and
-#: DUPLICATE_CATEGORY; a test ties them), and LongMemEval's gold rule and default-rule level
-#: (longmemeval.pairs.GOLD_OFFICIAL, DEFAULT_RULE_LEVEL): measures.py imports no dataset
-FIXTURE_NO_ANSWER = "negative_or_no_answer"
-FIXTURE_DUPLICATES = "near_duplicate_diversity"
+#: LongMemEval's gold rule and default-rule level (longmemeval.pairs.GOLD_OFFICIAL,
+#: DEFAULT_RULE_LEVEL; the fixture categories are at the top): measures.py imports no dataset
 LONGMEMEVAL_GOLD_OFFICIAL = "official"
 LONGMEMEVAL_DEFAULT_RULE_LEVEL = "answer_ids"
 
@@ -553,7 +682,10 @@ def family_measures(
     records, the primary level first), run top-k, cutoffs and reader options."""
     if name not in FAMILIES:
         raise RecallbenchError(f"no measure family {name!r} (known: {', '.join(FAMILIES)})")
-    return FAMILIES[name]([_level_of(lv) for lv in levels], top_k, ks or None, dict(options or {}))
+    chosen = FAMILIES[name](
+        [_level_of(lv) for lv in levels], top_k, ks or None, dict(options or {})
+    )
+    return distinct(chosen)
 
 
 @family(FIXTURES)
@@ -575,10 +707,7 @@ def fixture_family(levels, top_k, ks, options):
         FalsePositiveRate(level, top_k, categories=frozenset({FIXTURE_NO_ANSWER})),
         DuplicateSlotRate(level, top_k, categories=frozenset({FIXTURE_DUPLICATES})),
     ]
-    unique: dict[str, Measure] = {}
-    for measure in chosen:
-        unique.setdefault(measure.name, measure)
-    return list(unique.values())
+    return distinct(chosen)
 
 
 @family(LOCOMO)

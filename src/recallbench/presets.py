@@ -124,6 +124,8 @@ def paper_summary(result: Mapping[str, Any]) -> str:
                 absent = BY_STEM[stem](level["name"], k, level["prefix"]).name
                 name = next(iter(select(measures, stem=stem, k=k, rel=RELEVANT_GRADE)), absent)
                 value = overall.get(name, {}).get("value")
-                cells.append(f"{name} {'n/a' if value is None else f'{value:.4f}'}")
+                # the official summary's label; the header line names the gold rule
+                label = f"{level['prefix']}{stem}@{k}"
+                cells.append(f"{label} {'n/a' if value is None else f'{value:.4f}'}")
             lines.append("  " + "  ".join(cells))
     return "\n".join(lines)

@@ -3,25 +3,24 @@
 Run line: ``qid Q0 docid rank score tag``; qrels line: ``qid 0 docid grade``.
 
 Tools disagree on ties (trec_eval re-sorts by score descending, then doc id descending),
-so the exported scores are made strictly decreasing within each query: every tool then
-reads back exactly the system's own order. Scores are written with six decimals
-(integer micro-units, so formatting cannot create a tie): each score is the system score
-rounded to 1e-6, except where that is not strictly below the previous written score of
-the same query, where it becomes previous - 0.000001 instead.
+so the exported scores are strictly decreasing within each query: every tool then reads
+back exactly the system's own order. Each score is written as the shortest text that reads
+back as the same double (Python's ``repr``: ``0.75``, ``1700000000000.001``, ``1e-07``).
+trec_eval keeps a score in single precision (``float sim``), so the scores must also be
+strictly decreasing once rounded to float32 (1.7e12 and 1.7e12 + 1 are one float32). A query
+whose scores are not (a tie, a higher score ranked lower, or distinct doubles that are one
+float32) is written with scores from its ranks instead: n, n - 1, ..., 1 for its n returned
+ids (`exported_scores`).
 """
 
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Iterable, Mapping, Sequence
-from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from pathlib import Path
 
 from recallbench.artifacts import publish
-
-SCORE_DECIMALS = 6
-_SCALE = 10**SCORE_DECIMALS
-_QUANTUM = Decimal(1).scaleb(-SCORE_DECIMALS)
 
 
 def check_id(value: str, what: str = "id") -> str:
@@ -40,41 +39,44 @@ def check_id(value: str, what: str = "id") -> str:
     return value
 
 
-def _micro_units(score: float) -> int:
-    """The score rounded (half to even, on its exact binary value) to an integer of 1e-6 units."""
-    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+def _finite(score: float) -> float:
+    """The score as a finite double, else ValueError naming it."""
+    if isinstance(score, bool) or not isinstance(score, int | float):
         raise ValueError(f"TREC score must be a finite number, got {score!r}")
-    with localcontext(prec=400):  # enough digits for any finite double at 1e-6
-        exact = Decimal(score).quantize(_QUANTUM, rounding=ROUND_HALF_EVEN)
-        return int(exact.scaleb(SCORE_DECIMALS))
+    try:
+        value = float(score)
+    except OverflowError:
+        raise ValueError(f"TREC score must be a finite number, got {score!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"TREC score must be a finite number, got {score!r}")
+    return value
 
 
-def _format_units(units: int) -> str:
-    """Integer micro-units -> fixed six-decimal text, exactly (no float rounding)."""
-    sign = "-" if units < 0 else ""
-    whole, frac = divmod(abs(units), _SCALE)
-    return f"{sign}{whole}.{frac:0{SCORE_DECIMALS}d}"
+def _single(value: float) -> float:
+    """The value as trec_eval holds it (a C float); infinity beyond float32's range."""
+    try:
+        return struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
 
 
-def strictly_decreasing(scores: Iterable[float]) -> list[str]:
-    """Formatted scores, strictly decreasing: s'_1 = round6(s_1),
-    s'_i = round6(s_i) if round6(s_i) < s'_{i-1} else s'_{i-1} - 0.000001."""
-    written: list[str] = []
-    previous: int | None = None
-    for score in scores:
-        units = _micro_units(score)
-        if previous is not None and units >= previous:
-            units = previous - 1
-        written.append(_format_units(units))
-        previous = units
-    return written
+def exported_scores(scores: Iterable[float]) -> list[str]:
+    """One query's scores as written, best first: each ``repr(float(s))`` when they are
+    strictly decreasing also in single precision (what a tool parses then sorts in the given
+    order, trec_eval included), else the ranks' scores n, n - 1, ..., 1 (a tie or an
+    inversion would let a tool reorder the ids by doc id)."""
+    values = [_finite(score) for score in scores]
+    single = [_single(value) for value in values]
+    if all(a > b for a, b in zip(single, single[1:], strict=False)):
+        return [repr(value) for value in values]
+    return [str(len(values) - rank) for rank in range(len(values))]
 
 
 def run_lines(run: Iterable[tuple[str, Sequence[tuple[str, float]]]], tag: str) -> list[str]:
     """One ``qid Q0 docid rank score tag`` line per returned id, queries in the given order.
 
     `run` yields (query id, [(doc id, system score), ...] best first). Rank counts from 1
-    in the given order; scores are rewritten strictly decreasing (see `strictly_decreasing`).
+    in the given order; scores are written to read back strictly decreasing (`exported_scores`).
     Raises ValueError for an id or tag with whitespace or a leading '#', a repeated query
     id, a doc id repeated within a query, or a non-finite score.
     """
@@ -93,7 +95,7 @@ def run_lines(run: Iterable[tuple[str, Sequence[tuple[str, float]]]], tag: str) 
             if doc in seen_docs:
                 raise ValueError(f"TREC run for query {qid!r} repeats doc id {doc!r}")
             seen_docs.add(doc)
-        scores = strictly_decreasing(score for _, score in results)
+        scores = exported_scores(score for _, score in results)
         for rank, ((doc, _), score) in enumerate(zip(results, scores, strict=True), start=1):
             lines.append(f"{qid} Q0 {doc} {rank} {score} {tag}")
     return lines

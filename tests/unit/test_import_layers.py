@@ -42,7 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("measures", ("recallbench.measures",)),
     ("system seam", ("recallbench.systems.base", "recallbench.boundary", "recallbench.cache")),
     ("datasets", ("recallbench.datasets.*",)),
-    ("systems", ("recallbench.systems.*",)),
+    ("systems", ("recallbench.systems.*", "recallbench.plugin")),
     ("stage support", ("recallbench.worker", "recallbench.vectorprep", "recallbench.stagework")),
     ("report rendering", ("recallbench.report.*",)),
     ("stages", ("recallbench.stages.*",)),
@@ -61,7 +61,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 #: (importer, imported) edges that import a higher layer today, each to be cut; an entry that
 #: no longer does fails the test, so the list only shrinks
-KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset({})
+KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
+    {
+        # the deprecation shim for the names moved to the kit (base.__getattr__), cut when
+        # they go in 0.3.0 (docs/own-store.md, "What a plugin may import")
+        ("recallbench.systems.base", "recallbench.systems.kit"),
+    }
+)
 
 #: same-layer edges that close a cycle today, each to be cut (an entry that no longer closes
 #: one fails the test)

@@ -247,14 +247,14 @@ def _row(qid: str, category: str, ranking: list[str], gold: dict[str, int], grou
 def test_score_rows_gives_none_outside_a_measures_categories_and_levels() -> None:
     measures = [
         Recall(L, 2),
-        FalsePositiveRate(L, 2, categories=frozenset({"negative"})),
-        DuplicateSlotRate(L, 2, categories=frozenset({"dup"})),
+        FalsePositiveRate(L, 2),  # by default over negative_or_no_answer
+        DuplicateSlotRate(L, 2),  # by default over near_duplicate_diversity
         Recall("turn", 2, "turn_"),  # no row has the turn level
     ]
     rows = [
         _row("q1", "exact", ["a", "x"], {"a": 3, "b": 2}),
-        _row("q2", "negative", ["x", "y"], {}),
-        _row("q3", "dup", ["a", "b"], {"a": 2, "b": 2}, groups={"a": "g", "b": "g"}),
+        _row("q2", "negative_or_no_answer", ["x", "y"], {}),
+        _row("q3", "near_duplicate_diversity", ["a", "b"], {"a": 2, "b": 2}, {"a": "g", "b": "g"}),
     ]
     scored = score_rows(rows, measures)
     assert [r["metrics"] for r in scored] == [
@@ -630,8 +630,10 @@ def test_names_and_specs_carry_the_parameters() -> None:
     assert Recall("session", 10).spec == "recall@10"
     assert Recall("turn", 5, "turn_").spec == "turn_recall@5"
     m = FalsePositiveRate(L, 5, categories=frozenset({"negative_or_no_answer"}))
+    assert m == FalsePositiveRate(L, 5)  # the slot rates' default categories
     assert m.name == "fp_rate@5"
-    assert m.spec == "fp_rate(level=memory,categories=negative_or_no_answer)@5"
+    assert m.spec == "fp_rate(level=memory)@5"
+    assert FalsePositiveRate(L, 5, categories=None).name == "fp_rate(categories=*)@5"
     assert RecallAll("session", 1, empty_gold=1.0).spec == "recall_all(empty_gold=1.0)@1"
     assert parse("recall(rel=3)@10") == Recall("session", 10, rel=3)
     assert parse("turn_ndcg_any@5") == NDCGAny("turn", 5, "turn_")
@@ -786,3 +788,135 @@ def test_the_docs_table_of_stems_is_the_generated_one() -> None:
     docs = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text("utf-8")
     assert measure_table() in docs
     assert measure_table().count("\n") == len(MEASURE_CLASSES) + 2
+
+
+# --- round three: every name carries every non-default parameter ------------------------
+
+#: the values each parameter is tried at (defaults included), per the stem's parameters
+_PREFIXES = ("", "turn_", "answer_ids_")
+_CATEGORIES = (None, frozenset({"exact_lexical"}), frozenset({"b-c", "a.d"}))
+
+
+def _levels_of(prefix: str) -> tuple[str, ...]:
+    """A level the prefix names by default, and one it does not (fixtures' memory)."""
+    return (prefix[:-1] if prefix else "session", "memory")
+
+
+def every_measure() -> list[Measure]:
+    """Every measure over stems x prefixes x levels x k x each parameter's values (defaults,
+    None and two sets of categories, rel 1-3, empty_gold 0 / 0.25 / 1, reads and depth);
+    the combinations a constructor refuses (rel on nDCG, ...) are left out."""
+    import itertools
+
+    from recallbench.errors import RecallbenchError
+
+    classes = (*MEASURE_CLASSES, NDCGAnyTurn2Session)
+    out = []
+    for cls, prefix, k in itertools.product(classes, _PREFIXES, (1, 5, 37)):
+        extra = [{}]
+        if cls is NDCGAnyTurn2Session:
+            extra = [{"reads": r, "depth": d} for r in ("turn", "session") for d in (0, 50)]
+        for level, rel, categories, empty, more in itertools.product(
+            _levels_of(prefix),
+            (1, 2, 3),
+            (*_CATEGORIES, cls.__dataclass_fields__["categories"].default),
+            (None, 0.0, 0.25, 1.0),
+            extra,
+        ):
+            try:
+                out.append(cls(level, k, prefix, categories, empty_gold=empty, rel=rel, **more))
+            except RecallbenchError:
+                assert (rel != 2 and not cls.takes_rel) or (
+                    empty is not None and not cls.takes_empty_gold
+                )
+    return list(dict.fromkeys(out))
+
+
+def test_every_measure_reads_back_from_its_name_and_its_spec() -> None:
+    """parse(m.spec) == m, and parse(m.name, levels) == m with the suite's level for the
+    prefix, for every generated measure (ndcg(categories=...) was reported as ndcg@5)."""
+    measures = every_measure()
+    assert len(measures) > 1000
+    for m in measures:
+        assert parse(m.spec) == m, m.spec
+        assert parse(m.name, [Level(m.level, m.prefix)]) == m, m.name
+        assert from_record(m.record()) == m, m.spec
+        for field in m.params():  # every non-default parameter is named
+            default = type(m).__dataclass_fields__[field].default
+            if field != "reads" and getattr(m, field) != default:
+                assert f"{field}=" in m.name, (m.name, field)
+
+
+def test_two_distinct_measures_never_share_a_name() -> None:
+    """Within one suite a prefix names one level: the name is then a key for the measure."""
+    by_key: dict[tuple[str, str, str], Measure] = {}
+    for m in every_measure():
+        key = (m.prefix, m.level, m.name)
+        assert by_key.setdefault(key, m) == m, (m.spec, by_key[key].spec)
+    assert parse("ndcg(categories=exact_lexical)@5").name == "ndcg(categories=exact_lexical)@5"
+    assert parse("recall_any(empty_gold=1)@5").name == "recall_any(empty_gold=1.0)@5"
+    assert parse("fp_rate(categories=*)@5").name == "fp_rate(categories=*)@5"
+    # spellings of one measure give one name
+    same = ["recall(rel=3,categories=b|a)@5", " recall( categories=a|b , rel=3 )@5"]
+    assert {parse(text).name for text in same} == {"recall(categories=a|b,rel=3)@5"}
+
+
+def test_distinct_keeps_equal_measures_once_and_refuses_a_shared_name() -> None:
+    from recallbench.errors import RecallbenchError
+    from recallbench.measures import distinct
+
+    ndcg, restricted = NDCG(L, 5), NDCG(L, 5, categories=frozenset({"exact_lexical"}))
+    assert distinct([ndcg, restricted, NDCG(L, 5)]) == [ndcg, restricted]
+    with pytest.raises(RecallbenchError, match="would share the key recall@5") as info:
+        distinct([Recall("session", 5), Recall("turn", 5)])  # a level its prefix does not name
+    assert "\n" not in str(info.value)
+
+
+def test_a_name_given_with_levels_takes_the_levels_prefix() -> None:
+    from recallbench.errors import RecallbenchError
+
+    levels = [Level("session"), Level("turn", "turn_")]
+    assert parse("recall(level=turn)@5", levels) == parse("turn_recall@5", levels)
+    assert parse("recall(level=turn)@5", levels).name == "turn_recall@5"
+    with pytest.raises(RecallbenchError, match="the prefix 'turn_' is not level 'session'"):
+        parse("turn_recall(level=session)@5", levels)
+
+
+def test_the_score_stage_keeps_both_measures_of_a_former_collision() -> None:
+    """`--measure 'ndcg(categories=exact_lexical)@5' --measure ndcg@5`: two keys, two values
+    (the restricted one was reported as ndcg@5 and the other dropped)."""
+    from recallbench.stages.score import suite_measures
+
+    suite = {"levels": [{"name": L, "prefix": ""}], "dataset": "fixtures", "options": {}}
+    chosen = suite_measures(suite, 5, names=["ndcg(categories=exact_lexical)@5", "ndcg@5"])
+    assert [m.name for m in chosen] == ["ndcg(categories=exact_lexical)@5", "ndcg@5"]
+    assert chosen[0].categories == {"exact_lexical"} and chosen[1].categories is None
+    assert [m.name for m in suite_measures(suite, 5, names=["fp_rate@5"])] == ["fp_rate@5"]
+    family = {m.name: m for m in suite_measures(suite, 5)}
+    assert suite_measures(suite, 5, names=["fp_rate@5"])[0] == family["fp_rate@5"]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("recall(rel=2,rel=3)@5", "parameter 'rel' is given twice"),
+        ("recall(rel=3,rel=3)@5", "parameter 'rel' is given twice"),
+        ("ndcg(categories=a,categories=b)@5", "parameter 'categories' is given twice"),
+        ("ndcg_any(reads=turn,depth=5,depth=6)@5", "parameter 'depth' is given twice"),
+        ("fp_rate(level=memory, level=memory)@5", "parameter 'level' is given twice"),
+        ("recall(categories=a|a)@5", "is not valid"),
+        ("recall(categories=)@5", "parameter 'categories' has no value"),
+        ("recall(categories=a||b)@5", "must be non-empty"),
+        ("recall(rel=3,)@5", "an empty parameter"),
+        ("recall(rel=0)@5", "rel must be a positive integer"),
+        ("recall(empty_gold=1)@5", "takes no empty_gold"),
+        ("recall_any(empty_gold=2)@5", "is not in [0, 1]"),
+        ("recall_any(empty_gold=nan)@5", "is not in [0, 1]"),
+    ],
+)
+def test_a_repeated_or_empty_parameter_is_refused_in_one_line(text: str, says: str) -> None:
+    from recallbench.errors import RecallbenchError
+
+    with pytest.raises(RecallbenchError) as info:
+        parse(text)
+    assert says in str(info.value) and "\n" not in str(info.value)

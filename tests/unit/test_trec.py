@@ -11,9 +11,9 @@ from recallbench.errors import RecallbenchError
 from recallbench.pipeline import Run
 from recallbench.trec import (
     check_id,
+    exported_scores,
     qrels_lines,
     run_lines,
-    strictly_decreasing,
     trec_files,
     write_trec,
 )
@@ -26,9 +26,9 @@ def _scores(lines: list[str]) -> list[float]:
 def test_run_line_format() -> None:
     lines = run_lines([("q1", [("m1", 0.75), ("m2", 0.5)]), ("q2", [("m3", 0.25)])], "hotmem")
     assert lines == [
-        "q1 Q0 m1 1 0.750000 hotmem",
-        "q1 Q0 m2 2 0.500000 hotmem",
-        "q2 Q0 m3 1 0.250000 hotmem",
+        "q1 Q0 m1 1 0.75 hotmem",
+        "q1 Q0 m2 2 0.5 hotmem",
+        "q2 Q0 m3 1 0.25 hotmem",
     ]
     for line in lines:
         assert len(line.split(" ")) == 6
@@ -44,33 +44,34 @@ def test_run_keeps_given_order_and_empty_queries() -> None:
     ]
 
 
-def test_tied_scores_become_strictly_decreasing() -> None:
-    lines = run_lines([("q", [("a", 0.5), ("b", 0.5), ("c", 0.5), ("d", 0.2)])], "t")
-    # 0.5, then 0.5 - 1e-6, then - 2e-6; 0.2 is already below: kept
-    assert [line.split()[4] for line in lines] == ["0.500000", "0.499999", "0.499998", "0.200000"]
+def test_strictly_decreasing_scores_are_written_exactly() -> None:
+    """The shortest text that reads back as the same double (six decimals made scores 1e-7
+    apart read back equal)."""
+    scores = [1.7e12, 3.5e5 + 0.5, 0.12345704, 0.12345703, 1e-7, 0.0, -2.5]
+    written = exported_scores(scores)
+    assert [float(text) for text in written] == scores
+    assert written == ["1700000000000.0", "350000.5", "0.12345704", "0.12345703"] + [
+        "1e-07",
+        "0.0",
+        "-2.5",
+    ]
 
 
-def test_increasing_scores_become_strictly_decreasing() -> None:
+def test_tied_or_inverted_scores_are_rewritten_from_ranks() -> None:
+    assert exported_scores([0.5, 0.5, 0.5, 0.2]) == ["4", "3", "2", "1"]
     # the system ranked a above b although b has the higher score: order wins
-    lines = run_lines([("q", [("a", 0.1), ("b", 0.9), ("c", 0.95), ("d", 0.05)])], "t")
-    assert [line.split()[4] for line in lines] == ["0.100000", "0.099999", "0.099998", "0.050000"]
+    assert exported_scores([0.1, 0.9, 0.95, 0.05]) == ["4", "3", "2", "1"]
+    assert exported_scores([0.0, -0.0]) == ["2", "1"]  # equal doubles
+    # distinct doubles that trec_eval, holding scores as C floats, reads as one value
+    assert exported_scores([1.7e12 + 1, 1.7e12]) == ["2", "1"]
+    assert exported_scores([1e-300, 0.0]) == ["2", "1"]
+    assert exported_scores([1e300, 1e299]) == ["2", "1"]  # both beyond float32
+    assert exported_scores([]) == [] and exported_scores([3]) == ["3.0"]
 
 
-def test_scores_that_differ_below_precision_do_not_tie_after_formatting() -> None:
-    # strictly decreasing floats that all round to 0.123457 at six decimals
-    written = strictly_decreasing([0.12345704, 0.12345703, 0.12345702])
-    assert written == ["0.123457", "0.123456", "0.123455"]
-
-
-def test_negative_scores_and_crossing_zero() -> None:
-    written = strictly_decreasing([0.000001, 0.0, 0.0, -0.0000004, -1.0, -1.0])
-    assert written == ["0.000001", "0.000000", "-0.000001", "-0.000002", "-1.000000", "-1.000001"]
-    assert [float(s) for s in written] == sorted((float(s) for s in written), reverse=True)
-
-
-def test_strict_decrease_is_per_query() -> None:
-    lines = run_lines([("q1", [("a", 0.5), ("b", 0.5)]), ("q2", [("a", 0.5), ("b", 0.5)])], "t")
-    assert _scores(lines) == [0.5, 0.499999, 0.5, 0.499999]
+def test_rank_scores_are_per_query() -> None:
+    lines = run_lines([("q1", [("a", 0.5), ("b", 0.5)]), ("q2", [("a", 0.5), ("b", 0.25)])], "t")
+    assert _scores(lines) == [2.0, 1.0, 0.5, 0.25]
 
 
 def test_many_ties_stay_strictly_decreasing_after_parsing() -> None:
@@ -80,7 +81,49 @@ def test_many_ties_stay_strictly_decreasing_after_parsing() -> None:
     assert len(set(scores)) == 500
 
 
-@pytest.mark.parametrize("score", [float("nan"), float("inf"), None, "0.5", True])
+# --- what trec_eval (pytrec_eval) reads back ---------------------------------------------
+
+
+def _evaluated_order(lines: list[str]) -> dict[str, list[str]]:
+    """Per query, the order pytrec_eval (trec_eval's code) ranks the written run in: for each
+    doc, judge it alone relevant; its reciprocal rank gives its position."""
+    import pytrec_eval
+
+    run: dict[str, dict[str, float]] = {}
+    for line in lines:
+        qid, _, doc, _, score, _ = line.split(" ")
+        run.setdefault(qid, {})[doc] = float(score)
+    order: dict[str, list[str]] = {}
+    for qid, docs in run.items():
+        positions = {}
+        for doc in docs:
+            evaluator = pytrec_eval.RelevanceEvaluator({qid: {doc: 1}}, {"recip_rank"})
+            positions[doc] = round(1 / evaluator.evaluate({qid: docs})[qid]["recip_rank"])
+        order[qid] = sorted(docs, key=positions.__getitem__)
+        assert sorted(positions.values()) == list(range(1, len(docs) + 1))
+    return order
+
+
+@pytest.mark.parametrize(
+    "scores",
+    [
+        [1.7e12 + 4 * 2**-12, 1.7e12 + 3 * 2**-12, 1.7e12 + 2 * 2**-12, 1.7e12 + 2**-12],
+        [1_700_000_000_004.0, 1_700_000_000_003.0, 1_700_000_000_002.0, 1_700_000_000_001.0],
+        [0.5, 0.5, 0.5, 0.5],  # all tied
+        [0.9, 0.4, 0.4, 0.1],  # one tie
+        [0.1, 0.2, 0.3, 0.4],  # inverted
+        [1e-300, 5e-301, 0.0, -1e-300],
+        [0.30000000000000004, 0.3, 0.29999999999999993, 0.2999999999999999],
+    ],
+)
+def test_trec_eval_reads_back_our_order(scores: list[float]) -> None:
+    """Doc ids chosen so trec_eval's tie-break (doc id descending) would differ from ours."""
+    docs = ["a", "b", "c", "d"]
+    lines = run_lines([("q1", list(zip(docs, scores, strict=True))), ("q2", [("z", 1.0)])], "t")
+    assert _evaluated_order(lines) == {"q1": docs, "q2": ["z"]}
+
+
+@pytest.mark.parametrize("score", [float("nan"), float("inf"), None, "0.5", True, 10**400])
 def test_non_finite_or_non_numeric_score_rejected(score: object) -> None:
     with pytest.raises(ValueError, match="score"):
         run_lines([("q", [("a", score)])], "t")  # type: ignore[list-item]
@@ -114,7 +157,7 @@ def test_run_rejects_bad_ids(run: list, tag: str, bad: str) -> None:
 
 
 def test_id_with_hash_inside_is_allowed() -> None:
-    assert run_lines([("q#1", [("a#b", 1.0)])], "t") == ["q#1 Q0 a#b 1 1.000000 t"]
+    assert run_lines([("q#1", [("a#b", 1.0)])], "t") == ["q#1 Q0 a#b 1 1.0 t"]
 
 
 def test_run_rejects_repeated_doc_and_query() -> None:
@@ -155,9 +198,7 @@ def test_write_trec(tmp_path: Path) -> None:
     run_path, qrels_path = tmp_path / "out" / "run.txt", tmp_path / "out" / "qrels.txt"
     run = iter([("q1", [("a", 0.5), ("b", 0.5)])])  # any iterable, consumed once
     write_trec(run_path, qrels_path, run, {"q1": {"b": 2, "c": 0}}, "hotmem-0.2.6")
-    assert run_path.read_bytes() == (
-        b"q1 Q0 a 1 0.500000 hotmem-0.2.6\nq1 Q0 b 2 0.499999 hotmem-0.2.6\n"
-    )
+    assert run_path.read_bytes() == (b"q1 Q0 a 1 2 hotmem-0.2.6\nq1 Q0 b 2 1 hotmem-0.2.6\n")
     assert qrels_path.read_bytes() == b"q1 0 b 2\n"
     assert sorted(p.name for p in run_path.parent.iterdir()) == ["qrels.txt", "run.txt"]
 
@@ -219,15 +260,15 @@ def test_trec_files_at_each_level(tmp_path: Path) -> None:
     run, qrels = tmp_path / "x" / "run.trec", tmp_path / "x" / "qrels.trec"
     session = trec_files(runs, "session", "hotmem", run, qrels)
     assert session == {
-        run: b"q1 Q0 D2 1 0.900000 hotmem\nq1 Q0 D1 2 0.899999 hotmem\n",
+        run: b"q1 Q0 D2 1 2 hotmem\nq1 Q0 D1 2 1 hotmem\n",  # a tie: scores from ranks
         qrels: b"q1 0 D1 2\nq2 0 D3 1\n",
     }
     turn = trec_files(runs, "turn", "bm25", run, qrels)
     assert turn[run].decode().splitlines() == [
-        "q1 Q0 D2:1 1 0.900000 bm25",
-        "q1 Q0 D1:4 2 0.899999 bm25",
-        "q1 Q0 D1:2 3 0.400000 bm25",
-        "q2 Q0 D3:1 1 0.100000 bm25",
+        "q1 Q0 D2:1 1 3 bm25",
+        "q1 Q0 D1:4 2 2 bm25",
+        "q1 Q0 D1:2 3 1 bm25",
+        "q2 Q0 D3:1 1 0.1 bm25",
     ]
     assert turn[qrels] == b"q1 0 D1:4 3\n"
     assert not run.parent.exists()  # formatted, not written
@@ -273,3 +314,5 @@ def test_trec_files_of_the_fixture_run(lane: Run, tmp_path: Path) -> None:
         q["query_id"] for q in queries if any(g > 0 for g in q["expected"].values())
     }
     assert not any(qid.startswith("q-negative") for qid, *_ in qrels)
+    # trec_eval reads every query back in the system's order
+    assert _evaluated_order(files[run_path].decode().splitlines()) == by_query

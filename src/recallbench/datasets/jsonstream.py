@@ -13,6 +13,13 @@ check) and report a lone low one as invalid JSON at position 0. The raw bytes ar
 as they are read (`_SurrogateScan`); when one is found, the file is parsed again with
 ijson's Python backend, which keeps it, to name the record and the field.
 
+Nesting is limited to `MAX_DEPTH` (64) arrays and objects, the top-level array counted:
+ijson's parsers keep a path per open level, so memory grows with the square of the depth
+(a 217 KB file nested 100,000 deep took 22 GB). The raw bytes are scanned for depth
+before the parser sees them (`_DepthScan`: escapes and strings skipped, the rest counted
+with numpy), so a deeper file is refused in one line naming the record, in memory
+independent of its depth.
+
 `generated_sidecar(path, sha256)` reads the sidecar a recallbench generator writes next to
 a synthetic file (``<file>.generated.json``), when it describes these very bytes.
 """
@@ -26,6 +33,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import ijson
+import numpy as np
 import orjson
 
 from recallbench.errors import RecallbenchError
@@ -150,6 +158,64 @@ def _surrogate_field(value: Any, where: str = "") -> str | None:
     return None
 
 
+#: the deepest nesting of arrays and objects a streamed file may have, its top-level array
+#: counted (a LongMemEval record's turns are at depth 5, LoCoMo's at most 6)
+MAX_DEPTH = 64
+
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_STRING = re.compile(rb'"[^"]*"')
+#: every byte but the ones that matter for depth: quotes, brackets, braces and commas
+_NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'"[]{},')))
+#: an opening bracket or brace counts +1, a closing one -1 (as int8), a comma 0
+_STEPS = bytes.maketrans(b"[{]},", b"\x01\x01\xff\xff\x00")
+
+
+class NestedTooDeep(Exception):
+    """Raised from a read when the bytes about to be parsed nest deeper than MAX_DEPTH."""
+
+    def __init__(self, record: int) -> None:
+        super().__init__(record)
+        self.record = record
+
+
+class _DepthScan:
+    """The nesting depth of a JSON text fed chunk by chunk, outside strings: `feed` raises
+    NestedTooDeep (with the index of the top-level array's item it is in) beyond
+    MAX_DEPTH. State between chunks: the depth, a pending backslash, whether a string is
+    open, and how many items of the top-level array have begun."""
+
+    def __init__(self) -> None:
+        self._depth = 0
+        self._escape = b""
+        self._in_string = False
+        self._records = 0  # commas at depth 1 so far: the index of the current record
+
+    def feed(self, chunk: bytes) -> None:
+        buf = self._escape + chunk
+        if b"\\" in buf:
+            buf = _ESCAPE.sub(b"", buf)  # an escape pair never opens or closes anything
+        self._escape = b"\\" if buf.endswith(b"\\") else b""  # its pair is in the next chunk
+        kept = buf.translate(None, _NOT_STRUCTURE)
+        if self._in_string:
+            kept = b'"' + kept
+        kept = _STRING.sub(b"", kept)
+        open_quote = kept.find(b'"')
+        self._in_string = open_quote >= 0
+        if self._in_string:
+            kept = kept[:open_quote]
+        if not kept:
+            return
+        steps = np.frombuffer(kept.translate(_STEPS), dtype=np.int8)
+        depths = self._depth + np.cumsum(steps, dtype=np.int64)
+        at_top = (steps == 0) & (depths == 1)
+        deepest = int(depths.max())
+        if deepest > MAX_DEPTH:
+            first = int(np.argmax(depths > MAX_DEPTH))
+            raise NestedTooDeep(self._records + int(np.count_nonzero(at_top[:first])))
+        self._records += int(np.count_nonzero(at_top))
+        self._depth = int(depths[-1])
+
+
 class _HashingReader:
     """A binary file wrapper that hashes (and reports) every byte the parser reads, and
     scans it for lone surrogate escapes."""
@@ -160,10 +226,12 @@ class _HashingReader:
         self.digest = hashlib.sha256()
         self.size = 0
         self.surrogates = _SurrogateScan()
+        self.depth = _DepthScan()
 
     def read(self, size: int = -1) -> bytes:
         chunk = self._handle.read(size)
         if chunk:
+            self.depth.feed(chunk)  # before the parser sees these bytes
             self.digest.update(chunk)
             self.size += len(chunk)
             self.surrogates.feed(chunk)
@@ -247,6 +315,16 @@ class JsonArrayFile:
                     if repeated is not None:
                         raise self.fail(index, raw, f"an object repeats the key {repeated!r}")
                     yield index, raw
+            except NestedTooDeep as deep:
+                raise record_error(
+                    self.path,
+                    deep.record,
+                    self.id_field,
+                    None,
+                    f"arrays and objects nested deeper than {MAX_DEPTH} levels (the "
+                    "top-level array counted); a record of this format is at most "
+                    "a few levels deep",
+                ) from None
             except (ijson.JSONError, UnicodeDecodeError) as exc:
                 reader.surrogates.feed(b"", final=True)  # the bytes read so far, all judged
                 if reader.surrogates.found:

@@ -29,6 +29,7 @@ from recallbench.artifacts import (
     require_made_from,
     timing_path,
 )
+from recallbench.plugin import PLUGIN_API
 from recallbench.report.markdown import render_markdown
 from recallbench.report.result import build_result
 
@@ -113,6 +114,7 @@ def build_report(
     # beside `data`, not fingerprinted, never in a baseline: which distribution provided
     # the system, and the per-call time limit each stage ran with (None: off)
     env["provenance"] = {
+        "plugin_api": PLUGIN_API,  # the plugin surface's version (recallbench.plugin)
         "system": {
             "name": hydrate_env["data"]["system"],
             **hydrate_env["data"].get("provider", {}),

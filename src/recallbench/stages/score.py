@@ -8,7 +8,14 @@ from typing import Any
 
 from recallbench.artifacts import envelope, inputs_of, require_made_from
 from recallbench.errors import RecallbenchError
-from recallbench.measures import Measure, aggregate, family_measures, parse, per_query_value
+from recallbench.measures import (
+    Measure,
+    aggregate,
+    distinct,
+    family_measures,
+    parse,
+    per_query_value,
+)
 
 
 def score_rows(rows: Sequence[Mapping[str, Any]], measures: Sequence[Measure]) -> list[dict]:
@@ -81,7 +88,7 @@ def suite_measures(
                 raise RecallbenchError(
                     f"--measure {measure.name}: k {measure.k} is above --top-k {top_k}"
                 )
-        return list({m.name: m for m in chosen}.values())
+        return distinct(chosen)
     family = suite.get("measure_family") or suite["dataset"]
     return family_measures(family, suite["levels"], top_k, ks, suite["options"])
 

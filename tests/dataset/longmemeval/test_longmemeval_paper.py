@@ -139,8 +139,21 @@ def turn_run(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     return ours(data, tmp_path_factory.mktemp("lme-paper-turn"), "turn")
 
 
+def _label(record: dict[str, Any]) -> str:
+    """The official summary's label of a measure record: ``{prefix}{stem}@{k}`` (the name
+    itself carries the official rule's empty_gold, and the turn2session nDCG's reads/depth)."""
+    return f"{record['prefix']}{record['stem']}@{record['k']}"
+
+
+def _relabel(cells: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+    labels = {r["name"]: _label(r) for r in records}
+    assert len(set(labels.values())) == len(labels)  # one label per measure
+    return {labels[name]: cell for name, cell in cells.items()}
+
+
 def _per_query(run: Any) -> dict[str, dict[str, Any]]:
-    return {r["query_id"]: r["metrics"] for r in run.envelopes["scores"]["data"]["per_query"]}
+    scores = run.envelopes["scores"]["data"]
+    return {r["query_id"]: _relabel(r["metrics"], scores["measures"]) for r in scores["per_query"]}
 
 
 def _rankings(run: Any, level: str) -> dict[str, list[str]]:
@@ -205,7 +218,9 @@ def test_means_vacuous_counts_and_the_default_rule_beside(
     assert result["summary"]["questions_with_vacuous_gold"] == vacuous
     # the precondition of exact parity: no two texts of a haystack were merged
     assert result["summary"]["questions_with_identical_texts_stored_once"] == 0
-    overall = result["metrics"]["overall"]
+    overall = _relabel(
+        result["metrics"]["overall"], session_run.envelopes["scores"]["data"]["measures"]
+    )
     for k in (5, 10):
         for stem in ("recall_all", "ndcg_any"):
             name = f"{stem}@{k}"
@@ -221,7 +236,8 @@ def test_means_vacuous_counts_and_the_default_rule_beside(
             hits += set(r["answer_session_ids"]) <= top
         assert default["value"] == hits / len(records)
     names = [m["name"] for m in result["run"]["measures"]]
-    assert names[:2] == ["recall_all@1", "ndcg_any@1"]  # the official summary's order
+    # the official summary's order; the names carry the official rule's empty-gold values
+    assert names[:2] == ["recall_all(empty_gold=1.0)@1", "ndcg_any(empty_gold=0.0)@1"]
     assert {m["k"] for m in result["run"]["measures"]} == set(KS)
 
 
@@ -345,13 +361,13 @@ def test_measures_take_the_runs_cutoffs_and_the_official_empty_gold() -> None:
     official = conversational_measures(50, levels, KS, official=True)
     assert sorted({m.k for m in official}) == list(KS)
     assert [m.name for m in official[:4]] == [
-        "recall_all@1",
-        "ndcg_any@1",
-        "recall_any@1",
-        "recall@1",
+        "recall_all(empty_gold=1.0)@1",
+        "ndcg_any(empty_gold=0.0)@1",
+        "recall_any(empty_gold=0.0)@1",
+        "recall@1",  # fractional recall stays n/a without gold: no empty_gold
     ]
     no_gold: dict[str, int] = {}
-    values = {m.name: m(["a", "b"], no_gold) for m in official if m.k == 5}
+    values = {f"{m.stem}@5": m(["a", "b"], no_gold) for m in official if m.k == 5}
     assert values == {"recall_all@5": 1.0, "ndcg_any@5": 0.0, "recall_any@5": 0.0, "recall@5": None}
     assert all(m(["a"], no_gold) is None for m in default)  # the default rule: n/a
     for cls in (RecallAny, RecallAll, NDCGAny):  # with gold, the empty-gold value is unused

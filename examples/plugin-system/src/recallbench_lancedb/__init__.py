@@ -37,9 +37,7 @@ import pyarrow as pa
 from lancedb.index import FTS
 from lancedb.rerankers import RRFReranker
 
-from recallbench.systems import get_system
-from recallbench.systems.base import Hit, SnapshotRejected, StoreRecord
-from recallbench.systems.kit import records_digest
+from recallbench.plugin import Hit, SnapshotRejected, StoreRecord, get_system, records_digest
 
 MARKER = "recallbench-lancedb.json"
 TABLE = "memories"

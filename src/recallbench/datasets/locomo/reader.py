@@ -127,6 +127,8 @@ EVIDENCE_ID = re.compile(r"[Dd]\s*(\d+)\s*:\s*(\d+)")
 _DIA_ID = re.compile(r"\s*[Dd]\s*(\d+)\s*:\s*(\d+)\s*")
 _SESSION_KEY = re.compile(r"session_(\d+)")
 _DATE_KEY = re.compile(r"session_(\d+)_date_time")
+#: the conversation's two speakers' names (strings)
+_SPEAKER_KEYS = ("speaker_a", "speaker_b")
 
 
 # -- parsing helpers ---------------------------------------------------------------------
@@ -235,6 +237,15 @@ def check_sample(raw: Any, index: int, path: Path) -> Sample:
             numbered[number] = key
         elif match := _DATE_KEY.fullmatch(key):
             dates.add(int(match.group(1)))
+            if not isinstance(conversation[key], str):
+                raise fail(
+                    f"field 'conversation.{key}' must be a string, "
+                    f"not {_type_name(conversation[key])}"
+                )
+        elif key in _SPEAKER_KEYS and not isinstance(conversation[key], str):
+            raise fail(
+                f"field 'conversation.{key}' must be a string, not {_type_name(conversation[key])}"
+            )
     sessions: list[Session] = []
     seen_turns: dict[tuple[int, int], str] = {}
     empty = 0
@@ -311,6 +322,12 @@ def check_sample(raw: Any, index: int, path: Path) -> Sample:
             raise fail(f"field '{where}.category' must be an integer, not {_type_name(category)}")
         if str(category) not in CATEGORY_NAMES:
             raise fail(f"field '{where}.category' must be one of 1-5, not {category}")
+        for name in ("answer", "adversarial_answer"):  # a string or a number, not nested
+            if isinstance(item.get(name), dict | list):
+                raise fail(
+                    f"field '{where}.{name}' must be a string or a number, "
+                    f"not {_type_name(item[name])}"
+                )
         evidence = item.get("evidence", [])
         if evidence is None:
             evidence = []

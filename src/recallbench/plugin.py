@@ -1,0 +1,100 @@
+"""The plugin surface: the one module a third-party system imports from.
+
+A plugin (a package registering a factory under the entry-point group
+``recallbench.systems``, see docs/own-store.md) imports what it implements and uses from
+here, never from recallbench's internal modules:
+
+* the seam (`recallbench.systems.base`): the records and hits it exchanges (`StoreRecord`,
+  `Hit`), what a clone path returns and raises (`PackageInfo`, `Corruption`,
+  `SnapshotRejected`), `MissingVector`, `VectorLookup`, the protocols it implements
+  (`System`, `Store`, `LexicalStore`, `ClonePath`, `Embedder`) and `TimedCalls`;
+* the kit (`recallbench.systems.kit`): `records_digest`, manifest-checked packages,
+  the generic corruptions, JSON-lines records and `RecordsClone`;
+* `RecallbenchError` (a one-line user error) and `get_system` (to borrow a built-in's
+  embedder, as the LanceDB example does).
+
+`PLUGIN_API` is this surface's version, recorded in every results envelope
+(``provenance.plugin_api``). Policy: a name in `__all__` is never moved or renamed without
+the old name working for at least one release, with a DeprecationWarning; its major number
+changes only when a name is removed or its contract changes incompatibly. Names moved out
+of `recallbench.systems.base` in 0.1.0 (to `recallbench.systems.kit`) still import from
+there, with a DeprecationWarning, until 0.3.0.
+"""
+
+from __future__ import annotations
+
+from recallbench.errors import RecallbenchError
+from recallbench.systems import get_system
+from recallbench.systems.base import (
+    ClonePath,
+    Corruption,
+    Embedder,
+    Hit,
+    LexicalStore,
+    MissingVector,
+    PackageInfo,
+    SnapshotRejected,
+    Store,
+    StoreRecord,
+    System,
+    TimedCalls,
+    VectorLookup,
+)
+from recallbench.systems.kit import (
+    MANIFEST,
+    RECORDS_FILE,
+    RecordsClone,
+    check_manifest,
+    check_new_ids,
+    check_record_count,
+    copy_package,
+    edit_text,
+    jsonl_bytes,
+    jsonl_records,
+    package_size,
+    payload_files,
+    raw_byte_corruption,
+    record_json,
+    records_digest,
+    stale_jsonl_corruption,
+    write_manifest,
+)
+
+#: the plugin surface's version (see the module docstring for what changes it)
+PLUGIN_API = "1"
+
+__all__ = [
+    "MANIFEST",
+    "PLUGIN_API",
+    "RECORDS_FILE",
+    "ClonePath",
+    "Corruption",
+    "Embedder",
+    "Hit",
+    "LexicalStore",
+    "MissingVector",
+    "PackageInfo",
+    "RecallbenchError",
+    "RecordsClone",
+    "SnapshotRejected",
+    "Store",
+    "StoreRecord",
+    "System",
+    "TimedCalls",
+    "VectorLookup",
+    "check_manifest",
+    "check_new_ids",
+    "check_record_count",
+    "copy_package",
+    "edit_text",
+    "get_system",
+    "jsonl_bytes",
+    "jsonl_records",
+    "package_size",
+    "payload_files",
+    "raw_byte_corruption",
+    "record_json",
+    "records_digest",
+    "stale_jsonl_corruption",
+    "write_manifest",
+]
