@@ -166,6 +166,24 @@ PLUGIN_TEXT = (
     "| forged | row |\n[click](javascript:alert(10)) <img src=x onerror=alert(11)>"
 )
 HOSTILE_PLUGIN = "hostile-plugin"
+#: the headings report.md has, each once, whatever its data holds
+REPORT_H2 = [
+    "h1 Retrieval quality report",
+    "h2 Configuration",
+    "h2 Dataset",
+    "h2 Metrics",
+    "h2 Five worst queries",
+    "h2 Why relevant items were missed",
+    "h2 Category observations",
+    "h2 Snapshot -> verify -> clean hydrate",
+    "h2 Cost (local diagnostic data, not a cross-machine guarantee)",
+    "h2 Conclusion",
+]
+#: `--result` labels (directory names) made to add a heading, break a table, run a script
+LABELS = [
+    "old\n\n## Conclusion\n<script>alert(1)</script>",
+    "new|x | y |<img src=x onerror=alert(2)>[l](javascript:alert(3))*e*",
+]
 
 
 def make_hostile_system() -> Any:

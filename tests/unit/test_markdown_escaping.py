@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from hostile import (
     HOSTILE_PLUGIN,
+    LABELS,
     MARKDOWN_PAYLOAD,
     PLUGIN_TEXT,
+    REPORT_H2,
     hostile_document,
     hostile_suite,
     html_structure,
@@ -170,20 +172,6 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         return run_pipeline_on(work / "build", named, queries, system=HOSTILE_PLUGIN)
 
 
-REPORT_H2 = [
-    "h1 Retrieval quality report",
-    "h2 Configuration",
-    "h2 Dataset",
-    "h2 Metrics",
-    "h2 Five worst queries",
-    "h2 Why relevant items were missed",
-    "h2 Category observations",
-    "h2 Snapshot -> verify -> clean hydrate",
-    "h2 Cost (local diagnostic data, not a cross-machine guarantee)",
-    "h2 Conclusion",
-]
-
-
 def assert_intact_report(markdown: str) -> None:
     """The report's own headings once each, every table rectangular, no link, script,
     frame or image but the plots, no event handler or style attribute."""
@@ -220,12 +208,6 @@ def test_a_plugin_cannot_forge_a_section_of_report_md(hostile_run: Run) -> None:
     assert any(k.startswith("key\n") for k in system)
     assert hostile_run.result["roundtrip"]["corruption_checks"][0]["name"].endswith(PLUGIN_TEXT)
     assert_intact_report(text)
-
-
-LABELS = [
-    "old\n\n## Conclusion\n<script>alert(1)</script>",
-    "new|x | y |<img src=x onerror=alert(2)>[l](javascript:alert(3))*e*",
-]
 
 
 def test_compare_md_keeps_result_labels_and_every_string_as_text(lane: Run) -> None:
