@@ -304,3 +304,65 @@ def test_hostile_report_md_and_compare_md_stay_text_in_the_browser(
                 )
                 assert len(headings) == 3 and headings[-1] == "h2 reading this"
             assert page.execute_script("return typeof window.alert") == "function"
+
+
+FIT = """
+const doc = document.documentElement;
+const wide = [...document.querySelectorAll('main table.metrics')].filter(
+  (t) => t.getBoundingClientRect().right > doc.clientWidth).map((t) => t.rows[0].textContent);
+const first = document.querySelector('main h2, main .banner');
+return {page: doc.scrollWidth - doc.clientWidth, wide: wide, tables:
+  document.querySelectorAll('main table.metrics').length,
+  first: first.className === 'banner' ? 'banner' : first.textContent,
+  top: document.querySelector('main table.metrics').getBoundingClientRect().top};
+"""
+
+
+def test_a_longmemeval_report_fits_1280_px_and_flags_synthetic_data(
+    page: Any, tmp_path: Path
+) -> None:
+    """Generated LongMemEval data at turn unit (24 measures on two levels): every metric
+    table fits a 1280 px window without scrolling sideways, and the page opens on the
+    synthetic-data banner (issue 26, item 7)."""
+    from recallbench.datasets.longmemeval import generator
+
+    data = tmp_path / "lme.json"
+    generator.generate(
+        data, shape="s", questions=12, seed=1, sessions_per_question=6, session_chars=300
+    )
+    build = tmp_path / "build"
+    from recallbench.pipeline import run_pipeline
+
+    run = run_pipeline(
+        "longmemeval", {"data": data}, build, options={"unit": "turn"}, system="bm25", top_k=10
+    )
+    write_run(run, build)
+    assert len(run.result["run"]["measures"]) == 24
+    browser.open_page(page, (build / "report.html").as_uri())
+    found = page.execute_script(FIT)
+    assert found["page"] <= 0 and found["wide"] == [], found
+    assert found["tables"] == 6  # a table per cutoff (1, 5, 10) on each level
+    assert found["first"] == "banner"
+    banner = page.find_element("css selector", "main .banner")
+    assert banner.text.startswith("Synthetic data: synthetic data from the recallbench generator")
+    browser.screenshot(page, tmp_path / "longmemeval-1280.png")
+    assert browser.console_errors(page) == []
+
+
+def test_compare_html_opens_on_the_results_table(page: Any, tmp_path: Path) -> None:
+    """The first screen of compare.html is the paired results table; the systems'
+    configuration comes after it (issue 26, item 7)."""
+    build = tmp_path / "build"
+    result = cli(build, "compare", "--system", "hotmem", "--system", "bm25", "--resamples", "200")
+    assert result.exit_code == 0, result.output
+    browser.open_page(page, (build / "compare.html").as_uri())
+    found = page.execute_script(
+        "const h = [...document.querySelectorAll('main h2')].map((e) => e.textContent);"
+        "const t = document.querySelector('main table.metrics').getBoundingClientRect();"
+        "const s = document.querySelector('#systems').getBoundingClientRect();"
+        "return {h: h, bottom: t.bottom, systems: s.top, height: window.innerHeight};"
+    )
+    assert " against " in found["h"][0], found
+    assert found["bottom"] < found["height"], found  # the whole results table, no scrolling
+    assert found["systems"] > found["bottom"]
+    assert browser.console_errors(page) == []

@@ -318,7 +318,7 @@ def test_slot_rates_are_apart_from_the_bold_overall_row(lane: Run) -> None:
     )
     assert "on no-answer queries every returned item is one" in rates[2]
     assert rates[3].startswith(
-        "| duplicate_slot_rate@5 | memory | near_duplicate_diversity (6 queries) | 33.3% (10/30) |"
+        "| duplicate_slot_rate@5 | memory | near_duplicate_diversity (6 queries) | 33.3% (10/30) | "
     )
     html = lane.html.decode("utf-8")
     assert '<tr class="overall">' in html
@@ -751,3 +751,30 @@ def test_explain_miss_on_the_real_run(lane: Run) -> None:
         "(delta-support)), mem-eng-001 (near-duplicate of mem-eng-003), mem-eng-004 (graded 3); "
         "FTS5 matched no memory for this query"
     ]
+
+
+def test_generated_data_gets_a_banner_at_the_top(turn_run: Run, lane: Run, tmp_path: Path) -> None:
+    """A data file written by a recallbench generator (LongMemEval, LoCoMo) is flagged at the
+    top of report.md and report.html, before any figure; the committed suite is not a
+    generated file (issue 26, item 7)."""
+    lines = turn_run.markdown.splitlines()
+    assert lines[2].startswith(
+        "> **Synthetic data**: synthetic data from the recallbench generator (shape s, "
+    )
+    assert lines[2].endswith(
+        "These figures test the tooling, not a system's quality on a benchmark."
+    )
+    html = turn_run.html.decode("utf-8")
+    assert html.index('<p class="banner" role="note"><strong>Synthetic data</strong>') < html.index(
+        "<h2>Metrics</h2>"
+    )
+    assert "Synthetic data" not in lane.markdown and 'class="banner"' not in lane.html.decode()
+    from recallbench.datasets.locomo import generator as locomo_generator
+
+    data = tmp_path / "locomo.json"
+    locomo_generator.generate(
+        data, conversations=2, sessions=2, turns_per_session=4, questions_per_conversation=3
+    )
+    run = run_pipeline("locomo", {"data": data}, tmp_path / "build", system="bm25")
+    assert run.result["dataset"]["identity"]["generated"] is True
+    assert run.markdown.splitlines()[2].startswith("> **Synthetic data**: synthetic data from")

@@ -117,7 +117,7 @@ def rate_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "every returned item is one, so 100% means the system returned results "
                     "where nothing was to be found (lower is better)"
                     if no_answer
-                    else f"{m['definition']} (lower is better)"
+                    else f"{m['definition']}; lower is better"
                 ),
             }
         )
