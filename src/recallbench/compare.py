@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats
 
 from recallbench.errors import RecallbenchError
-from recallbench.ids import md_cell
+from recallbench.escape import markdown as md
 from recallbench.measures import preferred_measures
 from recallbench.report.markdown import format_setting
 from recallbench.report.result import (
@@ -438,11 +438,11 @@ def render_markdown(
     images it links to (the forest plot, the bars)."""
     if headline_only:
         return headline(doc)
-    files = ", ".join(md_cell(f["name"]) for f in doc["dataset"]["files"])
+    files = ", ".join(md(f["name"]) for f in doc["dataset"]["files"])
     out = [
         "# Systems side by side",
         "",
-        f"Dataset: {md_cell(doc['dataset']['name'])} ({files}; {md_cell(doc['dataset']['label'])}), "
+        f"Dataset: {md(doc['dataset']['name'])} ({files}; {md(doc['dataset']['label'])}), "
         f"{doc['dataset']['queries']} scored queries, top-{doc['top_k']}. "
         f"Seed {doc['seed']}, {doc['resamples']} resamples.",
         "",
@@ -450,9 +450,9 @@ def render_markdown(
         "|---|---|---|",
     ]
     out += [
-        f"| {md_cell(s['label'])} | {md_cell(s['name'])} | "
+        f"| {md(s['label'])} | {md(s['name'])} | "
         + "; ".join(
-            f"{k.replace('_', ' ')} {format_setting(v)}"
+            md(f"{k.replace('_', ' ')} {format_setting(v)}")
             for k, v in s.items()
             if k not in ("label", "name") and not k.endswith("function")
         )
@@ -466,15 +466,15 @@ def render_markdown(
             "",
         ]
         out += [
-            f"- {md_cell(v['system'])}: {md_cell(v['embedder_identity'])}, cache {v['cache']}"
+            f"- {md(v['system'])}: {md(v['embedder_identity'])}, cache {md(v['cache'])}"
             for v in doc["vectors"]
         ]
     for note in doc.get("notes", []):
-        out += ["", f"Note: {note}"]
+        out += ["", f"Note: {md(note)}"]
     if plots:
-        out += ["", *(line for path, text in plots for line in (f"![{text}]({path})", ""))]
+        out += ["", *(line for path, text in plots for line in (f"![{md(text)}]({path})", ""))]
     for pair in doc["comparisons"]:
-        ref, ch = pair["reference"], pair["challenger"]
+        ref, ch = md(pair["reference"]), md(pair["challenger"])
         out += [
             "",
             f"## {ch} against {ref}",
@@ -487,12 +487,12 @@ def render_markdown(
             ci = "n/a" if o["ci95"] is None else f"[{o['ci95'][0]:+.3f}, {o['ci95'][1]:+.3f}]"
             p = "n/a" if o["p_value"] is None else f"{o['p_value']:.4f}"
             out.append(
-                f"| {metric} | {o['queries']} | {_f(o['reference_mean'])} | {_f(o['challenger_mean'])} "
+                f"| {md(metric)} | {o['queries']} | {_f(o['reference_mean'])} | {_f(o['challenger_mean'])} "
                 f"| {_f(o['mean_difference'], signed=True)} | {ci} | {p} | {o['wins']} / {o['ties']} / {o['losses']} |"
             )
         out += ["", "Per category (means; wins / ties / losses of the challenger):", ""]
         metrics = list(pair["metrics"])
-        out.append("| category | " + " | ".join(metrics) + " |")
+        out.append("| category | " + " | ".join(md(x) for x in metrics) + " |")
         out.append("|---|" + "---|" * len(metrics))
         for cat in pair["metrics"][metrics[0]]["per_category"]:
             cells = []
@@ -504,7 +504,7 @@ def render_markdown(
                     else f"{_f(c['reference_mean'])} → {_f(c['challenger_mean'])} ({c['wins']}/{c['ties']}/{c['losses']})"
                 )
             label = doc["dataset"].get("category_labels", {}).get(cat, cat)
-            out.append(f"| {md_cell(label)} | " + " | ".join(cells) + " |")
+            out.append(f"| {md(label)} | " + " | ".join(cells) + " |")
         out += [
             "",
             "Pooled slot rates (no test: they are counts over slots, not per-query values):",
@@ -513,7 +513,7 @@ def render_markdown(
         for name, r in pair["rates"].items():
             a, b = r["reference"], r["challenger"]
             out.append(
-                f"- {name}: {ref} {a['numerator']}/{a['denominator']}, {ch} {b['numerator']}/{b['denominator']}"
+                f"- {md(name)}: {ref} {a['numerator']}/{a['denominator']}, {ch} {b['numerator']}/{b['denominator']}"
             )
     out += [
         "",

@@ -5,21 +5,120 @@ kind has one function here that makes such a string safe for it, and the writers
 output call it where the string meets the output, never at their callers' sites.
 
 - `terminal(text)`: one line on a terminal (the summary table, messages).
+- `markdown(text)`: inline Markdown text (a paragraph, a list item, a heading, a table
+  cell): shown literally by CommonMark/GFM renderers (markdown-it, GitHub) and by
+  Python-Markdown (what mkdocs uses); `markdown_cell` is the same rule under the name a table
+  writer reads best.
+- `markdown_code(text)`: a Markdown code span showing `text` literally (never in a table
+  cell: GFM splits a cell on a pipe even inside a code span).
+- `plot_text(text)`: a string matplotlib draws (labels, titles, legends, tick labels).
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Any
 
+#: control, format, surrogate characters and the line and paragraph separators
+_INVISIBLE = ("Cc", "Cf", "Cs", "Zl", "Zp")
 
-def terminal(text: Any) -> str:
-    """`text` for one terminal line: every control, format or surrogate character
-    (ESC, CR, LF, TAB, NUL, bidi overrides, zero-width characters) is shown as ``U+XXXX``,
-    so no string can move the cursor, rewrite a row or set the terminal's title."""
-    text = str(text)
+
+def _visible_controls(text: str) -> str:
+    """Every control, format or surrogate character and line separator (line breaks, ESC,
+    NUL, bidi overrides, zero-width characters, U+2028, U+2029) as ``U+XXXX``."""
     if text.isascii() and text.isprintable():
         return text
     return "".join(
-        f"U+{ord(ch):04X}" if unicodedata.category(ch) in ("Cc", "Cf", "Cs") else ch for ch in text
+        f"U+{ord(ch):04X}" if unicodedata.category(ch) in _INVISIBLE else ch for ch in text
     )
+
+
+def terminal(text: Any) -> str:
+    """`text` for one terminal line: every control, format or surrogate character and line
+    separator (ESC, CR, LF, TAB, NUL, bidi overrides, zero-width characters, U+2028) is
+    shown as ``U+XXXX``, so no string can move the cursor, rewrite a row or set the
+    terminal's title."""
+    return _visible_controls(str(text))
+
+
+#: characters with a Markdown meaning that both CommonMark and Python-Markdown let a
+#: backslash escape, wherever they are (the pipe: GFM's and Python-Markdown's tables)
+_BACKSLASHED = frozenset("\\`*{}[]|")
+#: characters a backslash does not escape in Python-Markdown: a character reference instead
+#: (raw HTML, autolinks, strikethrough)
+_REFERENCED = {"<": "&lt;", "~": "&#126;"}
+#: an underscore that could open or close emphasis (not one inside a word: snake_case),
+#: an ampersand that could start an entity
+_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_AMPERSAND = re.compile(r"&(?=[#A-Za-z0-9])")
+#: where a block construct could start at the text's beginning (a list item "- ", "+ ", an
+#: ordered list "1. " or "1) ", a thematic break "---", a blockquote ">")
+_LEADING = re.compile(r"^(?:[-+](?=[\s-]|$)|\d+[.)](?=\s|$)|>)")
+#: a hash that could open a heading (at the start) or close one (a trailing run)
+_HASH = re.compile(r"^#|#(?=#*\s*$)")
+_PLAIN = re.compile(r"[A-Za-z0-9 ,;:/@$%^'?.()=+-]*")
+
+
+def markdown(text: Any) -> str:
+    """`text` as inline Markdown that renders as exactly that text, on one line.
+
+    - control, format and surrogate characters and line separators become ``U+XXXX``: the
+      text cannot start a line (a heading, a table row, a list item);
+    - ``\\ ` * { } [ ] |`` get a backslash, and so do an underscore at a word's edge and a
+      ``#`` at the start or in a trailing run: no emphasis, code span, link, image,
+      attribute list, heading or table cell boundary;
+    - ``<``, ``~`` and an ``&`` that could start an entity become character references: no
+      raw HTML, autolink, entity or strikethrough;
+    - a leading list marker (``- ``, ``+ ``, ``1. ``, ``1) ``, ``---``) or ``>`` is
+      escaped: no list, thematic break or blockquote where the text begins a list item;
+    - spaces at either end become ``&#32;``: the text cannot break the emphasis it is put in.
+
+    Ordinary ids, snake_case names and words are unchanged.
+    """
+    text = _visible_controls(str(text))
+    if _PLAIN.fullmatch(text) and not _LEADING.match(text) and text.strip(" ") == text:
+        return text
+    lead = _LEADING.match(text)
+    marker = lead.end() - 1 if lead else -1  # the character that makes the marker
+    escaped = {m.start() for m in _UNDERSCORE.finditer(text)}
+    escaped |= {m.start() for m in _HASH.finditer(text)}
+    ampersands = {m.start() for m in _AMPERSAND.finditer(text)}
+    inner = len(text.rstrip(" ")), len(text) - len(text.lstrip(" "))
+    out = []
+    for i, ch in enumerate(text):
+        if ch == " " and (i >= inner[0] or i < inner[1]):
+            out.append("&#32;")
+        elif ch in _BACKSLASHED or i in escaped or i == marker:
+            out.append("\\" + ch)
+        elif ch in _REFERENCED:
+            out.append(_REFERENCED[ch])
+        elif i in ampersands:
+            out.append("&amp;")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+#: a table cell: the same rule (every pipe escaped, no line break)
+markdown_cell = markdown
+
+
+def markdown_code(text: Any) -> str:
+    """`text` as a Markdown code span, shown literally: control characters as ``U+XXXX``,
+    a fence of more backticks than the longest run in the text, and a space inside the
+    fence when the text begins or ends with a backtick. Not for table cells."""
+    text = _visible_controls(str(text))
+    if not text.strip():
+        return markdown(text)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text[0] == "`" or text[-1] == "`" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def plot_text(text: Any) -> str:
+    """`text` as matplotlib draws it literally, on one line: control characters as
+    ``U+XXXX``. The figures are drawn with ``text.parse_math`` off (recallbench.report.plots'
+    style), so a ``$`` is a dollar sign, never mathtext."""
+    return _visible_controls(str(text))

@@ -12,7 +12,7 @@ An id is acceptable when it is 1 to 200 characters long and contains none of:
 and does not start with ``#`` (a comment in TREC files).
 
 ``id_problem`` says what is wrong (or None); ``trec_safe`` guards the TREC writer;
-``md_cell`` escapes any text (ids or not) for a Markdown table cell; ``opaque_id`` is the id a
+``md_cell`` is `recallbench.escape.markdown_cell` (Markdown escaping lives there); ``opaque_id`` is the id a
 store sees for a dataset's unit (a hash revealing neither the scope nor the unit).
 """
 
@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+
+from recallbench.escape import markdown_cell
 
 #: the longest acceptable id, in characters (code points)
 MAX_ID_LENGTH = 200
@@ -35,7 +37,6 @@ _REFUSED_CATEGORIES = {
 _MARKDOWN_BREAKERS = {"|": "breaks Markdown tables", "`": "breaks Markdown code"}
 # printable ASCII without space, '|' and '`': the fast path for ordinary ids
 _PLAIN_ASCII = re.compile(r"[\x21-\x5f\x61-\x7b\x7d\x7e]+")
-_NEWLINES = re.compile(r"\r\n|[\r\n\u2028\u2029]")
 
 
 def _describe(ch: str) -> str:
@@ -87,29 +88,8 @@ def trec_safe(value: str) -> str:
     return value
 
 
-def _escape_char(ch: str) -> str:
-    if ch in "\\|`":
-        return "\\" + ch
-    if ch == "\t":
-        return " "
-    if unicodedata.category(ch) in ("Cc", "Cf", "Cs"):
-        return f"U+{ord(ch):04X}"
-    return ch
-
-
-def md_cell(text: str) -> str:
-    """`text` made safe for one Markdown table cell, still readable.
-
-    Line breaks (CRLF, CR, LF, U+2028, U+2029) and tabs become one space; the pipe, the
-    backtick and the backslash get a backslash in front (the backslash itself so that one
-    in the text cannot un-escape a following pipe); every other control, format or surrogate
-    character becomes its ``U+XXXX`` form (so U+202E cannot reorder the line and NUL cannot
-    hide). Other text is unchanged.
-    """
-    text = _NEWLINES.sub(" ", str(text))
-    if _PLAIN_ASCII.fullmatch(text) and "\\" not in text:
-        return text
-    return "".join(_escape_char(ch) for ch in text)
+#: kept importable: the Markdown rule lives in `recallbench.escape` (one rule per output kind)
+md_cell = markdown_cell
 
 
 def opaque_id(scope_id: str, unit_id: str) -> str:

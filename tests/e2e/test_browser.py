@@ -229,3 +229,140 @@ def test_docs_pages_render_and_their_tables_fit(page: Any, site: str, path: str)
         shot = page.find_element("css selector", 'article img[src$="report-screenshot.png"]')
         assert page.execute_script("return arguments[0].naturalWidth", shot) > 0
     assert browser.console_errors(page) == []
+
+
+PAGE_STRUCTURE = """
+const cells = [...document.querySelectorAll('table')].map(
+  (t) => [...t.rows].map((r) => r.cells.length));
+return {
+  headings: [...document.querySelectorAll('h1, h2')].map((h) => h.tagName + ' ' + h.textContent),
+  tables: cells,
+  injected: [...document.querySelectorAll(
+    'script, iframe, object, embed, a, em, del, form, input, img:not([src^="report-plots/"])'
+  )].map((e) => e.outerHTML.slice(0, 80)),
+  handlers: [...document.querySelectorAll('*')].filter(
+    (e) => [...e.attributes].some((a) => a.name.startsWith('on') || a.name === 'style')).length,
+  images: [...document.images].map((i) => [i.getAttribute('src'), i.naturalWidth > 0]),
+};
+"""
+
+
+def test_hostile_report_md_and_compare_md_stay_text_in_the_browser(
+    page: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """report.md of the hostile suite run through the hostile plugin (markup in ids, the
+    file name, configuration keys, corruption names, the lexical matcher) and compare.md of
+    results whose every string is hostile, labelled with headings and HTML: rendered by
+    Python-Markdown and by markdown-it and opened in Chromium, no script runs (no alert), no
+    element or handler is injected, and the headings and table cells are the report's own
+    (issue 27, items 4 to 6)."""
+    from hostile import (
+        HOSTILE_PLUGIN,
+        LABELS,
+        REPORT_H2,
+        hostile_document,
+        install_hostile_plugin,
+        markdown_renderers,
+    )
+    from selenium.common.exceptions import NoAlertPresentException
+
+    from recallbench.compare import compare_results
+    from recallbench.compare import render_markdown as render_compare
+    from recallbench.escape import terminal
+
+    install_hostile_plugin(monkeypatch)
+    corpus, queries = hostile_suite(tmp_path / "data")
+    named = corpus.with_name("corpus-<img src=x onerror=alert(5)>[l](javascript:x)|#.jsonl")
+    corpus.rename(named)
+    build = tmp_path / "build"
+    run = run_pipeline_on(build, named, queries, system=HOSTILE_PLUGIN)
+    write_run(run, build)
+    report = (build / "report.md").read_text(encoding="utf-8")
+    results = [hostile_document(run.result), hostile_document(run.result)]
+    compared = render_compare(compare_results(results, LABELS, resamples=50))
+    for renderer, render in markdown_renderers().items():
+        for name, text in (("report", report), ("compare", compared)):
+            out = build / f"{name}-{renderer}.html"
+            out.write_text(
+                f'<!DOCTYPE html><html lang="en"><meta charset="utf-8"><body>{render(text)}',
+                encoding="utf-8",
+            )
+            browser.open_page(page, out.as_uri())
+            with pytest.raises(NoAlertPresentException):
+                page.switch_to.alert.text  # noqa: B018
+            found = page.execute_script(PAGE_STRUCTURE)
+            assert found["injected"] == [] and found["handlers"] == 0, (renderer, name, found)
+            for table in found["tables"]:
+                assert len(set(table)) == 1, (renderer, name, table)
+            headings = [" ".join(h.split(" ", 1)).lower() for h in found["headings"]]
+            if name == "report":
+                assert headings == [h.lower() for h in REPORT_H2], renderer
+                assert [ok for _, ok in found["images"]] == [True, True]  # the two plots
+            else:
+                assert headings[1] == (
+                    f"h2 {terminal(LABELS[1])} against {terminal(LABELS[0])}".lower()
+                )
+                assert len(headings) == 3 and headings[-1] == "h2 reading this"
+            assert page.execute_script("return typeof window.alert") == "function"
+
+
+FIT = """
+const doc = document.documentElement;
+const wide = [...document.querySelectorAll('main table.metrics')].filter(
+  (t) => t.getBoundingClientRect().right > doc.clientWidth).map((t) => t.rows[0].textContent);
+const first = document.querySelector('main h2, main .banner');
+return {page: doc.scrollWidth - doc.clientWidth, wide: wide, tables:
+  document.querySelectorAll('main table.metrics').length,
+  first: first.className === 'banner' ? 'banner' : first.textContent,
+  top: document.querySelector('main table.metrics').getBoundingClientRect().top};
+"""
+
+
+def test_a_longmemeval_report_fits_1280_px_and_flags_synthetic_data(
+    page: Any, tmp_path: Path
+) -> None:
+    """Generated LongMemEval data at turn unit (24 measures on two levels): every metric
+    table fits a 1280 px window without scrolling sideways, and the page opens on the
+    synthetic-data banner (issue 26, item 7)."""
+    from recallbench.datasets.longmemeval import generator
+
+    data = tmp_path / "lme.json"
+    generator.generate(
+        data, shape="s", questions=12, seed=1, sessions_per_question=6, session_chars=300
+    )
+    build = tmp_path / "build"
+    from recallbench.pipeline import run_pipeline
+
+    run = run_pipeline(
+        "longmemeval", {"data": data}, build, options={"unit": "turn"}, system="bm25", top_k=10
+    )
+    write_run(run, build)
+    assert len(run.result["run"]["measures"]) == 24
+    browser.open_page(page, (build / "report.html").as_uri())
+    found = page.execute_script(FIT)
+    assert found["page"] <= 0 and found["wide"] == [], found
+    assert found["tables"] == 6  # a table per cutoff (1, 5, 10) on each level
+    assert found["first"] == "banner"
+    banner = page.find_element("css selector", "main .banner")
+    assert banner.text.startswith("Synthetic data: synthetic data from the recallbench generator")
+    browser.screenshot(page, tmp_path / "longmemeval-1280.png")
+    assert browser.console_errors(page) == []
+
+
+def test_compare_html_opens_on_the_results_table(page: Any, tmp_path: Path) -> None:
+    """The first screen of compare.html is the paired results table; the systems'
+    configuration comes after it (issue 26, item 7)."""
+    build = tmp_path / "build"
+    result = cli(build, "compare", "--system", "hotmem", "--system", "bm25", "--resamples", "200")
+    assert result.exit_code == 0, result.output
+    browser.open_page(page, (build / "compare.html").as_uri())
+    found = page.execute_script(
+        "const h = [...document.querySelectorAll('main h2')].map((e) => e.textContent);"
+        "const t = document.querySelector('main table.metrics').getBoundingClientRect();"
+        "const s = document.querySelector('#systems').getBoundingClientRect();"
+        "return {h: h, bottom: t.bottom, systems: s.top, height: window.innerHeight};"
+    )
+    assert " against " in found["h"][0], found
+    assert found["bottom"] < found["height"], found  # the whole results table, no scrolling
+    assert found["systems"] > found["bottom"]
+    assert browser.console_errors(page) == []

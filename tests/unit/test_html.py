@@ -257,3 +257,16 @@ def test_report_without_its_spool_shows_ids_and_a_damaged_spool_is_refused(
     assert "no texts: no scopes.jsonl" in result.stderr
     assert "Texts are not shown" in (build / "report.html").read_text(encoding="utf-8")
     assert load_json(build / "timings" / "results.json")["html"]["texts_available"] is False
+
+
+def test_compare_html_puts_the_results_before_the_configuration(lane: Run) -> None:
+    """compare.html opens on each challenger's results table; the systems' configuration
+    follows the results and the plots (issue 26, item 7)."""
+    from recallbench.compare import compare_results
+
+    results = [lane.result, copy.deepcopy(lane.result)]
+    doc = compare_results(results, ["a", "b"], resamples=200)
+    html = render_compare_html(doc, results, no_texts("memory")).decode("utf-8")
+    main = html.split("<main>", 1)[1]
+    assert main.lstrip().startswith('<section id="pair-1">\n<h2>b against a</h2>')
+    assert main.index('<section id="pair-1">') < main.index('<section id="systems">')

@@ -354,3 +354,31 @@ def test_write_baseline_plots_entry_point(drawn: dict[str, bytes], tmp_path: Pat
     assert docs_plots().main(["--baseline", str(BASELINE), "--out", str(tmp_path)]) == 0
     written = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     assert written == {f"baseline-{Path(f).name}": svg for f, svg in drawn.items()}
+
+
+# --- text from data is drawn as written ------------------------------------------------
+
+DOLLARS = ["$5 or $10", "$x$", "$\\undefinedcommand{y}$", "cost in $ and \\$", "a\nb\u202ec"]
+
+
+def test_dollar_signs_and_control_characters_in_labels_are_drawn_literally() -> None:
+    """A `$...$` pair in a category label, a system, a dataset, a measure or a comparison's
+    labels is not mathtext: no exception (an unknown command used to raise a long
+    traceback), and "$5 or $10" is drawn as written (issue 27, item 8)."""
+    result = copy.deepcopy(baseline())
+    cats = result["dataset"]["categories"]
+    for cat, label in zip(cats, DOLLARS, strict=False):
+        result["dataset"]["category_labels"][cat] = label
+    result["system"]["name"] = "$sys$"
+    result["dataset"]["dataset"] = "$5 or $10"
+    drawn = [t for svg in plots.report_plots(result).values() for t in texts(svg)]
+    for label in ("$5 or $10", "$x$", "$\\undefinedcommand{y}$", "cost in $ and \\$"):
+        assert sum(t.startswith(label) for t in drawn) >= 2, label  # both plots
+    assert any(t.startswith("aU+000AbU+202Ec") for t in drawn)  # one line, no bidi override
+    assert any("$sys$ on $5 or $10" in t for t in drawn)
+    doc = compare_results(
+        [result, copy.deepcopy(result)], ["$ref$", "$5 or $10 \\frac"], resamples=100
+    )
+    drawn = [t for svg in plots.compare_plots(doc).values() for t in texts(svg)]
+    assert "$5 or $10 \\frac" in drawn and "$ref$" in drawn
+    assert any("against $ref$" in t for t in drawn)

@@ -15,14 +15,20 @@ from conftest import CORPUS, QUERIES, run_fixtures
 from hotmem import search as hm_search
 from hotmem.embed import DEFAULT_EMBEDDER
 
-from recallbench import __version__
+from recallbench import __version__, escape
 from recallbench.artifacts import envelope
 from recallbench.datasets.base import decision
 from recallbench.datasets.fixtures.reader import CATEGORIES
 from recallbench.datasets.longmemeval import generator as longmemeval_generator
 from recallbench.errors import ArtifactError
 from recallbench.pipeline import Run, run_pipeline
-from recallbench.report.markdown import LIST_LIMIT, cell_text, cut, render_markdown
+from recallbench.report.markdown import (
+    LIST_LIMIT,
+    MAX_COLUMNS,
+    cell_text,
+    cut,
+    render_markdown,
+)
 from recallbench.report.result import (
     RESULT_SCHEMA,
     RESULT_SCHEMA_VERSION,
@@ -278,23 +284,50 @@ def test_markdown_metrics_table_has_a_row_per_category(lane: Run) -> None:
     metrics = section(lane.markdown, "Metrics")
     assert "### memory level (one fixture memory)" in metrics
     table = [x for x in metrics if x.startswith("|")]
-    assert table[0] == "| category | queries | " + " | ".join(METRICS) + " |"
+    means = METRICS[:4]
+    assert table[0] == "| category | queries | " + " | ".join(means) + " |"
     assert table[2].startswith(
         "| **overall** | 57 | 0.467 (n=50; found 29/86) | 0.702 (n=50; found 58/86) |"
     )
-    rows = table[3:]
+    rows = table[3 : 3 + len(CATEGORIES)]
     assert [row.split(" | ")[0][2:] for row in rows] == list(CATEGORIES)
-    assert all(row.count("|") == len(METRICS) + 3 for row in table)
+    assert all(row.count("|") == len(means) + 3 for row in table[: 3 + len(CATEGORIES)])
     exact = rows[0]
     assert exact.startswith(
         "| exact_lexical | 7 | 0.929 (n=7; found 7/8) | 1.000 (n=7; found 8/8) |"
     )
     negative = rows[CATEGORIES.index("negative_or_no_answer")]
-    assert (
-        negative == "| negative_or_no_answer | 7 | n/a | n/a | n/a | n/a | 100.0% (35/35) | n/a |"
-    )
+    assert negative == "| negative_or_no_answer | 7 | n/a | n/a | n/a | n/a |"
     for m in ("recall", "mrr", "ndcg", "fp_rate", "duplicate_slot_rate"):
         assert sum(1 for x in metrics if x.startswith(f"- `{m}@k`: ")) == 1, m
+
+
+def test_slot_rates_are_apart_from_the_bold_overall_row(lane: Run) -> None:
+    """fp_rate on no-answer queries is not a failure in the row of means: it has its own
+    table naming the queries it was measured on and what 100% means (issue 26)."""
+    metrics = section(lane.markdown, "Metrics")
+    overall = next(x for x in metrics if x.startswith("| **overall**"))
+    assert "%" not in overall and "35/35" not in overall
+    start = metrics.index(
+        "### Slot rates (pooled over returned slots, not means: not in the rows above)"
+    )
+    rates = [x for x in metrics[start:] if x.startswith("|")]
+    assert rates[0] == "| rate | level | measured on | value (slots) | what it counts |"
+    assert rates[2].startswith(
+        "| fp_rate@5 | memory | negative_or_no_answer (7 queries) | 100.0% (35/35) | "
+    )
+    assert "on no-answer queries every returned item is one" in rates[2]
+    assert rates[3].startswith(
+        "| duplicate_slot_rate@5 | memory | near_duplicate_diversity (6 queries) | 33.3% (10/30) | "
+    )
+    html = lane.html.decode("utf-8")
+    assert '<tr class="overall">' in html
+    bold = html.split('<tr class="overall">')[1].split("</tr>")[0]
+    assert "35/35" not in bold and "%" not in bold
+    assert (
+        '<th scope="row">fp_rate@5</th><td>memory</td><td>negative_or_no_answer (7 queries)</td>'
+        in html
+    )
 
 
 def test_cell_text() -> None:
@@ -496,9 +529,9 @@ def test_long_lists_are_cut_to_ten(crowded: dict[str, Any]) -> None:
         "all in results.json"
     )
     rt = section(text, "Snapshot -> verify -> clean hydrate")
-    drifted = [x for x in rt if x.startswith("- `q\\|drift-")]
+    drifted = [x for x in rt if x.startswith("- `q|drift-")]  # a code span: shown as is
     assert len(drifted) == 10
-    assert drifted[0].startswith("- `q\\|drift-00`: positions [1, 2] changed, max score drift ")
+    assert drifted[0].startswith("- `q|drift-00`: positions \\[1, 2\\] changed, max score drift ")
     assert drifted[0].endswith("m\\|8, m\\|9 ... and 2 more; all in results.json")
     assert "- ... and 2 more; all in results.json" in rt
     why = [x for x in section(text, "Why relevant items were missed") if x]
@@ -515,8 +548,9 @@ def test_pipes_in_ids_and_labels_are_escaped_in_tables(crowded: dict[str, Any]) 
     metrics = section(text, "Metrics")
     assert any(x.startswith("| exact \\| lexical | 7 | ") for x in metrics)
     assert any(x.startswith("- **exact \\| lexical** (7 queries)") for x in text.splitlines())
-    # no raw id with a pipe anywhere: every one went through md_cell
-    assert "q|sem" not in text and "d|0" not in text and "m|1" not in text
+    # no raw id with a pipe outside a code span: every one went through escape.markdown
+    plain = re.sub(r"`[^`]*`", "", text)
+    assert "q|sem" not in plain and "d|0" not in plain and "m|1" not in plain
 
 
 def test_expected_lists_in_the_worst_queries_are_cut_to_five(lane: Run) -> None:
@@ -550,19 +584,23 @@ def turn_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 def test_a_table_per_level(turn_run: Run) -> None:
     metrics = section(turn_run.markdown, "Metrics")
     headings = [x for x in metrics if x.startswith("### ")]
+    # twelve measures a level: a table per cutoff, so each fits a 1280 px window
+    turn = "### turn level (a haystack turn (session id + '\\_' + position))"
     assert headings == [
-        "### session level (a haystack session)",
-        "### turn level (a haystack turn (session id + '_' + position))",
+        *(f"### session level (a haystack session), k = {k}" for k in (1, 5, 10)),
+        *(f"{turn}, k = {k}" for k in (1, 5, 10)),
     ]
     headers = [x for x in metrics if x.startswith("| category | queries | ")]
-    names = [m["name"] for m in turn_run.result["run"]["measures"]]
+    measures = turn_run.result["run"]["measures"]
+    assert len(measures) == 24
     assert headers == [
         "| category | queries | "
-        + " | ".join(n for n in names if not n.startswith("turn_"))
-        + " |",
-        "| category | queries | " + " | ".join(n for n in names if n.startswith("turn_")) + " |",
+        + " | ".join(m["name"] for m in measures if m["level"] == level and m["k"] == k)
+        + " |"
+        for level in ("session", "turn")
+        for k in (1, 5, 10)
     ]
-    assert len(names) == 24
+    assert all(h.count("|") - 3 <= MAX_COLUMNS for h in headers)
     assert_tables_are_rectangular(turn_run.markdown)
 
 
@@ -570,9 +608,8 @@ def test_drops_sampling_and_no_rules_in_a_dataset_report(turn_run: Run) -> None:
     r, text = turn_run.result, turn_run.markdown
     assert r["counts"]["dropped"] == {"abstention": 1}
     drop = r["drops"][0]
-    assert f"- abstention: 1 ({r['dataset']['drop_rules']['abstention']}): {drop['query_id']}" in (
-        section(text, "Dataset")
-    )
+    rule = escape.markdown(r["dataset"]["drop_rules"]["abstention"])
+    assert f"- abstention: 1 ({rule}): {drop['query_id']}" in (section(text, "Dataset"))
     assert "| reader options | session text user, unit turn |" in section(text, "Configuration")
     sample = r["roundtrip"]["sample"]
     assert (sample["scopes_sampled"], sample["scopes_total"]) == (3, 11)
@@ -714,3 +751,30 @@ def test_explain_miss_on_the_real_run(lane: Run) -> None:
         "(delta-support)), mem-eng-001 (near-duplicate of mem-eng-003), mem-eng-004 (graded 3); "
         "FTS5 matched no memory for this query"
     ]
+
+
+def test_generated_data_gets_a_banner_at_the_top(turn_run: Run, lane: Run, tmp_path: Path) -> None:
+    """A data file written by a recallbench generator (LongMemEval, LoCoMo) is flagged at the
+    top of report.md and report.html, before any figure; the committed suite is not a
+    generated file (issue 26, item 7)."""
+    lines = turn_run.markdown.splitlines()
+    assert lines[2].startswith(
+        "> **Synthetic data**: synthetic data from the recallbench generator (shape s, "
+    )
+    assert lines[2].endswith(
+        "These figures test the tooling, not a system's quality on a benchmark."
+    )
+    html = turn_run.html.decode("utf-8")
+    assert html.index('<p class="banner" role="note"><strong>Synthetic data</strong>') < html.index(
+        "<h2>Metrics</h2>"
+    )
+    assert "Synthetic data" not in lane.markdown and 'class="banner"' not in lane.html.decode()
+    from recallbench.datasets.locomo import generator as locomo_generator
+
+    data = tmp_path / "locomo.json"
+    locomo_generator.generate(
+        data, conversations=2, sessions=2, turns_per_session=4, questions_per_conversation=3
+    )
+    run = run_pipeline("locomo", {"data": data}, tmp_path / "build", system="bm25")
+    assert run.result["dataset"]["identity"]["generated"] is True
+    assert run.markdown.splitlines()[2].startswith("> **Synthetic data**: synthetic data from")

@@ -411,40 +411,42 @@ def _cell(cell: Mapping[str, Any] | None, measure: Mapping[str, Any]) -> tuple[s
 
 
 def _metric_tables(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tables of means as report.md has them (`markdown.column_groups`: at most
+    `markdown.MAX_COLUMNS` measures each, so they fit a 1280 px window); the pooled slot
+    rates are apart (`markdown.rate_rows`)."""
+    from recallbench.report.markdown import column_groups
+
     measures = result["run"]["measures"]
     labels = result["dataset"]["category_labels"]
     counts = result["counts"]["per_category"]
     tables = []
     for level in result["dataset"]["levels"]:
-        cols = [m for m in measures if m["level"] == level["name"]]
-        if not cols:
-            continue
-        overall = result["metrics"]["overall"]
-        rows = [
-            {
-                "label": "overall",
-                "overall": True,
-                "queries": result["counts"]["queries"],
-                "cells": [_cell(overall[m["name"]], m) for m in cols],
-            }
-        ]
-        for cat in result["dataset"]["categories"]:
-            cells = result["metrics"]["per_category"][cat]
-            rows.append(
+        means = [m for m in measures if m["level"] == level["name"] and not m["pooled"]]
+        groups = column_groups(means)
+        for cols in groups:
+            overall = result["metrics"]["overall"]
+            rows = [
                 {
-                    "label": labels.get(cat, cat),
-                    "overall": False,
-                    "queries": counts.get(cat, {}).get("scored", 0),
-                    "cells": [_cell(cells[m["name"]], m) for m in cols],
+                    "label": "overall",
+                    "overall": True,
+                    "queries": result["counts"]["queries"],
+                    "cells": [_cell(overall[m["name"]], m) for m in cols],
                 }
-            )
-        tables.append(
-            {
-                "title": f"{level['name']} level ({level['description'] or level['name']})",
-                "columns": [m["name"] for m in cols],
-                "rows": rows,
-            }
-        )
+            ]
+            for cat in result["dataset"]["categories"]:
+                cells = result["metrics"]["per_category"][cat]
+                rows.append(
+                    {
+                        "label": labels.get(cat, cat),
+                        "overall": False,
+                        "queries": counts.get(cat, {}).get("scored", 0),
+                        "cells": [_cell(cells[m["name"]], m) for m in cols],
+                    }
+                )
+            title = f"{level['name']} level ({level['description'] or level['name']})"
+            if len(groups) > 1:
+                title += ", k = " + ", ".join(dict.fromkeys(str(m["k"]) for m in cols))
+            tables.append({"title": title, "columns": [m["name"] for m in cols], "rows": rows})
     return tables
 
 
@@ -530,6 +532,7 @@ def render_report_html(
     version: str = "",
 ) -> bytes:
     """report.html: the result document, its texts and plots, as one self-contained page."""
+    from recallbench.report.markdown import is_generated, rate_rows
     from recallbench.report.plots import caption
 
     ds = result["dataset"]
@@ -555,6 +558,8 @@ def render_report_html(
             fingerprint=fingerprint,
             config=_config_rows(result),
             warning=None if ds["identity"]["known"] else ds["identity"]["label"],
+            synthetic=ds["identity"]["label"] if is_generated(result) else None,
+            rates=rate_rows(result),
             notes=ds["notes"],
             drops=drops,
             summary=[

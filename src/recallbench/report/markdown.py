@@ -1,8 +1,10 @@
 """The Markdown report: a view of the result document plus the local timing sidecars.
 
 Everything a figure needs (its metric name, its denominator) comes from the result; long
-lists are cut to their first ten with a count; ids and texts pass through `md_cell` so no
-character of the data can break a table.
+lists are cut to their first ten with a count. Every string from the result (ids, labels,
+names, a plugin's configuration keys and values, notes) passes through `recallbench.escape`'s
+Markdown rule where it is written here (`md` for text and table cells, `code` for code
+spans), so no character of the data can add a heading, a link, raw HTML or a table cell.
 """
 
 from __future__ import annotations
@@ -10,10 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from recallbench.ids import md_cell
+from recallbench.escape import markdown as md
+from recallbench.escape import markdown_code as code
 from recallbench.measures import RELEVANT_GRADE, from_record, select, value_of
 
 LIST_LIMIT = 10
+#: a metric table holds at most this many measure columns (wider ones are split by cutoff
+#: k), so it fits a 1280 px window
+MAX_COLUMNS = 5
 
 
 def _fmt(x: float | None, pct: bool = False) -> str:
@@ -46,39 +52,124 @@ def cell_text(cell: Mapping[str, Any] | None, measure: Mapping[str, Any]) -> str
 
 
 def format_setting(value: Any) -> str:
-    """A configuration value as table text: mappings as `key value, ...`, keys sorted."""
+    """A configuration value as plain text: mappings as `key value, ...`, keys sorted (not
+    escaped: each writer escapes it for its output)."""
     if isinstance(value, dict):
         return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(value.items()))
     return str(value)
 
 
+def column_groups(cols: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """The measure columns of one level in tables of at most `MAX_COLUMNS`: all in one when
+    they fit, else split by cutoff k (consecutive ks joined while they fit)."""
+    if len(cols) <= MAX_COLUMNS:
+        return [list(cols)] if cols else []
+    by_k: dict[int, list[Mapping[str, Any]]] = {}
+    for m in cols:
+        by_k.setdefault(m["k"], []).append(m)
+    groups: list[list[Mapping[str, Any]]] = []
+    for ms in by_k.values():
+        for i in range(0, len(ms), MAX_COLUMNS):
+            chunk = ms[i : i + MAX_COLUMNS]
+            if groups and len(groups[-1]) + len(chunk) <= MAX_COLUMNS:
+                groups[-1].extend(chunk)
+            else:
+                groups.append(list(chunk))
+    return groups
+
+
+def is_generated(result: Mapping[str, Any]) -> bool:
+    """Whether the data file was written by a recallbench generator (synthetic data)."""
+    identity = result["dataset"]["identity"]
+    release = identity.get("release")
+    return bool(identity.get("generated")) or (
+        isinstance(release, dict) and release.get("kind") == "synthetic"
+    )
+
+
+def rate_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The pooled slot rates (false positives on no-answer queries, duplicate slots), kept
+    apart from the means: per rate its level, the categories it was measured on (those whose
+    cell has slots), the queries and slots behind it and what its value means."""
+    labels = result["dataset"]["category_labels"]
+    counts = result["counts"]["per_category"]
+    out = []
+    for m in result["run"]["measures"]:
+        if not m["pooled"]:
+            continue
+        cats = [
+            c
+            for c in result["dataset"]["categories"]
+            if (result["metrics"]["per_category"][c].get(m["name"]) or {}).get("denominator")
+        ]
+        queries = sum(counts.get(c, {}).get("scored", 0) for c in cats)
+        cell = result["metrics"]["overall"].get(m["name"])
+        no_answer = m["name"].startswith("fp_rate")
+        out.append(
+            {
+                "name": m["name"],
+                "level": m["level"],
+                "measured_on": [labels.get(c, c) for c in cats],
+                "queries": queries,
+                "value": cell_text(cell, m),
+                "meaning": (
+                    "share of returned slots holding an ungraded id; on no-answer queries "
+                    "every returned item is one, so 100% means the system returned results "
+                    "where nothing was to be found (lower is better)"
+                    if no_answer
+                    else f"{m['definition']}; lower is better"
+                ),
+            }
+        )
+    return out
+
+
 def metric_tables(result: Mapping[str, Any]) -> list[str]:
-    """One table per level: overall and per category, a column per measure of the level."""
+    """Per level: the means, overall and per category, in tables of at most `MAX_COLUMNS`
+    measures; then the pooled slot rates apart, each with the queries it was measured on."""
     out: list[str] = []
     measures = result["run"]["measures"]
     labels = result["dataset"]["category_labels"]
     counts = result["counts"]["per_category"]
     for level in result["dataset"]["levels"]:
-        cols = [m for m in measures if m["level"] == level["name"]]
-        if not cols:
-            continue
-        out += [f"### {level['name']} level ({level['description'] or level['name']})", ""]
-        out.append("| category | queries | " + " | ".join(m["name"] for m in cols) + " |")
-        out.append("|---|---|" + "---|" * len(cols))
-        overall = result["metrics"]["overall"]
-        out.append(
-            f"| **overall** | {result['counts']['queries']} | "
-            + " | ".join(cell_text(overall[m["name"]], m) for m in cols)
-            + " |"
-        )
-        for cat in result["dataset"]["categories"]:
-            cells = result["metrics"]["per_category"][cat]
-            scored = counts.get(cat, {}).get("scored", 0)
+        means = [m for m in measures if m["level"] == level["name"] and not m["pooled"]]
+        groups = column_groups(means)
+        for cols in groups:
+            title = f"{level['name']} level ({level['description'] or level['name']})"
+            if len(groups) > 1:
+                title += ", k = " + ", ".join(dict.fromkeys(str(m["k"]) for m in cols))
+            out += [f"### {md(title)}", ""]
+            out.append("| category | queries | " + " | ".join(md(m["name"]) for m in cols) + " |")
+            out.append("|---|---|" + "---|" * len(cols))
+            overall = result["metrics"]["overall"]
             out.append(
-                f"| {md_cell(labels.get(cat, cat))} | {scored} | "
-                + " | ".join(cell_text(cells[m["name"]], m) for m in cols)
+                f"| **overall** | {result['counts']['queries']} | "
+                + " | ".join(cell_text(overall[m["name"]], m) for m in cols)
                 + " |"
             )
+            for cat in result["dataset"]["categories"]:
+                cells = result["metrics"]["per_category"][cat]
+                scored = counts.get(cat, {}).get("scored", 0)
+                out.append(
+                    f"| {md(labels.get(cat, cat))} | {scored} | "
+                    + " | ".join(cell_text(cells[m["name"]], m) for m in cols)
+                    + " |"
+                )
+            out.append("")
+    rates = rate_rows(result)
+    if rates:
+        out += [
+            "### Slot rates (pooled over returned slots, not means: not in the rows above)",
+            "",
+            "| rate | level | measured on | value (slots) | what it counts |",
+            "|---|---|---|---|---|",
+        ]
+        out += [
+            f"| {md(r['name'])} | {md(r['level'])} | "
+            f"{md(', '.join(r['measured_on']) or 'no query')} ({r['queries']} queries) | "
+            f"{r['value']} | {md(r['meaning'])} |"
+            for r in rates
+        ]
         out.append("")
     return out
 
@@ -123,14 +214,14 @@ def observations(result: Mapping[str, Any]) -> list[str]:
         in_cat = [q for q in result["queries"] if q["category"] == cat]
         if not in_cat:
             continue
-        parts = [f"**{md_cell(labels.get(cat, cat))}** ({len(in_cat)} queries):"]
+        parts = [f"**{md(labels.get(cat, cat))}** ({len(in_cat)} queries):"]
         if recall and cells[recall]["value"] is not None:
             pooled = cells[recall]["pooled"] or {}
             parts.append(
-                f"{recall} {_fmt(cells[recall]['value'])} ({pooled.get('numerator')}/"
+                f"{md(recall)} {_fmt(cells[recall]['value'])} ({pooled.get('numerator')}/"
                 f"{pooled.get('denominator')} relevant found);"
             )
-        missed = [md_cell(q["query_id"]) for q in in_cat if q["missed"]]
+        missed = [md(q["query_id"]) for q in in_cat if q["missed"]]
         if any(q["expected"] for q in in_cat):
             parts.append(
                 f"queries missing a relevant item: {cut(missed)}."
@@ -141,14 +232,14 @@ def observations(result: Mapping[str, Any]) -> list[str]:
             cell = cells[name]
             if m["pooled"] and cell["denominator"]:
                 parts.append(
-                    f"{name}: {cell['numerator']}/{cell['denominator']} slots "
+                    f"{md(name)}: {cell['numerator']}/{cell['denominator']} slots "
                     f"({_fmt(cell['value'], pct=True)})."
                 )
         lexical = [q["lexical_matches"] for q in in_cat if q["lexical_matches"]]
         if lexical:
             hit = sum(1 for x in lexical if x["count"])
             parts.append(
-                f"{lexical[0]['matcher']} matched any memory for {hit} of {len(in_cat)} queries."
+                f"{md(lexical[0]['matcher'])} matched any memory for {hit} of {len(in_cat)} queries."
             )
         lines.append(" ".join(parts))
     return lines
@@ -159,12 +250,12 @@ def _roundtrip(result: Mapping[str, Any]) -> list[str]:
     k = result["run"]["top_k"]
     out = ["## Snapshot -> verify -> clean hydrate", ""]
     if not rt["available"]:
-        return out + [f"{rt['reason']}.", ""]
+        return out + [f"{md(rt['reason'])}.", ""]
     sample = rt["sample"]
     if sample["scopes_sampled"] < sample["scopes_total"]:
         out += [
             f"Sampled {sample['scopes_sampled']} of {sample['scopes_total']} scopes "
-            f"({sample['rule']}): {cut([md_cell(s) for s in sample['scope_ids']])}.",
+            f"({md(sample['rule'])}): {cut([md(s) for s in sample['scope_ids']])}.",
             "",
         ]
     eq = rt["equivalence"]
@@ -181,8 +272,8 @@ def _roundtrip(result: Mapping[str, Any]) -> list[str]:
         shown = list(drift.items())[:LIST_LIMIT]
         for qid, d in shown:
             out.append(
-                f"- `{md_cell(qid)}`: positions {d['moved_positions'] or 'none'} changed, max score "
-                f"drift {d['max_score_drift']:.4f}, now {cut([md_cell(x) for x in d['after']])}"
+                f"- {code(qid)}: positions {md(d['moved_positions'] or 'none')} changed, max "
+                f"score drift {d['max_score_drift']:.4f}, now {cut([md(x) for x in d['after']])}"
             )
         if len(drift) > LIST_LIMIT:
             out.append(f"- ... and {len(drift) - LIST_LIMIT} more; all in results.json")
@@ -191,11 +282,11 @@ def _roundtrip(result: Mapping[str, Any]) -> list[str]:
     out += ["", "Corrupted copies of the package, offered to the system's own verifier:", ""]
     for c in rt["corruption_checks"]:
         verdict = (
-            f"rejected in {c['rejected']}/{c['scopes']} scopes (`{', '.join(c['reasons'])}`)"
+            f"rejected in {c['rejected']}/{c['scopes']} scopes ({code(', '.join(c['reasons']))})"
             if c["all_rejected"]
             else f"**accepted** in {c['scopes'] - c['rejected']}/{c['scopes']} scopes"
         )
-        out.append(f"- {c['name']} ({c['description']}): {verdict}")
+        out.append(f"- {md(c['name'])} ({md(c['description'])}): {verdict}")
     return out + [""]
 
 
@@ -230,7 +321,7 @@ def _cost(timings: Mapping[str, Any]) -> list[str]:
         ex = runs.get("execution", {})
         rows.append(
             f"| query stage wall time | {runs['wall_seconds']:.2f} s "
-            f"({ex.get('executor', 'local')} executor, {ex.get('workers', 1)} worker(s)) |"
+            f"({md(ex.get('executor', 'local'))} executor, {ex.get('workers', 1)} worker(s)) |"
         )
     if runs.get("harness_overhead_end_to_end") is not None:
         rows.append(
@@ -257,49 +348,54 @@ def render_markdown(
     counts = result["counts"]
     system = result["system"]
     d = result["decision"]
-    out = [
-        "# Retrieval quality report",
-        "",
-        f"Generated {generated_at} by recallbench {version}.",
+    out = ["# Retrieval quality report", ""]
+    if is_generated(result):
+        out += [
+            f"> **Synthetic data**: {md(ds['identity']['label'])}. These figures test the "
+            "tooling, not a system's quality on a benchmark.",
+            "",
+        ]
+    out += [
+        f"Generated {md(generated_at)} by recallbench {md(version)}.",
         "",
         "## Configuration",
         "",
         "| setting | value |",
         "|---|---|",
         *(
-            f"| {'system' if key == 'name' else key.replace('_', ' ')} | {md_cell(format_setting(v))} |"
+            f"| {'system' if key == 'name' else md(key.replace('_', ' '))} | {md(format_setting(v))} |"
             for key, v in sorted(system.items(), key=lambda kv: (kv[0] != "name", kv[0]))
         ),
-        f"| dataset | {md_cell(ds['dataset'])}: {md_cell(ds['identity']['label'])} |",
+        f"| dataset | {md(ds['dataset'])}: {md(ds['identity']['label'])} |",
         "| files | "
         + ", ".join(
-            f"{md_cell(f['name'])} ({f['size_bytes']:,} bytes, sha256 {f['sha256'][:12]}...)"
+            f"{md(f['name'])} ({f['size_bytes']:,} bytes, sha256 {md(f['sha256'][:12])}...)"
             for f in ds["identity"]["files"]
         )
         + " |",
     ]
     if ds["options"]:
-        out.append(f"| reader options | {md_cell(format_setting(ds['options']))} |")
+        out.append(f"| reader options | {md(format_setting(ds['options']))} |")
     out += [
         f"| scopes / memories / queries | {counts['scopes']} / {counts['memories']} / "
         f"{counts['queries']} scored of {counts['queries_raw']} |",
-        f"| top-k / stores | {k} / {result['run']['store_mode']} |",
+        f"| top-k / stores | {k} / {md(result['run']['store_mode'])} |",
         "",
     ]
     if not ds["identity"]["known"]:
-        out += [f"> Warning: {md_cell(ds['identity']['label'])}.", ""]
+        out += [f"> Warning: {md(ds['identity']['label'])}.", ""]
     out += ["## Dataset", ""]
-    out += [f"- {md_cell(note)}" for note in ds["notes"]]
+    out += [f"- {md(note)}" for note in ds["notes"]]
     if counts["dropped"]:
         out += ["", "Dropped before scoring (not in any denominator):", ""]
         for reason, n in counts["dropped"].items():
-            ids = [md_cell(x["query_id"]) for x in result["drops"] if x["reason"] == reason]
+            ids = [md(x["query_id"]) for x in result["drops"] if x["reason"] == reason]
             rule = ds["drop_rules"].get(reason, reason)
-            out.append(f"- {reason}: {n} ({md_cell(rule)}): {cut(ids)}")
+            out.append(f"- {md(reason)}: {n} ({md(rule)}): {cut(ids)}")
     if result["summary"]:
         out += ["", "| dataset figure | value |", "|---|---|"]
         out += [
-            f"| {key.replace('_', ' ')} | {md_cell(format_setting(v))} |"
+            f"| {md(key.replace('_', ' '))} | {md(format_setting(v))} |"
             for key, v in result["summary"].items()
         ]
     out += ["", "## Metrics", ""]
@@ -314,10 +410,10 @@ def render_markdown(
         at_k = from_record(m).at_k
         if at_k not in seen:
             seen.add(at_k)
-            out.append(f"- `{at_k}`: {m['definition']}")
+            out.append(f"- {code(at_k)}: {md(m['definition'])}")
     out.append("")
     out += metric_tables(result)
-    out += [line for path, text in plots for line in (f"![{text}]({path})", "")]
+    out += [line for path, text in plots for line in (f"![{md(text)}]({path})", "")]
     if result["truncation"]:
         t = result["truncation"]
         out += [
@@ -335,15 +431,15 @@ def render_markdown(
     labels = ds["category_labels"]
     names = _primary_ranked(result)[:1]
     out += [
-        f"| query | category | {names[0] if names else 'score'} | expected (grade) | returned (grade) |",
+        f"| query | category | {md(names[0]) if names else 'score'} | expected (grade) | returned (grade) |",
         "|---|---|---|---|---|",
     ]
     for q in worst_queries(result):
         value = value_of(q["metrics"].get(names[0])) if names else None
-        expected = cut([f"{md_cell(i)} ({g})" for i, g in q["expected"].items()], 5, "results.json")
-        returned = ", ".join(f"{md_cell(h['id'])} ({h['grade']})" for h in q["returned"])
+        expected = cut([f"{md(i)} ({md(g)})" for i, g in q["expected"].items()], 5, "results.json")
+        returned = ", ".join(f"{md(h['id'])} ({md(h['grade'])})" for h in q["returned"])
         out.append(
-            f"| {md_cell(q['query_id'])} | {md_cell(labels.get(q['category'], q['category']))} "
+            f"| {md(q['query_id'])} | {md(labels.get(q['category'], q['category']))} "
             f"| {_fmt(value)} | {expected} | {returned} |"
         )
     out += ["", "## Why relevant items were missed", ""]
@@ -352,8 +448,7 @@ def render_markdown(
     ]
     limit = 3 * LIST_LIMIT
     out += [
-        f"- `{md_cell(qid)}` ({md_cell(labels.get(cat, cat))}): {md_cell(why)}"
-        for qid, cat, why in misses[:limit]
+        f"- {code(qid)} ({md(labels.get(cat, cat))}): {md(why)}" for qid, cat, why in misses[:limit]
     ] or ["No relevant item was missed."]
     if len(misses) > limit:
         out.append(f"- ... and {len(misses) - limit} more; all in results.json")
@@ -364,12 +459,12 @@ def render_markdown(
     out += _cost(timings)
     out += ["## Conclusion", ""]
     if d["rule"] is None:
-        out += [f"**{d['recommendation']}**", ""]
+        out += [f"**{md(d['recommendation'])}**", ""]
         return "\n".join(out)
-    out += [f"**Rule {d['rule']} fired: {d['recommendation']}**", ""]
+    out += [f"**Rule {md(d['rule'])} fired: {md(d['recommendation'])}**", ""]
     for r in d["rules"]:
         measured = ", ".join(
-            f"{name} = {_fmt(v) if isinstance(v, float) else v}"
+            f"{md(name)} = {_fmt(v) if isinstance(v, float) else md(v)}"
             for name, v in r["measured"].items()
         )
         if r["fired"]:
@@ -379,7 +474,8 @@ def render_markdown(
         else:
             state = "not met"
         out.append(
-            f"{r['rule']}. {r['condition']}: {state}" + (f" ({measured})" if measured else "")
+            f"{md(r['rule'])}. {md(r['condition'])}: {state}"
+            + (f" ({measured})" if measured else "")
         )
-    out += [""] + [f"- {g}" for g in d["guardrails"]] + [""]
+    out += [""] + [f"- {md(g)}" for g in d["guardrails"]] + [""]
     return "\n".join(out)

@@ -22,6 +22,13 @@ document gives byte-identical files with the same matplotlib version; another ve
 lay out or serialize differently (the SVG's creator line names the version), which is why
 results.json lists the plots beside its fingerprinted data, not in it.
 
+Text: every figure is drawn with mathtext off (``text.parse_math`` False in `STYLE`, for
+every text object: titles, labels, legends, tick labels, annotations), so a ``$`` in a
+category label, a system or a directory name is a dollar sign ("$5 or $10" is drawn as
+written, "$x$" is not math and cannot raise a mathtext error); every string from a document
+passes through `recallbench.escape.plot_text` (control characters and line breaks as
+``U+XXXX``) where it is drawn.
+
 matplotlib is imported with MPLCONFIGDIR pointed at `BUILD/.cache/matplotlib` when the
 command has a build directory (`recallbench.report.cache_matplotlib_in`), else at a
 temporary directory (unless MPLCONFIGDIR is set or matplotlib is already imported), so it
@@ -72,6 +79,7 @@ import matplotlib.style  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+from recallbench.escape import plot_text as pt  # noqa: E402
 from recallbench.measures import RELEVANT_GRADE, Recall, select  # noqa: E402
 
 REPORT_PLOTS_DIR = "report-plots"
@@ -88,6 +96,7 @@ STYLE: dict[str, Any] = {
     "svg.hashsalt": "recallbench",
     "svg.fonttype": "none",
     "svg.id": None,
+    "text.parse_math": False,  # a "$" from data is a dollar sign, never mathtext
     "font.family": "sans-serif",
     "font.sans-serif": ["DejaVu Sans"],
     "font.size": 8.5,
@@ -151,10 +160,10 @@ def _grouped_hbars(
     for j, name in enumerate(series):
         ys = [i + (j - (n - 1) / 2) * height for i in range(len(groups))]
         vals = [row[j] for row in values]
-        ax.barh(ys, [v or 0.0 for v in vals], height=height * 0.92, color=_color(j), label=name)
+        ax.barh(ys, [v or 0.0 for v in vals], height=height * 0.92, color=_color(j), label=pt(name))
         for y, v, row in zip(ys, vals, notes, strict=True):
             ax.text((v or 0.0) + 0.01, y, row[j], va="center", ha="left", fontsize=6.5)
-    ax.set_yticks(range(len(groups)), groups)
+    ax.set_yticks(range(len(groups)), [pt(g) for g in groups])
     ax.set_ylim(len(groups) - 0.5, -0.5)
     ax.set_xlim(0, 1.3)
     ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
@@ -191,10 +200,14 @@ def category_bars(result: Mapping[str, Any]) -> bytes:
             _grouped_hbars(ax, [r[0] for r in rows], names, values, notes)
             ax.get_yticklabels()[0].set_fontweight("bold")
             fig.legend(loc="outside lower center", ncols=min(len(names), 5))
-        ax.set_xlabel(f"mean over the queries each measure applies to (n); {level} level, k={k}")
+        ax.set_xlabel(
+            pt(f"mean over the queries each measure applies to (n); {level} level, k={k}")
+        )
         fig.suptitle(
-            f"{result['system']['name']} on {result['dataset']['dataset']}: "
-            f"headline measures per category",
+            pt(
+                f"{result['system']['name']} on {result['dataset']['dataset']}: "
+                "headline measures per category"
+            ),
             fontsize=9.5,
         )
         return _svg(fig)
@@ -306,7 +319,7 @@ def recall_at_k(result: Mapping[str, Any]) -> bytes:
                 marker=MARKERS[i % len(MARKERS)],
                 markersize=3.5,
                 linewidth=1.2,
-                label=f"{labels.get(c, c)} (n={curves[c]['n']})",
+                label=pt(f"{labels.get(c, c)} (n={curves[c]['n']})"),
             )
         if curves["overall"]["n"]:
             ax.plot(
@@ -317,7 +330,7 @@ def recall_at_k(result: Mapping[str, Any]) -> bytes:
                 linestyle="--",
                 label=f"overall (n={curves['overall']['n']})",
             )
-        ax.set_title(f"{primary} level, every k")
+        ax.set_title(pt(f"{primary} level, every k"))
         for ax, (level, level_ks, recall_names) in zip(axes[1:], others, strict=True):
             for i, c in enumerate(cats):
                 cells = result["metrics"]["per_category"][c]
@@ -338,7 +351,7 @@ def recall_at_k(result: Mapping[str, Any]) -> bytes:
                 linewidth=2.2,
                 linestyle=":",
             )
-            ax.set_title(f"{level} level, scored at k = {', '.join(map(str, level_ks))}")
+            ax.set_title(pt(f"{level} level, scored at k = {', '.join(map(str, level_ks))}"))
         for ax in axes:
             ax.set_xlim(0.5, top_k + 0.5)
             ax.set_xticks(ks if top_k <= 20 else [k for k in ks if k == 1 or k % 5 == 0])
@@ -348,11 +361,11 @@ def recall_at_k(result: Mapping[str, Any]) -> bytes:
         axes[0].set_ylabel("recall@k (mean fractional recall)")
         handles, _ = axes[0].get_legend_handles_labels()
         if skipped:  # named in the legend, drawn nowhere
-            note = "not drawn (no relevant unit):\n" + "\n".join(skipped)
+            note = "not drawn (no relevant unit):\n" + "\n".join(pt(x) for x in skipped)
             handles.append(Line2D([], [], linestyle="none", label=note))
         fig.legend(handles=handles, loc="outside right center")
         title = f"{result['system']['name']} on {result['dataset']['dataset']}: recall@k against k"
-        fig.suptitle(title, fontsize=9.5)
+        fig.suptitle(pt(title), fontsize=9.5)
         return _svg(fig)
 
 
@@ -440,18 +453,20 @@ def compare_forest(doc: Mapping[str, Any]) -> bytes:
                         linestyle="none",
                     )
             ax.set_xlim(-reach * 1.15, reach * 1.15)
-            ax.set_title(metric)
+            ax.set_title(pt(metric))
             ax.grid(axis="x")
             ax.tick_params(axis="y", length=0)
         for ax in axes[len(metrics) :]:
             ax.set_visible(False)
-        axes[0].set_yticks(range(len(rows)), rows)
+        axes[0].set_yticks(range(len(rows)), [pt(r) for r in rows])
         axes[0].set_ylim(len(rows) - 0.5, -0.5)
         axes[0].get_yticklabels()[0].set_fontweight("bold")
         for ax in axes[(nrows - 1) * ncols :]:
             ax.set_xlabel("challenger − reference")
         handles = [
-            Line2D([], [], color=_color(j + 1), marker="o", linestyle="-", label=p["challenger"])
+            Line2D(
+                [], [], color=_color(j + 1), marker="o", linestyle="-", label=pt(p["challenger"])
+            )
             for j, p in enumerate(pairs)
         ]
         handles += [
@@ -461,8 +476,10 @@ def compare_forest(doc: Mapping[str, Any]) -> bytes:
         ]  # fmt: skip
         fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4))
         fig.suptitle(
-            f"{doc['dataset']['name']}, top-{doc['top_k']}: paired difference against "
-            f"{pairs[0]['reference']} ({doc['dataset']['queries']} queries, seed {doc['seed']})",
+            pt(
+                f"{doc['dataset']['name']}, top-{doc['top_k']}: paired difference against "
+                f"{pairs[0]['reference']} ({doc['dataset']['queries']} queries, seed {doc['seed']})"
+            ),
             fontsize=9.5,
         )
         return _svg(fig)
@@ -488,7 +505,9 @@ def compare_bars(doc: Mapping[str, Any]) -> bytes:
         _grouped_hbars(ax, groups, systems, values, notes)
         ax.set_xlabel("overall mean over the paired queries (n)")
         fig.legend(loc="outside lower center", ncols=min(len(systems), 5))
-        fig.suptitle(f"{doc['dataset']['name']}, top-{doc['top_k']}: overall means", fontsize=9.5)
+        fig.suptitle(
+            pt(f"{doc['dataset']['name']}, top-{doc['top_k']}: overall means"), fontsize=9.5
+        )
         return _svg(fig)
 
 

@@ -370,6 +370,7 @@ def identify(path: Path, sha256: str) -> dict[str, Any]:
         questions = counts.get("questions_total") if isinstance(counts, dict) else None
         return {
             "known": True,
+            "generated": True,
             "label": (
                 "synthetic data from the recallbench generator "
                 f"({params.get('conversations')} conversations, {questions} questions, "
@@ -580,6 +581,7 @@ class LoCoMoSource:
                 }
             ],
             "known": known["known"],
+            **({"generated": True} if known.get("generated") else {}),
             "label": known["label"],
         }
 
