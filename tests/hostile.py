@@ -71,7 +71,17 @@ DATA_KEYED = {
 }
 #: strings a result holds that are not data but the tool's own grammar (measure names are
 #: parsed back; the schema names the document)
-NOT_DATA = {"schema", "run.measures[].name", "run.measures[].spec"}
+#: strings a grammar checks before they reach an output (a measure's name, spec and level, a
+#: level's name and prefix: measures.parse refuses them unless they are plain identifiers, and
+#: levels come from the dataset's declaration), so a payload cannot be in them
+NOT_DATA = {
+    "schema",
+    "run.measures[].name",
+    "run.measures[].spec",
+    "run.measures[].level",
+    "dataset.levels[].name",
+    "dataset.levels[].prefix",
+}
 
 
 def hostile_document(doc: Any, payload: str = MARKDOWN_PAYLOAD, path: str = "") -> Any:
