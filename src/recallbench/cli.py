@@ -914,18 +914,27 @@ def compare_cmd(
 
 
 @command("systems", writes=False)
-def systems_cmd() -> None:
-    """List every registered system: name, availability (or how to install it),
-    capabilities, description, and for a plugin the distribution that provides it."""
-    from recallbench.systems.registry import describe_systems
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON document on stdout: every system's name, availability (and reason), "
+    "capabilities, description, extra and providing distribution.",
+)
+def systems_cmd(as_json: bool) -> None:
+    """List every registered system: name, availability, capabilities, description, for a
+    plugin the distribution that provides it, and for an unavailable system why (what
+    installs it, or the plugin's error)."""
+    from recallbench.systems.registry import describe_systems, systems_document, systems_listing
 
     rows = describe_systems()
-    width = max((len(s["name"]) for s in rows), default=0)
-    for s in rows:
-        state = "available" if s["available"] else f"unavailable ({s['install_hint']})"
-        caps = ", ".join(s["capabilities"]) or "core only"
-        source = "" if s["source"] == "built-in" else f" [plugin: {s['source']}]"
-        click.echo(f"{s['name']:<{width}}  {state}; {caps}; {s['description']}{source}")
+    if as_json:
+        import json
+
+        click.echo(json.dumps(systems_document(rows), indent=2, ensure_ascii=True))
+        return
+    for line in systems_listing(rows):
+        click.echo(line)
 
 
 if __name__ == "__main__":  # pragma: no cover
