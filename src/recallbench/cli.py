@@ -771,6 +771,8 @@ def check_compare_arguments(systems: tuple[str, ...], result_files: tuple[Path, 
     results. (--system's choices are the registered names.)"""
     from recallbench.systems.registry import core_system_names
 
+    if systems and result_files:
+        return  # compare_cmd refuses the pair ("give either --system or --result")
     if len(result_files) == 1:
         raise click.UsageError(
             "compare needs two or more results: add another `--result PATH` "

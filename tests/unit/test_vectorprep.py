@@ -1,6 +1,6 @@
 """vectorprep: prep's progress bar knows its total from the start (the distinct texts of
-validate's spool), so it shows an ETA: `prep hotmem: 0/136 text` rather than `0text [00:00, ?text/s]`.
-On the fixtures with HotMem's hash embedder (no model: a second or so)."""
+validate's spool), so it shows an ETA: `prep hotmem: 0/136 text` rather than
+`0text [00:00, ?text/s]`. On the fixtures with HotMem's hash embedder (no model)."""
 
 from __future__ import annotations
 
