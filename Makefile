@@ -1,34 +1,47 @@
-# recallbench: two commands on a fresh machine.
-#   make eval  - set up .venv and run every stage of the fixture suite into build/
-#   make test  - set up .venv, then lint, tests and the strict docs build (what CI runs)
-# Setup installs everything, optional parts included, so no test is skipped: torch (a CPU
-# build, first: on these machines `torch==2.13.0` is found on local disk), the semantic and
-# ray extras, the memory stores' extras (chroma, txtai, llamaindex, langgraph) and the
-# example plugin (examples/plugin-system, LanceDB). About 2 GB in .venv.
+# recallbench: two commands on a fresh machine, each installing what it needs into .venv.
+#   make eval  - the core install (the project and HotMem, `pip install -e .`, no extras:
+#                about 370 MB), then every stage of the fixture suite into build/
+#   make test  - the full install (`make setup`), then lint, tests and the strict docs build
+#                (what CI runs)
+# The full install has everything, optional parts included, so no test is skipped: torch (a
+# CPU build, first: on these machines `torch==2.13.0` is found on local disk), the semantic
+# and ray extras, the memory stores' extras (chroma, txtai, llamaindex, langgraph, mem0) and
+# the example plugin (examples/plugin-system, LanceDB). About 3 GB in .venv.
+# Each weight has its stamp file; the full one implies the core one, so `make eval` after
+# `make test` installs nothing. pip prints its own progress (downloads, builds).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 BUILD ?= build
-STAMP := $(VENV)/.recallbench-installed
+#: the full install (every extra, torch, the example plugin) and the core one (no extras)
+STAMP := $(VENV)/.recallbench-full
+CORE_STAMP := $(VENV)/.recallbench-core
 RB := $(BIN)/recallbench --build-dir "$(BUILD)"
 # Material for MkDocs prints a notice about MkDocs 2.0 on every build; it is not a warning of ours.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup eval test test-portable lint docs screenshot baseline bench bench-longmemeval bench-generators bench-embed bench-peer bench-large bench-large-full clean
+.PHONY: setup setup-core eval test test-portable lint docs screenshot baseline bench bench-longmemeval bench-generators bench-embed bench-peer bench-large bench-large-full clean
 
 setup: $(STAMP)
+setup-core: $(CORE_STAMP)
 
-PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+PIP := $(BIN)/python -m pip install --disable-pip-version-check
+
+$(CORE_STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) -e .
+	@touch $(CORE_STAMP)
 
 $(STAMP): pyproject.toml examples/plugin-system/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) 'torch==2.13.0'
 	$(PIP) -e '.[dev,docs,semantic,ray,okapi,chroma,txtai,llamaindex,langgraph,mem0]' -e examples/plugin-system
-	@touch $(STAMP)
+	@touch $(STAMP) $(CORE_STAMP)
 
 # The seven stages, one command each, in the order `recallbench stages` prints (its one
 # definition is recallbench.artifacts.STAGES), then the TREC export and the baseline gate.
-eval: $(STAMP)
+# The core install suffices: HotMem on the fixtures needs none of the extras.
+eval: $(CORE_STAMP)
 	@set -e; for stage in $$($(BIN)/recallbench stages); do \
 	  echo "$(RB) $$stage"; $(RB) $$stage; done
 	$(RB) export-trec

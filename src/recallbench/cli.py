@@ -174,7 +174,9 @@ class OneLineErrors:
             rv = super().main(args, prog_name, *a, **kw)  # type: ignore[misc]
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else (prog_name or "recallbench")
-            click.echo(f"{where}: error: {exc.format_message()} (see `{where} --help`)", err=True)
+            argv = sys.argv[1:] if args is None else list(args)
+            message = self.misplaced_option_message(exc, argv) or exc.format_message()
+            click.echo(f"{where}: error: {message} (see `{where} --help`)", err=True)
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
             exc.show()
@@ -186,6 +188,48 @@ class OneLineErrors:
             click.echo(f"{prog_name or 'recallbench'}: interrupted", err=True)
             sys.exit(130)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+    def misplaced_option_message(self, exc: click.UsageError, args: list[str]) -> str:
+        """For an option of this group given after a subcommand (`compare --build-dir x`,
+        `run -q`), which the subcommand rejects: the error with where the option belongs, as
+        a command to copy (`No such option '--build-dir': put it before the command ...:
+        recallbench --build-dir x compare ...`); "" for any other usage error."""
+        if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or exc.ctx.command is self:
+            return ""
+        name = exc.option_name
+        option = next(
+            (
+                p
+                for p in getattr(self, "params", ())
+                if isinstance(p, click.Option)
+                and not p.is_eager  # --help and --version: every command has or needs none
+                and name in (*p.opts, *p.secondary_opts)
+            ),
+            None,
+        )
+        if option is None:
+            return ""
+        import shlex
+
+        from recallbench.escape import terminal
+
+        given = name
+        if not option.is_flag:
+            value = "VALUE"
+            for i, arg in enumerate(args):
+                if arg == name and i + 1 < len(args):
+                    value = shlex.quote(args[i + 1])
+                    break
+                if arg.startswith(name + "="):
+                    value = shlex.quote(arg[len(name) + 1 :])
+                    break
+            given = f"{name} {value}"
+        root = exc.ctx.find_root().command_path
+        subcommand = exc.ctx.command_path[len(root) :].strip()
+        return terminal(
+            f"No such option '{name}': put it before the command (it is {root}'s own "
+            f"option): {root} {given} {subcommand} ..."
+        )
 
 
 class _MainGroup(OneLineErrors, click.Group):
@@ -721,6 +765,31 @@ def run_cmd(
     click.echo(headline(run.envelopes["decision"]["data"]))
 
 
+def check_compare_arguments(systems: tuple[str, ...], result_files: tuple[Path, ...]) -> None:
+    """compare's arguments, checked before any work (a run of the first system would take
+    seconds to minutes): two or more distinct systems (none: the core set), or two or more
+    results. (--system's choices are the registered names.)"""
+    from recallbench.systems.registry import core_system_names
+
+    if systems and result_files:
+        return  # compare_cmd refuses the pair ("give either --system or --result")
+    if len(result_files) == 1:
+        raise click.UsageError(
+            "compare needs two or more results: add another `--result PATH` "
+            "(or give `--system NAME` twice or more to run them here)"
+        )
+    distinct = list(dict.fromkeys(systems))
+    if len(distinct) == 1:
+        from recallbench.escape import terminal
+
+        other = next(n for n in core_system_names() if n != distinct[0])
+        raise click.UsageError(
+            f"compare needs two or more systems, got only {terminal(distinct[0])!r}: add "
+            f"another, e.g. `--system {terminal(distinct[0])} --system {other}` (without "
+            f"--system it compares {', '.join(core_system_names())})"
+        )
+
+
 @command("compare")
 @dataset_options()
 @top_k_option
@@ -768,6 +837,7 @@ def compare_cmd(
     paired statistics per query: mean differences, bootstrap CIs, sign-flip p-values,
     wins/ties/losses. Systems that share an embedder share one vector cache (each distinct
     text is embedded once per embedder for the whole comparison)."""
+    check_compare_arguments(systems, result_files)
     from recallbench.artifacts import dumps, load_envelope
     from recallbench.compare import compare_results, render_markdown, run_compared
     from recallbench.report.plots import caption, compare_plots
@@ -846,18 +916,27 @@ def compare_cmd(
 
 
 @command("systems", writes=False)
-def systems_cmd() -> None:
-    """List every registered system: name, availability (or how to install it),
-    capabilities, description, and for a plugin the distribution that provides it."""
-    from recallbench.systems.registry import describe_systems
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON document on stdout: every system's name, availability (and reason), "
+    "capabilities, description, extra and providing distribution.",
+)
+def systems_cmd(as_json: bool) -> None:
+    """List every registered system: name, availability, capabilities, description, for a
+    plugin the distribution that provides it, and for an unavailable system why (what
+    installs it, or the plugin's error)."""
+    from recallbench.systems.registry import describe_systems, systems_document, systems_listing
 
     rows = describe_systems()
-    width = max((len(s["name"]) for s in rows), default=0)
-    for s in rows:
-        state = "available" if s["available"] else f"unavailable ({s['install_hint']})"
-        caps = ", ".join(s["capabilities"]) or "core only"
-        source = "" if s["source"] == "built-in" else f" [plugin: {s['source']}]"
-        click.echo(f"{s['name']:<{width}}  {state}; {caps}; {s['description']}{source}")
+    if as_json:
+        import json
+
+        click.echo(json.dumps(systems_document(rows), indent=2, ensure_ascii=True))
+        return
+    for line in systems_listing(rows):
+        click.echo(line)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recallbench import __version__, worker
+from recallbench import __version__, progress, worker
 from recallbench.errors import RecallbenchError
 from recallbench.spool import stream_scopes
 from recallbench.stagework import Execution, run_tasks
@@ -81,6 +81,19 @@ def plan_batches(
     if sort_by_length:
         order.sort(key=lambda i: (min(token_counts[i], limit), i))
     return [order[i : i + BATCH] for i in range(0, len(order), BATCH)]
+
+
+def distinct_texts(suite_env: Mapping[str, Any]) -> int:
+    """How many distinct texts (by sha256: the cache's key) validate's spool holds, queries
+    and memories: the rows prep embeds, so its progress bar's total (one pass over the
+    spool, which costs a small fraction of embedding it)."""
+    from recallbench.cache import text_key
+
+    keys: set[bytes] = set()
+    for _, scope in stream_scopes(suite_env):
+        keys.update(text_key(q["text"]) for q in scope["queries"])
+        keys.update(text_key(m["text"]) for m in scope["memories"])
+    return len(keys)
 
 
 def make_vector_cache(
@@ -162,7 +175,8 @@ def make_vector_cache(
             system=system_name,
             execution=execution,
             cache=None,
-            total=None,
+            # the bar's total, so it shows an ETA from the start; counted only when shown
+            total=distinct_texts(suite_env) if progress.enabled() else None,
             desc=f"prep {system.name}",
             unit="text",
             weight=lambda result: result["texts"],

@@ -175,9 +175,8 @@ def test_compare_opens_filters_and_shows_each_systems_top_k(page: Any, tmp_path:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The docs, built strictly into a temporary directory and served on 127.0.0.1 (Material's
-    search runs in a web worker, which a file:// page may not start)."""
+def site_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The docs, built strictly into a temporary directory."""
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     subprocess.run(
@@ -188,6 +187,13 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         capture_output=True,
         timeout=300,
     )
+    return out
+
+
+@pytest.fixture(scope="module")
+def site(site_dir: Path) -> Iterator[str]:
+    """The built docs served on 127.0.0.1."""
+    out = site_dir
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
@@ -217,7 +223,10 @@ return {page: doc.scrollWidth - doc.clientWidth, tables: document.querySelectorA
 """
 
 
-@pytest.mark.parametrize("path", ["", "fixtures/", "longmemeval/", "reading-the-report/"])
+# the pages are NAME.html: the offline plugin turns directory URLs off, so links work from disk
+@pytest.mark.parametrize(
+    "path", ["", "fixtures.html", "longmemeval.html", "reading-the-report.html"]
+)
 def test_docs_pages_render_and_their_tables_fit(page: Any, site: str, path: str) -> None:
     browser.open_page(page, site + path)
     assert page.find_element("css selector", "article h1").text
@@ -225,7 +234,7 @@ def test_docs_pages_render_and_their_tables_fit(page: Any, site: str, path: str)
     found = page.execute_script(OVERFLOW)
     assert found["tables"] > 0
     assert found["page"] <= 0 and found["wide"] == [], found
-    if path == "reading-the-report/":
+    if path == "reading-the-report.html":
         shot = page.find_element("css selector", 'article img[src$="report-screenshot.png"]')
         assert page.execute_script("return arguments[0].naturalWidth", shot) > 0
     assert browser.console_errors(page) == []
@@ -365,4 +374,28 @@ def test_compare_html_opens_on_the_results_table(page: Any, tmp_path: Path) -> N
     assert " against " in found["h"][0], found
     assert found["bottom"] < found["height"], found  # the whole results table, no scrolling
     assert found["systems"] > found["bottom"]
+
+
+def test_docs_search_works_opened_from_disk(page: Any, site_dir: Path) -> None:
+    """build/site/index.html opened as a file (no server): the search finds pages. Material's
+    offline plugin inlines the index (search/search_index.js) and the committed
+    iframe-worker shim runs the search worker, which a file:// page may not start; nothing
+    is fetched from the network (no script from outside the site)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert (site_dir / "search" / "search_index.js").is_file()
+    html = (site_dir / "index.html").read_text(encoding="utf-8")
+    assert "unpkg.com" not in html and '<script src="javascripts/iframe-worker-shim.js"' in html
+    browser.open_page(page, (site_dir / "index.html").as_uri())
+    box = page.find_element(By.CSS_SELECTOR, "input.md-search__input")
+    box.click()
+    box.send_keys("snapshot")
+    WebDriverWait(page, 60).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, ".md-search-result__item")
+    )
+    meta = page.find_element(By.CSS_SELECTOR, ".md-search-result__meta").text
+    assert meta.endswith("matching documents"), meta
+    first = page.find_elements(By.CSS_SELECTOR, ".md-search-result__item")[0]
+    assert "snapshot" in first.text.lower()
     assert browser.console_errors(page) == []

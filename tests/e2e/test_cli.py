@@ -138,7 +138,7 @@ def test_systems_lists_every_registered_system(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert [line.split()[0] for line in lines] == list(system_names())
     (hotmem,) = [line for line in lines if line.split()[0] == "hotmem"]
-    assert "available; clone, embedder, lexical;" in hotmem
+    assert hotmem.split()[1:5] == ["available", "clone,", "embedder,", "lexical"]
     assert not (tmp_path / "build").exists()
 
 
@@ -1004,3 +1004,65 @@ def test_run_and_compare_take_measures(tmp_path: Path, staged_build: Path) -> No
     )
     line = assert_one_line_error(refused, "compare", exit_code=2)
     assert "--k and --measure score runs" in line
+
+
+# --- a global option after the command; compare's arguments --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "command", "fix"),
+    [
+        (
+            ["compare", "--build-dir", "/tmp/a b", "--system", "bm25"],
+            "compare",
+            "recallbench --build-dir '/tmp/a b' compare ...",
+        ),
+        (
+            ["validate", "--build-dir=/tmp/rb"],
+            "validate",
+            "recallbench --build-dir /tmp/rb validate ...",
+        ),
+        (["run", "-q"], "run", "recallbench -q run ..."),
+        (["run", "--quiet"], "run", "recallbench --quiet run ..."),
+        (
+            ["longmemeval", "generate", "-q"],
+            "longmemeval generate",
+            "recallbench -q longmemeval generate ...",
+        ),
+    ],
+)
+def test_a_global_option_after_the_command_says_where_it_goes(
+    tmp_path: Path, args: list[str], command: str, fix: str
+) -> None:
+    """`compare --build-dir x` gets more than "No such option": the command to type."""
+    result = CliRunner().invoke(main, args, prog_name="recallbench")
+    line = assert_one_line_error(result, command, exit_code=2)
+    option = args[len(command.split())].split("=")[0]
+    assert f"No such option '{option}': put it before the command" in line
+    assert line.endswith(f"{fix} (see `recallbench {command} --help`)"), line
+
+
+def test_an_unknown_option_gets_clicks_message_and_no_hint() -> None:
+    result = CliRunner().invoke(main, ["validate", "--bogus"], prog_name="recallbench")
+    line = assert_one_line_error(result, "validate", exit_code=2)
+    assert "No such option '--bogus'" in line
+    assert "put it before" not in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--system", "bm25"], ["--system", "bm25", "--system", "bm25"], ["--result", BASELINE]],
+    ids=["one-system", "one-system-twice", "one-result"],
+)
+def test_compare_checks_its_arguments_before_any_work(tmp_path: Path, args: list[str]) -> None:
+    """One system (or one result) cannot be compared: refused at once, nothing run (the old
+    code ran bm25 on the whole dataset first)."""
+    build = tmp_path / "build"
+    result = CliRunner().invoke(
+        main, ["--build-dir", str(build), "compare", *map(str, args)], prog_name="recallbench"
+    )
+    line = assert_one_line_error(result, "compare", exit_code=2)
+    assert "compare needs two or more" in line
+    if args[0] == "--system":
+        assert "`--system bm25 --system hotmem`" in line
+    assert (sorted(p.name for p in build.iterdir()) if build.exists() else []) in ([], [LOCK_NAME])

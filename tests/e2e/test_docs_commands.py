@@ -100,3 +100,37 @@ def test_the_example_plugin_compares_with_the_reference(tmp_path: Path) -> None:
     compare_md = (tmp_path / "compare.md").read_text(encoding="utf-8")
     assert "## bm25 against lancedb" in compare_md
     assert "| lancedb | lancedb | " in compare_md
+
+
+def test_the_quickstart_commands_run_as_written(tmp_path: Path) -> None:
+    """docs/quickstart.md: five commands, each with its section; the three `recallbench`
+    ones run as written (this environment's recallbench for `.venv/bin/recallbench`) in a
+    scratch directory, and the compare line the page quotes is the one compare prints.
+    (`make eval` is run by tests/e2e/test_readme.py; the browser one opens a window.)"""
+    page = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
+    commands = sh_blocks(ROOT / "docs" / "quickstart.md")[0].strip().splitlines()
+    assert len(commands) == 5
+    assert commands[:2] == ["make eval", "python3 -m webbrowser build/report.html"]
+    for n, command in enumerate(commands, 1):
+        shown = command.replace(".venv/bin/", "")
+        assert f"\n## {n}. `{shown}`: " in page, shown
+    recallbench = str(Path(sys.executable).parent / "recallbench")
+    env = {**os.environ, "NO_PROGRESS": "1"}
+    outputs = []
+    for command in commands[2:]:
+        assert command.startswith(".venv/bin/recallbench ")
+        args = command.split()[1:]
+        done = subprocess.run(
+            [recallbench, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, (command, done.stderr[-2000:])
+        outputs.append(done.stdout)
+    assert outputs[0].splitlines()[0].split()[:2] == ["hotmem", "available"]
+    for name in ("results.json", "report.md", "report.html", "decision.json"):
+        assert (tmp_path / "build" / "bm25" / name).is_file(), name
+    for name in ("compare.json", "compare.md", "compare.html"):
+        assert (tmp_path / "build" / name).is_file(), name
+    (line,) = [x for x in outputs[2].splitlines() if x.startswith("hotmem vs bm25: ")]
+    quoted = re.search(r"`(hotmem vs bm25: [^`]*)`", page)
+    assert quoted is not None
+    assert " ".join(quoted.group(1).split()) == line

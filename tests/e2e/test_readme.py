@@ -63,7 +63,7 @@ def test_the_script_commands_run_as_written(data_files: dict[str, Path]) -> None
 
 def test_make_eval_into_another_build_directory(tmp_path: Path) -> None:
     """`make eval BUILD=/tmp/rb` as the README writes it (a warm .venv: no install here)."""
-    if not (ROOT / ".venv" / ".recallbench-installed").exists():
+    if not (ROOT / ".venv" / ".recallbench-core").exists():
         pytest.fail("run `make test` (it sets up .venv) rather than pytest alone")
     assert "`make eval BUILD=/tmp/rb` writes into another directory" in README
     build = tmp_path / "rb"

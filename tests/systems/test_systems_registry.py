@@ -18,6 +18,8 @@ from recallbench.systems.registry import (
     core_system_names,
     describe_systems,
     system_names,
+    systems_document,
+    systems_listing,
     systems_table,
 )
 
@@ -44,6 +46,10 @@ def entry_points(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
         "    raise RuntimeError('the plugin could not start')\n"
         "def exits():\n"
         "    import sys; sys.exit(0)\n"
+        "def hostile():\n"
+        "    system = BM25System('hostile')\n"
+        "    system.description = 'retitles \\x1b]0;owned\\x07 the terminal'\n"
+        "    return system\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
 
@@ -285,8 +291,94 @@ def test_the_systems_command_lists_every_system_on_its_own_aligned_line() -> Non
     assert all(line[column] != " " and line[column - 1] == " " for line in lines), lines
     for line, row in zip(lines, rows, strict=True):
         if row["available"]:
-            assert line[column:].startswith("available; ")
+            assert line[column:].startswith("available  ")
         else:
-            assert line[column:].startswith(f"unavailable ({row['install_hint']})")
+            assert line[column:].startswith("unavailable  ")
+            assert line.endswith(f" -- {row['install_hint']}")
         assert (f"[plugin: {row['source']}]" in line) == (row["source"] != "built-in")
     assert "None" not in result.output
+
+
+def test_the_listing_reads_cleanly(entry_points) -> None:
+    """`recallbench systems`: columns name, state, capabilities, then the description, the
+    plugin's distribution and (unavailable) why; no "core only" for "no capability", no
+    empty field for a plugin that failed to load, and a plugin's text escaped."""
+    entry_points(
+        {
+            "gone": "no_such_module_xyz:make",
+            "fake": "fake_rb_plugin:good",
+            "hostile": "fake_rb_plugin:hostile",
+        }
+    )
+    rows = describe_systems()
+    lines = dict(zip([r["name"] for r in rows], systems_listing(rows), strict=True))
+    assert all("core only" not in line and ";  " not in line for line in lines.values())
+    width = len(max(lines, key=len))
+    caps = lines["hotmem"].index("clone")
+    for name, line in lines.items():
+        assert line.startswith(name.ljust(width) + "  "), line
+        assert line[width + 2 :].split()[0] in ("available", "unavailable")
+        assert line[caps - 2 : caps] == "  " and line[caps] != " "
+        assert "  " not in line[caps:].split("  ", 1)[1].lstrip(), line  # one-spaced text
+    caps_width = len("clone, embedder, lexical")  # the widest capabilities
+    assert lines["bm25"][caps:].startswith("clone, lexical".ljust(caps_width) + "  Okapi BM25")
+    assert lines["fake"].endswith(
+        "BM25 under another name (test double) [plugin: entry point fake_rb_plugin:good]"
+    )
+    gone = lines["gone"]
+    assert gone.split()[:3] == ["gone", "unavailable", "-"]
+    assert gone[caps:].startswith(
+        "-"
+        + " " * (len("clone, embedder, lexical") + 1)
+        + "[plugin: entry point no_such_module_xyz:make] -- system 'gone' "
+    )
+    assert "failed to load: ModuleNotFoundError" in gone
+    assert "\x1b" not in lines["hostile"] and "\x07" not in lines["hostile"]
+    assert "retitles U+001B]0;ownedU+0007 the terminal" in lines["hostile"]
+
+
+def test_systems_json_is_the_listing_for_machines(entry_points) -> None:
+    """`recallbench systems --json`: one document, every system with its availability and
+    reason, capabilities and where it comes from."""
+    import json
+
+    from click.testing import CliRunner
+
+    from recallbench.cli import main
+
+    entry_points({"gone": "no_such_module_xyz:make", "fake": "fake_rb_plugin:good"})
+    result = CliRunner().invoke(main, ["systems", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc == systems_document(describe_systems())
+    assert doc["schema_version"] == 1
+    systems = {s["name"]: s for s in doc["systems"]}
+    assert [s["name"] for s in doc["systems"]] == list(system_names())
+    assert set(systems["bm25"]) == {
+        "name",
+        "available",
+        "reason",
+        "capabilities",
+        "description",
+        "extra",
+        "plugin",
+        "distribution",
+        "version",
+        "source",
+    }
+    assert systems["bm25"] | {"description": ""} == {
+        "name": "bm25",
+        "available": True,
+        "reason": None,
+        "capabilities": ["clone", "lexical"],
+        "description": "",
+        "extra": None,
+        "plugin": False,
+        "distribution": "recallbench",
+        "version": registry._own_version(),
+        "source": "built-in",
+    }
+    assert systems["fake"]["plugin"] is True and systems["fake"]["available"] is True
+    assert systems["gone"]["available"] is False
+    assert "ModuleNotFoundError" in systems["gone"]["reason"]
+    assert systems["minilm"]["extra"] == "semantic"

@@ -374,3 +374,56 @@ def systems_table(rows: Sequence[dict[str, Any]]) -> str:
         extra = f"`{r['extra']}`" if r["extra"] else "core"
         lines.append(f"| `{r['name']}` | {r['description']} | {extra} | {caps} |")
     return "\n".join(lines) + "\n"
+
+
+#: the version of `recallbench systems --json`'s document (a change of its keys bumps it)
+LISTING_SCHEMA_VERSION = 1
+
+
+def systems_listing(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """`recallbench systems`: one line per system (rows of `describe_systems`), in columns:
+    name, `available` or `unavailable`, capabilities (`-` for none), the description, the
+    plugin's distribution, and for an unavailable system why, after ` -- ` (what
+    installs it, or the plugin's error). Every line is escaped for the terminal."""
+    from recallbench.escape import terminal
+
+    width = max((len(r["name"]) for r in rows), default=0)
+    caps_width = max((len(", ".join(r["capabilities"]) or "-") for r in rows), default=0)
+    lines = []
+    for r in rows:
+        state = "available" if r["available"] else "unavailable"
+        caps = ", ".join(r["capabilities"]) or "-"
+        text = [r["description"]] if r["description"] else []
+        if r["source"] != "built-in":
+            text.append(f"[plugin: {r['source']}]")
+        if not r["available"]:
+            text.append(f"-- {r['install_hint']}")
+        line = f"{r['name']:<{width}}  {state:<11}  {caps:<{caps_width}}  {' '.join(text)}"
+        lines.append(terminal(line.rstrip()))
+    return lines
+
+
+def systems_document(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """`recallbench systems --json`: every system (rows of `describe_systems`) with its
+    name, availability and why not (`reason`, None when available), capabilities,
+    description, extra, whether it is a plugin, the distribution and version providing it
+    (`provider`), and `source` as the listing shows it (`built-in`, or the plugin's
+    distribution)."""
+    systems = []
+    for r in rows:
+        origin = provider(r["name"])
+        systems.append(
+            {
+                "name": r["name"],
+                "available": r["available"],
+                "reason": r["install_hint"],
+                "capabilities": list(r["capabilities"]),
+                "description": r["description"],
+                "extra": r["extra"],
+                "plugin": r["source"] != "built-in",
+                "distribution": origin["distribution"],
+                "version": origin["version"],
+                "source": r["source"],
+            }
+        )
+    return {"schema_version": LISTING_SCHEMA_VERSION, "systems": systems}
