@@ -96,7 +96,7 @@ def test_the_example_plugin_compares_with_the_reference(tmp_path: Path) -> None:
         ["--build-dir", str(tmp_path), "compare", "--system", "lancedb", "--system", "bm25"],
     )
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("bm25 vs lancedb: ndcg@5 ")
+    assert result.stdout.splitlines()[-1].startswith("bm25 vs lancedb: ndcg@5 ")
     compare_md = (tmp_path / "compare.md").read_text(encoding="utf-8")
     assert "## bm25 against lancedb" in compare_md
     assert "| lancedb | lancedb | " in compare_md
