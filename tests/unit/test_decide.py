@@ -5,6 +5,7 @@ rules or says plainly that the dataset has none."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -428,3 +429,55 @@ def test_a_plugin_declares_rules_for_its_own_systems(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(base, "plugin_rules", lambda: [rules, rules])
     with pytest.raises(base.RecallbenchError, match=r"2 installed rule sets apply to mine"):
         decision(suite_data("fixtures"), *stage_inputs(scores(), "mine"))
+
+
+def _rules_package(root: Path, entry: str) -> None:
+    """An installed-looking package (a dist-info on sys.path) whose entry point in the
+    group `recallbench.rules` is `entry`."""
+    (root / "tiny_rules.py").write_text(
+        "from recallbench.datasets.base import DecisionRules\n"
+        "def decide(evidence):\n"
+        "    k = evidence['top_k']\n"
+        "    return {'policy': 'tiny', 'rule': 1, 'action': 'look',\n"
+        "            'recommendation': f'look at k={k}', 'evidence': {}, 'top_k': k,\n"
+        "            'rules': [], 'guardrails': []}\n"
+        "RULES = DecisionRules('tiny', 'fixtures', ('tiny',), decide)\n"
+        "NOT_RULES = object()\n",
+        encoding="utf-8",
+    )
+    info = root / "tiny_rules-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tiny-rules\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[recallbench.rules]\ntiny = {entry}\n")
+
+
+def test_plugin_rules_come_from_the_entry_point_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    from recallbench.datasets.base import plugin_rules
+
+    (tmp_path / "ok").mkdir()
+    _rules_package(tmp_path / "ok", "tiny_rules:RULES")
+    monkeypatch.syspath_prepend(str(tmp_path / "ok"))
+    importlib.invalidate_caches()
+    assert [r.name for r in plugin_rules()] == ["tiny"]
+    d = decision(suite_data("fixtures"), *stage_inputs(scores(), "tiny"))
+    assert decide_stage.headline(d) == "rule 1: look at k=5"
+    assert decision(suite_data("fixtures"), *stage_inputs(scores()))["rule"] == 4  # hotmem's
+
+
+def test_plugin_rules_that_are_not_rules_are_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    from recallbench.datasets.base import RecallbenchError, plugin_rules
+
+    (tmp_path / "bad").mkdir()
+    _rules_package(tmp_path / "bad", "tiny_rules:NOT_RULES")
+    monkeypatch.syspath_prepend(str(tmp_path / "bad"))
+    importlib.invalidate_caches()
+    with pytest.raises(RecallbenchError, match=r"decision rules tiny \(tiny_rules:NOT_RULES\)"):
+        plugin_rules()
