@@ -2,10 +2,15 @@
 """Evaluate retrieval quality in one process: every stage chained, for any dataset.
 
     python scripts/retrieval_eval.py [--corpus PATH] [--queries PATH] [--output r.json]
-                                     [--report r.md] [--top-k 5] [--repeat 1]
+                                     [--report r.md] [--top-k 5] [--repeat 1] [--json]
     python scripts/retrieval_eval.py --dataset longmemeval --data FILE [--unit session|turn]
     python scripts/retrieval_eval.py --longmemeval FILE        # short form of the above
     python scripts/retrieval_eval.py --dataset locomo --data locomo10.json --unit turn
+    python scripts/retrieval_eval.py --longmemeval FILE --preset longmemeval-paper
+
+Its options are `recallbench run`'s (one declaration: `options.run_command_options`; --k,
+--measure, --preset and --json included), plus --longmemeval, --build-dir, -q and the
+baseline's --write-baseline and --check-baseline.
 
 Stores and artifacts live in a temporary directory that is removed at the end, unless
 --build-dir is given; only the paths given with --output, --report and --write-baseline (and
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,19 +32,9 @@ import click
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # runs from a checkout without an activated venv
 
-from recallbench.cli import OneLineErrors, run_guarded  # noqa: E402
+from recallbench.cli import OneLineErrors, echo_closing, run_arguments, run_guarded  # noqa: E402
 from recallbench.measures import RELEVANT_GRADE, select  # noqa: E402
-from recallbench.options import (  # noqa: E402
-    DEFAULT_TOP_K,
-    DatasetCommand,
-    dataset_inputs,
-    dataset_options,
-    execution_options,
-    output_options,
-    repeat_option,
-    system_option,
-    top_k_option,
-)
+from recallbench.options import DatasetCommand, run_command_options  # noqa: E402
 
 FIXTURES = ROOT / "benchmarks" / "retrieval"
 
@@ -86,31 +82,31 @@ def conversational_summary(result: Mapping[str, Any]) -> str:
     return "\n".join(lines) + f"\n(means over {means}; recall = fractional)"
 
 
-def summary(result: Mapping[str, Any], decision: Mapping[str, Any]) -> str:
-    from recallbench.stages.decide import headline
-
+def summary(result: Mapping[str, Any]) -> str:
+    """The script's summary lines (before the decision line): the fixture suite's headline
+    with the round trip, or a conversational dataset's lines per level and k."""
     levels = [lv["name"] for lv in result["dataset"]["levels"]]
-    head = fixture_summary(result) if "memory" in levels else conversational_summary(result)
-    return head + "\n" + headline(decision)
+    return fixture_summary(result) if "memory" in levels else conversational_summary(result)
 
 
 class ScriptCommand(OneLineErrors, DatasetCommand):
     """The script's command: usage errors in one line, like every other error."""
 
 
+#: the options the script has and `recallbench run` has not (tests/e2e/test_script.py
+#: checks that every other option is run's, declared once in `run_command_options`):
+#: --build-dir and -q are the `recallbench` group's options in the CLI
+SCRIPT_ONLY_OPTIONS = ("--longmemeval", "--build-dir", "--write-baseline", "--check-baseline", "-q")
+
+
 @click.command(cls=ScriptCommand, context_settings={"help_option_names": ["-h", "--help"]})
-@dataset_options(FIXTURES, shown="<repo>/benchmarks/retrieval")
+@run_command_options(FIXTURES, "<repo>/benchmarks/retrieval", ("not written", "not written"))
 @click.option(
     "--longmemeval",
     "longmemeval_file",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Short form of --dataset longmemeval --data FILE.",
 )
-@output_options("not written", "not written")
-@top_k_option
-@repeat_option
-@system_option
-@execution_options
 @click.option(
     "--build-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -127,45 +123,58 @@ class ScriptCommand(OneLineErrors, DatasetCommand):
     type=click.Path(dir_okay=False, path_type=Path),
     help="Exit 3 when the result differs from this baseline.",
 )
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="No progress, no table, no files line: only the summary lines and the decision.",
+)
 def main(
     dataset: str,
     dataset_args: dict[str, Any],
-    longmemeval_file: Path | None,
+    preset: str | None,
+    system: str,
     output: Path | None,
     report_path: Path | None,
     top_k: int | None,
+    ks: tuple[int, ...] | None,
+    measures: tuple[str, ...] | None,
     repeat: int,
-    system: str,
     executor: str,
     workers: int,
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
+    as_json: bool,
+    longmemeval_file: Path | None,
     build_dir: Path | None,
     write_baseline: Path | None,
     check_baseline: Path | None,
     quiet: bool,
 ) -> None:
-    """Run every retrieval-evaluation stage in-process and print the headline figures."""
+    """Run every retrieval-evaluation stage in-process and print the headline figures: the
+    table, the summary lines, the decision, the files written and "N queries scored in X s"
+    (--json: one JSON object instead). The options are `recallbench run`'s, plus the
+    baseline's and --longmemeval."""
+    started = time.perf_counter()
     if longmemeval_file is not None:
         if dataset_args.get("data") is not None or dataset not in ("fixtures", "longmemeval"):
             raise click.UsageError(
                 "--longmemeval FILE is short for --dataset longmemeval --data FILE"
             )
         dataset, dataset_args = "longmemeval", {**dataset_args, "data": longmemeval_file}
-    paths, options = dataset_inputs(dataset, dataset_args, FIXTURES)
+    paths, options, k, ks = run_arguments(dataset, dataset_args, preset, top_k, ks, FIXTURES)
 
     def body() -> None:
         from recallbench import progress
         from recallbench.artifacts import dumps, publish
         from recallbench.baseline import gate
         from recallbench.pipeline import run_pipeline, write_run
+        from recallbench.stages.report import html_path
         from recallbench.stagework import Execution
 
         progress.configure(quiet)
         execution = Execution(executor, workers, ray_address, cache, call_timeout=call_timeout)
-        k = top_k if top_k is not None else DEFAULT_TOP_K.get(dataset, 5)
 
         def evaluate(work: Path) -> Any:
             return run_pipeline(
@@ -177,28 +186,45 @@ def main(
                 top_k=k,
                 repeat=repeat,
                 execution=execution,
+                ks=ks,
+                measures=measures,
             )
 
+        written: list[Path | str] = []
         if build_dir is not None:
             from recallbench.workspace import claimed_build_dir
 
             with claimed_build_dir(build_dir, "scripts/retrieval_eval.py"):
                 run = evaluate(build_dir)
                 write_run(run, build_dir)
+            written += [build_dir / "results.json", build_dir / "report.md"]
+            written += [html_path(build_dir / "report.md"), build_dir / "decision.json"]
         else:
             with tempfile.TemporaryDirectory(prefix="recallbench-") as work:
                 run = evaluate(Path(work))
         files: dict[Path, bytes] = {}
         if output:
             files[output] = dumps(run.envelopes["results"])
+            written.append(output)
         if report_path:
             files.update(run.report_files(report_path))  # report.md and report-plots/ beside it
+            written += [report_path, html_path(report_path)]
         if write_baseline:
             files[write_baseline] = dumps(run.result)
+            written.append(write_baseline)
         publish(files)
-        if write_baseline:
+        if write_baseline and not as_json:
             click.echo(f"wrote baseline {write_baseline}", err=True)
-        click.echo(summary(run.result, run.envelopes["decision"]["data"]))
+        echo_closing(
+            run,
+            written,
+            started,
+            quiet=quiet,
+            as_json=as_json,
+            preset=preset,
+            before_decision=summary(run.result),
+            note=None if build_dir is None else f"the stage artifacts in {build_dir}",
+        )
         if check_baseline:
             gate(check_baseline, run.result)
 

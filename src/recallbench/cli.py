@@ -43,6 +43,7 @@ from recallbench.options import (
     preset_option,
     ray_address_option,
     repeat_option,
+    run_command_options,
     system_option,
     top_k_option,
 )
@@ -58,7 +59,16 @@ class CommandError(click.ClickException):
         self.exit_code = exit_code
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"recallbench {self.command}: error: {self.message}", err=True)
+        echo_line(f"recallbench {self.command}: error: {self.message}", err=True)
+
+
+def echo_line(message: str, err: bool = False) -> None:
+    """Print one line whose text may carry data (ids, labels, system names, paths): every
+    control or format character is shown as U+XXXX (`escape.terminal`), so no string from
+    data can move the cursor, rewrite a line or set the terminal's title."""
+    from recallbench.escape import terminal
+
+    click.echo(terminal(message), err=err)
 
 
 def os_error_text(exc: OSError) -> str:
@@ -80,7 +90,7 @@ def run_guarded(command: str, fn: Callable[[], Any]) -> Any:
         if len(exc.problems) == 1:  # one problem: one line
             raise CommandError(command, exc.problems[0]) from None
         for problem in exc.problems:
-            click.echo(problem, err=True)
+            echo_line(problem, err=True)
         raise CommandError(command, f"{len(exc.problems)} problem(s); nothing written") from None
     except RecallbenchError as exc:
         raise CommandError(command, str(exc), exc.exit_code) from None
@@ -104,8 +114,9 @@ class Context:
         self.quiet = quiet
 
     def say(self, message: str) -> None:
+        """A one-line message on stderr (escaped for the terminal), unless quiet."""
         if not self.quiet:
-            click.echo(message, err=True)
+            echo_line(message, err=True)
 
     def read(self, kind: str) -> dict[str, Any]:
         from recallbench.artifacts import read_artifact
@@ -176,7 +187,7 @@ class OneLineErrors:
             where = exc.ctx.command_path if exc.ctx is not None else (prog_name or "recallbench")
             argv = sys.argv[1:] if args is None else list(args)
             message = self.misplaced_option_message(exc, argv) or exc.format_message()
-            click.echo(f"{where}: error: {message} (see `{where} --help`)", err=True)
+            echo_line(f"{where}: error: {message} (see `{where} --help`)", err=True)
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
             exc.show()
@@ -340,7 +351,7 @@ def validate_cmd(
         f"in {len(env['data']['categories'])} categories"
     )
     if not env["data"]["identity"]["known"]:
-        click.echo(f"warning: {env['data']['identity']['label']}", err=True)
+        echo_line(f"warning: {env['data']['identity']['label']}", err=True)
 
 
 @command("hydrate")
@@ -512,41 +523,9 @@ def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> N
         f"{html_path(report_path)} ({len(report.html):,} bytes{no_texts})"
     )
     if not ctx.quiet:
+        from recallbench.report.summary import summary_table
+
         click.echo(summary_table(report.envelope["data"]))
-
-
-def summary_table(result: Mapping[str, Any]) -> str:
-    """A compact table of the primary level's headline measures per category."""
-    k = result["run"]["top_k"]
-    primary = result["dataset"]["levels"][0]["name"]
-    primary_measures = [
-        m for m in result["run"]["measures"] if m["level"] == primary and not m["pooled"]
-    ]
-    from recallbench.measures import RELEVANT_GRADE, select
-
-    names = select(primary_measures, stem="recall", k=1, prefix="", rel=RELEVANT_GRADE)
-    names += [m["name"] for m in primary_measures if m["k"] == k and m["name"] not in names]
-    names = names[:5]
-    labels = result["dataset"]["category_labels"]
-    categories = result["dataset"]["categories"]
-    width = max(12, *(len(labels.get(c, c)) for c in categories))
-    lines = [f"{'category':<{width}}  {'n':>5}  " + "  ".join(f"{n:>12}" for n in names)]
-    rows = [("overall", result["counts"]["queries"], result["metrics"]["overall"])]
-    rows += [
-        (
-            labels.get(c, c),
-            result["counts"]["per_category"].get(c, {}).get("scored", 0),
-            result["metrics"]["per_category"][c],
-        )
-        for c in categories
-    ]
-    for label, n, cells in rows:
-        values = [cells[name]["value"] for name in names]
-        lines.append(
-            f"{label:<{width}}  {n:>5}  "
-            + "  ".join(f"{'n/a' if v is None else f'{v:.3f}':>12}" for v in values)
-        )
-    return "\n".join(lines)
 
 
 @command("decide")
@@ -559,7 +538,7 @@ def decide_cmd(ctx: Context) -> None:
     env = run_decide(ctx.read("suite"), ctx.read_current("scores"), ctx.read_current("roundtrip"))
     path = ctx.write(env)
     ctx.say(f"wrote {path}")
-    click.echo(headline(env["data"]))
+    echo_line(headline(env["data"]))
 
 
 @command("prep")
@@ -669,7 +648,7 @@ def check_baseline_cmd(ctx: Context, baseline: Path, result_path: Path | None) -
         if build:  # the baseline records no build: say what this result's vectors came from
             from recallbench.compare import describe_build
 
-            click.echo(
+            echo_line(
                 f"note: this result's learned vectors were computed with {describe_build(build)}; "
                 "a baseline written with another embedder build (device, torch, CPU kernels) "
                 "differs in the last bits of its scores (docs/performance.md)",
@@ -697,16 +676,73 @@ def export_trec_cmd(ctx: Context, tag: str | None) -> None:
     ctx.say(f"wrote {run_path} and {qrels_path}")
 
 
+def run_arguments(
+    dataset: str,
+    dataset_args: Mapping[str, Any],
+    preset: str | None,
+    top_k: int | None,
+    ks: tuple[int, ...] | None,
+    base: Path | None = None,
+) -> tuple[dict[str, Path], dict[str, Any], int, tuple[int, ...] | None]:
+    """(paths, reader options, top-k, cutoffs) of a run from `run`'s options (the preset
+    applied, a usage error on a contradiction): `run` and scripts/retrieval_eval.py both
+    call it. `base`: where the fixture files' defaults are."""
+    from recallbench.presets import default_top_k, reader_options, run_options
+
+    dataset_args = reader_options(preset, dataset, dataset_args)
+    top_k, ks = run_options(preset, dataset, top_k, ks, dataset_args.get("unit"))
+    top_k = default_top_k(top_k, ks)
+    if base is None:
+        paths, options = dataset_inputs(dataset, dataset_args)
+    else:
+        paths, options = dataset_inputs(dataset, dataset_args, base)
+    return paths, options, _top_k(top_k, dataset), ks
+
+
+def echo_closing(
+    run: Any,
+    files: list[Path | str],
+    started: float,
+    *,
+    quiet: bool,
+    as_json: bool,
+    preset: str | None = None,
+    before_decision: str | None = None,
+    note: str | None = None,
+) -> None:
+    """How `run` and scripts/retrieval_eval.py end. On stdout: the headline table (not with
+    `quiet`), the preset's summary, `before_decision` (the script's summary lines) and the
+    decision line; on stderr (not with `quiet`): one line naming every file written and the
+    closing "N queries scored in X s". `as_json`: instead, one JSON object on stdout (the
+    figures, the files, the decision, the seconds). `note`: what the files line adds after
+    the files (e.g. where the stage artifacts are)."""
+    import json
+    import time
+
+    from recallbench.presets import paper_summary
+    from recallbench.report.summary import closing_json, closing_line, files_line, summary_table
+    from recallbench.stages.decide import headline
+
+    decision = run.envelopes["decision"]["data"]
+    seconds = time.perf_counter() - started
+    if as_json:
+        doc = closing_json(run.result, decision, files, seconds, headline(decision))
+        click.echo(json.dumps(doc))
+        return
+    if not quiet:
+        click.echo(summary_table(run.result))
+    if preset is not None:
+        click.echo(paper_summary(run.result))
+    if before_decision:
+        click.echo(before_decision)
+    echo_line(headline(decision))
+    if not quiet:
+        click.echo(files_line(files, note), err=True)
+        click.echo(closing_line([run.result], seconds), err=True)
+
+
 @command("run")
-@dataset_options()
-@preset_option
-@system_option
-@output_options("only BUILD/results.json", "only BUILD/report.md")
-@top_k_option
-@k_option
-@measure_option
-@repeat_option
-@execution_options
+@run_command_options()
 @pass_ctx
 def run_cmd(
     ctx: Context,
@@ -725,44 +761,53 @@ def run_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
+    as_json: bool,
 ) -> None:
     """Every stage in one process, writing the same artifacts as the separate commands
-    (and, with --output/--report, a copy of the result and of the reports there too)."""
+    (and, with --output/--report, a copy of the result and of the reports there too); ends
+    with the headline table, the files written and "N queries scored in X s" (--json: one
+    JSON object instead)."""
+    import time
+
     from recallbench.artifacts import dumps
     from recallbench.pipeline import run_pipeline
-    from recallbench.presets import default_top_k, paper_summary, reader_options, run_options
-    from recallbench.stages.decide import headline
+    from recallbench.stages.report import html_path
 
-    dataset_args = reader_options(preset, dataset, dataset_args)
-    top_k, ks = run_options(preset, dataset, top_k, ks, dataset_args.get("unit"))
-    top_k = default_top_k(top_k, ks)
-    paths, options = dataset_inputs(dataset, dataset_args)
+    started = time.perf_counter()
+    paths, options, k, ks = run_arguments(dataset, dataset_args, preset, top_k, ks)
     run = run_pipeline(
         dataset,
         paths,
         ctx.build_dir,
         options=options,
         system=system,
-        top_k=_top_k(top_k, dataset),
+        top_k=k,
         repeat=repeat,
         execution=_execution(executor, workers, ray_address, cache, call_timeout),
         ks=ks,
         measures=measures,
     )
     files = run.files(ctx.build_dir)
-    extra = []
     if output is not None:
         files[output] = dumps(run.envelopes["results"])
-        extra.append(str(output))
     if report_path is not None:
         files.update(run.report_files(report_path))
-        extra.append(f"{report_path} (its plots and HTML report beside it)")
     ctx.publish(files)  # the build's artifacts and the copies, together
-    also = f"; also {' and '.join(extra)}" if extra else ""
-    ctx.say(f"wrote {ctx.build_dir}/results.json and {ctx.build_dir}/report.md{also}")
-    if preset is not None:
-        click.echo(paper_summary(run.result))
-    click.echo(headline(run.envelopes["decision"]["data"]))
+    written: list[Path | str] = [ctx.build_dir / name for name in ("results.json", "report.md")]
+    written += [html_path(ctx.build_dir / "report.md"), ctx.build_dir / "decision.json"]
+    if output is not None:
+        written.append(output)
+    if report_path is not None:
+        written += [report_path, html_path(report_path)]
+    echo_closing(
+        run,
+        written,
+        started,
+        quiet=ctx.quiet,
+        as_json=as_json,
+        preset=preset,
+        note=f"the stage artifacts in {ctx.build_dir}",
+    )
 
 
 def check_compare_arguments(systems: tuple[str, ...], result_files: tuple[Path, ...]) -> None:
@@ -800,14 +845,23 @@ def check_compare_arguments(systems: tuple[str, ...], result_files: tuple[Path, 
     "systems",
     type=SystemChoice(),
     multiple=True,
-    help="A system to run (repeat; the first is the reference) [default: the core systems].",
+    help="A system to run (repeat; the first is the reference, every other a challenger) "
+    "[default: the core systems].",
 )
 @click.option(
     "--result",
     "result_files",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     multiple=True,
-    help="Compare saved results.json files instead of running systems (repeat; first is the reference).",
+    help="Compare saved results.json files instead of running systems (repeat; the first is "
+    "the reference). Each is labelled by its system's name (its directory only to break a tie).",
+)
+@click.option(
+    "--reference",
+    default=None,
+    metavar="NAME",
+    help="The reference every other system is compared against: a system (run too when not "
+    "among --system) or a --result's label [default: the first --system or --result].",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the resampling.")
 @click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True)
@@ -823,6 +877,7 @@ def compare_cmd(
     measures: tuple[str, ...] | None,
     systems: tuple[str, ...],
     result_files: tuple[Path, ...],
+    reference: str | None,
     seed: int,
     resamples: int,
     output: Path | None,
@@ -835,13 +890,28 @@ def compare_cmd(
 ) -> None:
     """Run a dataset against several systems (or read saved results) and compare them with
     paired statistics per query: mean differences, bootstrap CIs, sign-flip p-values,
-    wins/ties/losses. Systems that share an embedder share one vector cache (each distinct
-    text is embedded once per embedder for the whole comparison)."""
-    check_compare_arguments(systems, result_files)
+    wins/ties/losses. Each comparison reads "challenger vs reference": differences are
+    challenger - reference, wins are the challenger's. Systems that share an embedder share
+    one vector cache (each distinct text is embedded once per embedder for the whole
+    comparison). Ends with each system's headline table, the files written and the closing
+    "N queries scored in X s"."""
+    import time
+
+    check_compare_arguments(
+        systems + ((reference,) if reference and not result_files else ()), result_files
+    )
+
     from recallbench.artifacts import dumps, load_envelope
-    from recallbench.compare import compare_results, render_markdown, run_compared
+    from recallbench.compare import (
+        compare_results,
+        reference_first,
+        render_markdown,
+        result_labels,
+        run_compared,
+    )
     from recallbench.report.plots import caption, compare_plots
 
+    started = time.perf_counter()
     if systems and result_files:
         raise click.UsageError("give either --system or --result, not both")
     if result_files and (ks or measures):
@@ -859,15 +929,25 @@ def compare_cmd(
         results = [env["data"] for env in envelopes]
         builds = [env.get("embedder_build") for env in envelopes]
         texts = [texts_beside(p, env) for p, env in zip(result_files, envelopes, strict=True)]
-        labels = [p.parent.name if p.stem == "results" else p.stem for p in result_files]
-        if len(set(labels)) != len(labels):
-            labels = [str(p) for p in result_files]
+        labels = result_labels(result_files, results)
+        if reference is not None:
+            order = reference_first(labels, reference, "--result labels")
+            results, builds, texts, labels = (
+                [seq[i] for i in order] for seq in (results, builds, texts, labels)
+            )
     else:
         from recallbench.presets import default_top_k
         from recallbench.systems.registry import core_system_names
 
+        if reference is not None and reference not in SystemChoice().choices:
+            raise click.BadParameter(
+                f"{reference!r} is not a registered system (see `recallbench systems`)",
+                param_hint="'--reference'",
+            )
         paths, options = dataset_inputs(dataset, dataset_args)
         labels = list(dict.fromkeys(systems or core_system_names()))
+        if reference is not None:
+            labels = [reference, *(name for name in labels if name != reference)]
         ctx.build_dir.mkdir(parents=True, exist_ok=True)
         runs = run_compared(
             dataset,
@@ -906,13 +986,26 @@ def compare_cmd(
             **{report_path.parent / name: svg for name, svg in plots.items()},
         }
     )
-    ctx.say(
-        f"wrote {output}, {report_path} ({len(plots)} plots beside it) and {page} "
-        f"({len(html):,} bytes)"
-    )
+    if not ctx.quiet:
+        from recallbench.escape import terminal
+        from recallbench.report.summary import summary_table
+
+        for label, result in zip(labels, results, strict=True):
+            role = "reference" if label == labels[0] else "challenger"
+            click.echo(f"{terminal(label)} ({role}):\n{summary_table(result)}\n")
     click.echo(render_markdown(doc, headline_only=True))
     for note in doc["notes"]:
-        click.echo(f"note: {note}", err=True)
+        echo_line(f"note: {note}", err=True)
+    if not ctx.quiet:
+        from recallbench.report.summary import closing_line, files_line
+
+        plotted = ", ".join(str(report_path.parent / name) for name in plots)
+        echo_line(
+            files_line([output, report_path, page, *([plotted] if plotted else [])]), err=True
+        )
+        echo_line(
+            closing_line(results, time.perf_counter() - started, ran=not result_files), err=True
+        )
 
 
 @command("systems", writes=False)

@@ -198,6 +198,46 @@ def run_compared(
     return out
 
 
+def result_labels(paths: Sequence[Path], results: Sequence[Any]) -> list[str]:
+    """The label of each saved result: its system's name; where two results share a name,
+    the name with the result's directory (`hotmem (old)`, for BUILD/results.json) or file
+    stem, and the full path when even that ties."""
+    names = [_system_name(r) or _place(p) for p, r in zip(paths, results, strict=True)]
+    labels = list(names)
+    for name in set(names):
+        tied = [i for i, n in enumerate(names) if n == name]
+        if len(tied) < 2:
+            continue
+        places = [_place(paths[i]) for i in tied]
+        if len(set(places)) < len(places):
+            places = [str(paths[i]) for i in tied]
+        for i, place in zip(tied, places, strict=True):
+            labels[i] = f"{name} ({place})" if place != name else place
+    return labels
+
+
+def _system_name(result: Any) -> str | None:
+    system = result.get("system") if isinstance(result, dict) else None
+    name = system.get("name") if isinstance(system, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _place(path: Path) -> str:
+    path = Path(path)
+    return path.parent.name if path.stem == "results" else path.stem
+
+
+def reference_first(labels: Sequence[str], reference: str, what: str) -> list[int]:
+    """The order that puts `reference` first and keeps the others' order (indices into
+    `labels`); a one-line error naming the choices when it is not one of them."""
+    if reference not in labels:
+        raise RecallbenchError(
+            f"--reference {reference}: not one of the {what} ({', '.join(labels)})"
+        )
+    first = labels.index(reference)
+    return [first, *(i for i in range(len(labels)) if i != first)]
+
+
 def build_notes(labels: Sequence[str], builds: Sequence[dict[str, Any] | None]) -> list[str]:
     """A sentence when results' learned vectors come from different embedder builds
     (device, torch version, CPU capability): their scores may then differ in the last
@@ -411,8 +451,12 @@ def _f(x: float | None, signed: bool = False) -> str:
 
 
 def headline(doc: dict[str, Any]) -> str:
-    """One line per challenger: nDCG@k (else recall@k, else the first measure): means,
-    difference, CI, p and W/T/L."""
+    """One line per challenger, "challenger vs reference": nDCG@k (else recall@k, else the
+    first measure): the reference's and the challenger's means, the difference (challenger -
+    reference), CI, p and W/T/L (wins are the challenger's). For the terminal: labels are
+    escaped (`escape.terminal`)."""
+    from recallbench.escape import terminal
+
     lines = []
     k = doc["top_k"]
     for pair in doc["comparisons"]:
@@ -423,7 +467,8 @@ def headline(doc: dict[str, Any]) -> str:
         ci = "n/a" if o["ci95"] is None else f"[{o['ci95'][0]:+.3f}, {o['ci95'][1]:+.3f}]"
         p = "n/a" if o["p_value"] is None else f"{o['p_value']:.4f}"
         lines.append(
-            f"{pair['challenger']} vs {pair['reference']}: {metric} {_f(o['reference_mean'])} -> "
+            f"{terminal(pair['challenger'])} vs {terminal(pair['reference'])}: {terminal(metric)} "
+            f"{_f(o['reference_mean'])} -> "
             f"{_f(o['challenger_mean'])} ({_f(o['mean_difference'], signed=True)}, 95% CI {ci}, "
             f"p {p}, W/T/L {o['wins']}/{o['ties']}/{o['losses']}, n={o['queries']})"
         )

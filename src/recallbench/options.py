@@ -298,3 +298,37 @@ execution_options = _compose(
         help="Fail the run when one call into the system takes longer [default: no limit].",
     ),
 )
+json_option = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the closing summary (figures, files written, decision) as one JSON object on "
+    "stdout instead of the table and lines.",
+)
+
+
+def run_command_options(
+    base: Path = FIXTURE_DIR,
+    shown: str | None = None,
+    output_defaults: tuple[str, str] = ("only BUILD/results.json", "only BUILD/report.md"),
+) -> Callable:
+    """The one option list of `recallbench run` and `scripts/retrieval_eval.py` (declared
+    once, so the two cannot drift; tests/e2e/test_script.py compares their option sets):
+    the dataset options, --preset, --system, --output/--report, --top-k, --k, --measure,
+    --repeat, the execution options and --json. `base`/`shown`: where the fixture files'
+    defaults are (and how the help shows it); `output_defaults`: the help's defaults of
+    --output and --report. The command receives `dataset`, `dataset_args`, `preset`,
+    `system`, `output`, `report_path`, `top_k`, `ks`, `measures`, `repeat`, `executor`,
+    `workers`, `ray_address`, `cache`, `call_timeout` and `as_json`."""
+    return _compose(
+        dataset_options(base, shown),
+        preset_option,
+        system_option,
+        output_options(*output_defaults),
+        top_k_option,
+        k_option,
+        measure_option,
+        repeat_option,
+        execution_options,
+        json_option,
+    )

@@ -1066,3 +1066,120 @@ def test_compare_checks_its_arguments_before_any_work(tmp_path: Path, args: list
     if args[0] == "--system":
         assert "`--system bm25 --system hotmem`" in line
     assert (sorted(p.name for p in build.iterdir()) if build.exists() else []) in ([], [LOCK_NAME])
+
+
+# --- first contact: run ends with the figures, the files and a closing line ------------------
+
+HOSTILE_LABEL = "evil\x1b]0;owned\x07\rX"  # sets the terminal's title; CR rewrites the row
+
+
+def test_run_ends_with_the_table_the_files_and_the_closing_line(tmp_path: Path) -> None:
+    build = tmp_path / "b"
+    out, report = tmp_path / "copy" / "r.json", tmp_path / "copy" / "r.md"
+    result = cli(build, "run", "--system", "bm25", "--output", out, "--report", report)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["category", "n", "recall@1", "recall@5", "mrr@5", "ndcg@5"]
+    assert lines[1].split() == ["overall", "57", "0.574", "0.841", "0.788", "0.800"]
+    assert len(lines) == 1 + 9 + 1  # header, overall and eight categories, the decision
+    # bm25 is not HotMem: the committed rules (HotMem's roadmap) give it no advice
+    assert lines[-1] == (
+        "no rule: the committed rules are HotMem's roadmap; no rule applies to bm25"
+    )
+    assert "#78" not in result.stdout and "rule 2" not in result.stdout
+    err = result.stderr.splitlines()
+    assert err[-2] == (
+        f"wrote {build}/results.json, {build}/report.md, {build}/report.html, "
+        f"{build}/decision.json, {out}, {report}, {tmp_path / 'copy' / 'r.html'}; "
+        f"the stage artifacts in {build}"
+    )
+    assert re.fullmatch(r"57 queries scored in \d+\.\d s \(memory level\)", err[-1]), err[-1]
+    # the report's conclusion is the measured figures, not HotMem's advice
+    markdown = (build / "report.md").read_text(encoding="utf-8")
+    conclusion = markdown.split("## Conclusion", 1)[1]
+    assert "#78" not in conclusion and "Rule 2" not in conclusion
+    assert "no rule applies to bm25" in conclusion
+    assert "Measured (memory level, 57 scored queries): recall@1 0.574" in conclusion
+    html = (build / "report.html").read_text(encoding="utf-8")
+    page_conclusion = html.split('<section id="conclusion">', 1)[1]
+    assert "#78" not in page_conclusion and "Rule 2 fired" not in page_conclusion
+    assert "Measured (memory level, 57 scored queries)" in page_conclusion
+    # -q: only the decision
+    quiet = CliRunner().invoke(
+        main, ["--build-dir", str(tmp_path / "q"), "-q", "run", "--system", "bm25"]
+    )
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.stdout == lines[-1] + "\n" and quiet.stderr == ""
+
+
+def test_hotmem_still_gets_rule_2(tmp_path: Path) -> None:
+    result = cli(tmp_path / "b", "run")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].startswith(
+        "rule 2: Add portable semantic embeddings next"
+    )
+    assert "**Rule 2 fired:" in (tmp_path / "b" / "report.md").read_text(encoding="utf-8")
+
+
+def test_run_json_prints_one_object(tmp_path: Path) -> None:
+    build = tmp_path / "b"
+    result = CliRunner().invoke(
+        main, ["--build-dir", str(build), "-q", "run", "--system", "bm25", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(result.stdout)  # stdout is the one object, nothing else
+    assert doc["system"] == "bm25" and doc["dataset"] == "fixtures"
+    assert (doc["queries_scored"], doc["queries_read"], doc["level"]) == (57, 57, "memory")
+    assert doc["measures"] == ["recall@1", "recall@5", "mrr@5", "ndcg@5"]
+    overall = doc["figures"][0]
+    assert overall["category"] is None and overall["n"] == 57
+    assert overall["values"]["ndcg@5"] == pytest.approx(0.800, abs=5e-4)
+    assert [row["category"] for row in doc["figures"][1:]] == load_json(build / "suite.json")[
+        "data"
+    ]["categories"]
+    assert doc["files"] == [str(build / n) for n in ("results.json", "report.md")] + [
+        str(build / "report.html"),
+        str(build / "decision.json"),
+    ]
+    assert doc["decision"]["rule"] is None
+    assert doc["decision"]["headline"].endswith("no rule applies to bm25")
+    assert doc["seconds"] > 0
+
+
+def _hostile_longmemeval(path: Path) -> Path:
+    from recallbench.datasets.longmemeval.generator import generate
+
+    generate(path, shape="s", questions=6, seed=5, sessions_per_question=4, session_chars=200)
+    records = orjson.loads(path.read_bytes())
+    records[0]["question_type"] = HOSTILE_LABEL
+    path.write_bytes(orjson.dumps(records))
+    return path
+
+
+def test_the_terminal_table_escapes_labels_and_stays_aligned(tmp_path: Path) -> None:
+    """A category label with an escape sequence (it sets the terminal's title) and a carriage
+    return (it overwrites the row) prints as U+001B / U+000D, and every row keeps its width,
+    in `report`'s table and in `run`'s."""
+    data = _hostile_longmemeval(tmp_path / "lme.json")
+    build = tmp_path / "b"
+    args = ["run", "--dataset", "longmemeval", "--data", data, "--system", "bm25"]
+    ran = cli(build, *args)
+    assert ran.exit_code == 0, ran.output
+    reported = cli(build, "report")
+    assert reported.exit_code == 0, reported.output
+    for out in (reported.stdout, ran.stdout):  # report: the table 2706fe9 printed raw
+        assert "\x1b" not in out and "\r" not in out and "\x07" not in out
+        rows = [line for line in out.splitlines() if not line.startswith("no rule")]
+        assert any(row.startswith("evilU+001B]0;ownedU+0007U+000DX ") for row in rows), rows
+        assert len({len(row) for row in rows}) == 1, rows  # aligned: one width
+    assert "\x1b" not in ran.stderr and "\r" not in ran.stderr
+
+
+def test_messages_escape_data_for_the_terminal(tmp_path: Path) -> None:
+    """A path holding control characters, in an error line, is shown as U+XXXX."""
+    bad = tmp_path / "a\x1b]0;owned\x07\rb.jsonl"
+    bad.write_text("{not json\n", encoding="utf-8")
+    result = cli(tmp_path / "b", "validate", "--corpus", bad, "--queries", QUERIES)
+    assert result.exit_code == 1
+    assert "\x1b" not in result.stderr and "\r" not in result.stderr
+    assert "aU+001B]0;ownedU+0007U+000Db.jsonl" in result.stderr

@@ -53,7 +53,8 @@ def scratch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_own_store_page_followed_verbatim(scratch_venv: Path, tmp_path: Path) -> None:
     blocks = sh_blocks(ROOT / "docs" / "own-store.md")
-    assert any("compare --system mine --system bm25" in b for b in blocks)
+    # the user's store is the challenger: the reference comes first
+    assert any("compare --system bm25 --system mine" in b for b in blocks)
     env = {
         **os.environ,
         "PATH": f"{scratch_venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
@@ -79,8 +80,13 @@ def test_own_store_page_followed_verbatim(scratch_venv: Path, tmp_path: Path) ->
         o for b, o in zip(blocks[1:], outputs, strict=True) if "recallbench systems" in b
     )
     assert re.search(r"^mine\s+available", listing, re.M), listing
+    compared = next(o for b, o in zip(blocks[1:], outputs, strict=True) if "compare" in b)
+    assert re.search(r"^mine vs bm25: ndcg@5 ", compared, re.M), compared
+    assert re.search(r"^mine vs minilm: ndcg@5 ", compared, re.M), compared
     compare_md = (tmp_path / "build" / "compare.md").read_text(encoding="utf-8")
-    assert "## bm25 against mine" in compare_md
+    assert "## mine against bm25" in compare_md
+    minilm_md = (tmp_path / "build-minilm" / "compare.md").read_text(encoding="utf-8")
+    assert "## mine against minilm" in minilm_md
 
 
 def test_the_example_plugin_compares_with_the_reference(tmp_path: Path) -> None:
@@ -96,7 +102,7 @@ def test_the_example_plugin_compares_with_the_reference(tmp_path: Path) -> None:
         ["--build-dir", str(tmp_path), "compare", "--system", "lancedb", "--system", "bm25"],
     )
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("bm25 vs lancedb: ndcg@5 ")
+    assert result.stdout.splitlines()[-1].startswith("bm25 vs lancedb: ndcg@5 ")
     compare_md = (tmp_path / "compare.md").read_text(encoding="utf-8")
     assert "## bm25 against lancedb" in compare_md
     assert "| lancedb | lancedb | " in compare_md

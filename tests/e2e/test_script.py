@@ -63,11 +63,18 @@ def test_valid_fixtures_exit_0_and_write_every_output(tmp_path: Path) -> None:
     assert markdown.startswith("# Retrieval quality report")
     assert "## Conclusion" in markdown
     out = proc.stdout.splitlines()
-    assert out[0] == (
+    # the headline table `recallbench report` and `run` print, then the summary and decision
+    assert out[0].split() == ["category", "n", "recall@1", "recall@5", "mrr@5", "ndcg@5"]
+    assert out[1].split() == ["overall", "57", "0.467", "0.702", "0.645", "0.648"]
+    assert len(out) == 2 + 9 + 1  # header, overall, the eight categories; summary; decision
+    assert out[-2] == (
         "Recall@1 0.467  Recall@5 0.702  MRR@5 0.645  nDCG@5 0.648  round-trip 57/57 identical"
     )
-    assert out[1].startswith("rule 2: Add portable semantic embeddings next")
-    assert len(out) == 2
+    assert out[-1].startswith("rule 2: Add portable semantic embeddings next")
+    # stderr ends with every file written and the closing line
+    err = proc.stderr.splitlines()
+    assert err[-2] == (f"wrote {output}, {report}, {out_dir / 'report.html'}, {baseline}"), err
+    assert re.fullmatch(r"57 queries scored in \d+\.\d s \(memory level\)", err[-1]), err
     # the report's plots go beside it (where its links point), listed in the envelope
     plots = [p["file"] for p in env["plots"]]
     assert plots == [f"{REPORT_PLOTS_DIR}/category-bars.svg", f"{REPORT_PLOTS_DIR}/recall-at-k.svg"]
@@ -138,7 +145,7 @@ def test_check_baseline_option(tmp_path: Path) -> None:
     assert proc.stderr.splitlines()[-1].startswith(f"{ERROR}result differs")
     assert "Traceback" not in proc.stderr
     # the headline is still printed: the gate runs after the result is known
-    assert proc.stdout.startswith("Recall@1 0.467")
+    assert "Recall@1 0.467" in proc.stdout and proc.stdout.startswith("category ")
 
 
 def test_check_baseline_refuses_a_file_that_is_not_a_result(tmp_path: Path) -> None:
@@ -252,3 +259,54 @@ def test_a_build_dir_that_is_not_our_own_is_refused(
     assert len(lines) == 1 and lines[0].startswith(ERROR), lines
     assert reason in lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_the_script_takes_runs_options_declared_once() -> None:
+    """The script's options are `recallbench run`'s (one declaration,
+    `options.run_command_options`), plus the documented script-only ones."""
+    import importlib.util
+
+    import click
+
+    from recallbench.cli import main as cli_main
+
+    spec = importlib.util.spec_from_file_location("retrieval_eval", ROOT / SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def flags(command: click.Command) -> set[str]:
+        ctx = click.Context(command)
+        return {
+            flag
+            for param in command.get_params(ctx)
+            if isinstance(param, click.Option)
+            for flag in (*param.opts, *param.secondary_opts)
+        } - {"-h", "--help"}
+
+    # --build-dir and -q/--quiet are the `recallbench` group's options in the CLI
+    script_only = {"--longmemeval", "--build-dir", "--write-baseline", "--check-baseline"}
+    script_only |= {"-q", "--quiet"}
+    run = flags(cli_main.commands["run"])
+    script = flags(module.main)
+    assert script - script_only == run
+    assert script_only <= script
+    assert {"--k", "--preset", "--measure", "--json"} <= run
+    assert set(module.SCRIPT_ONLY_OPTIONS) <= script_only
+
+
+def test_the_script_takes_measure_preset_and_json(tmp_path: Path) -> None:
+    """--measure, --preset and --json work in the script as in `run` (--json: one JSON
+    object on stdout); --preset is checked as `run` checks it."""
+    import json
+
+    proc = run_script("--measure", "recall@3", "--measure", "ndcg@3", "--json", "-q")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)  # the whole of stdout is one object
+    assert doc["measures"] == ["recall@3", "ndcg@3"]
+    assert doc["queries_scored"] == 57 and doc["level"] == "memory"
+    assert doc["figures"][0]["label"] == "overall" and doc["figures"][0]["n"] == 57
+    assert doc["decision"]["headline"].startswith("rule ")
+    assert doc["files"] == [] and doc["system"] == "hotmem"
+    refused = run_script("--preset", "longmemeval-paper")
+    assert refused.returncode == 2
+    assert "--preset longmemeval-paper is for --dataset longmemeval" in refused.stderr

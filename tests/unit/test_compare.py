@@ -12,7 +12,14 @@ import pytest
 from click.testing import CliRunner
 
 from recallbench.cli import main
-from recallbench.compare import compare_results, headline, paired_stats, render_markdown
+from recallbench.compare import (
+    compare_results,
+    headline,
+    paired_stats,
+    reference_first,
+    render_markdown,
+    result_labels,
+)
 from recallbench.datasets.locomo import generator as locomo_generator
 from recallbench.datasets.longmemeval import generator as longmemeval_generator
 from recallbench.errors import RecallbenchError
@@ -322,6 +329,106 @@ def test_compare_result_refuses_what_it_cannot_read_in_one_line(
     assert "Traceback" not in r.output
     lines = r.stderr.splitlines()
     assert len(lines) == 1, lines
-    assert lines[0].startswith("recallbench compare: error: bad: "), lines[0]
+    # both hold the baseline's hotmem result: labelled by system, the directory breaks the tie
+    assert lines[0].startswith("recallbench compare: error: hotmem (bad): "), lines[0]
     assert message in lines[0]
     assert not (tmp_path / "b" / "compare.json").exists()
+
+
+# --- framing: one reference, every other a challenger; labels by system -----------------------
+
+
+def test_saved_results_are_labelled_by_system_and_the_directory_breaks_a_tie() -> None:
+    def result(name: str) -> dict:
+        return {"system": {"name": name}}
+
+    paths = [Path("b-lme3/results.json"), Path("b-lme4/results.json"), Path("x/mine.json")]
+    assert result_labels(paths, [result("bm25"), result("hotmem"), result("mine")]) == [
+        "bm25",
+        "hotmem",
+        "mine",
+    ]
+    assert result_labels(paths, [result("bm25"), result("bm25"), result("mine")]) == [
+        "bm25 (b-lme3)",
+        "bm25 (b-lme4)",
+        "mine",
+    ]
+    same_dir = [Path("a/b/results.json"), Path("c/b/results.json")]
+    assert result_labels(same_dir, [result("bm25"), result("bm25")]) == [
+        "bm25 (a/b/results.json)",
+        "bm25 (c/b/results.json)",
+    ]
+    # a document without a system name keeps its place's label (and is refused later)
+    assert result_labels([Path("old/results.json")], [{}]) == ["old"]
+
+
+def test_reference_first_keeps_the_challengers_order() -> None:
+    assert reference_first(["mine", "bm25", "minilm"], "bm25", "systems") == [1, 0, 2]
+    with pytest.raises(RecallbenchError, match=r"--reference x: not one of the systems \(a, b\)"):
+        reference_first(["a", "b"], "x", "systems")
+
+
+def test_the_headline_reads_challenger_vs_reference_with_challenger_deltas() -> None:
+    base = orjson.loads(BASELINE.read_bytes())
+    better = copy.deepcopy(base)
+    for q in better["queries"]:
+        if "ndcg@5" in q["metrics"] and q["metrics"]["ndcg@5"] is not None:
+            q["metrics"]["ndcg@5"] = 1.0
+    doc = compare_results([base, better], ["bm25", "mine"], resamples=200)
+    line = headline(doc)
+    assert line.startswith("mine vs bm25: ndcg@5 0.648 -> 1.000 (+0.352, ")
+    o = doc["comparisons"][0]["metrics"]["ndcg@5"]["overall"]
+    assert o["wins"] > 0 and o["losses"] == 0  # the wins are the challenger's
+
+
+def test_the_headline_escapes_labels_for_the_terminal() -> None:
+    base = orjson.loads(BASELINE.read_bytes())
+    doc = compare_results([base, base], ["ref", "evil\x1b]0;owned\x07\rX"], resamples=200)
+    line = headline(doc)
+    assert "\x1b" not in line and "\r" not in line and "\x07" not in line
+    assert line.startswith("evilU+001B]0;ownedU+0007U+000DX vs ref: ")
+
+
+def test_cli_reference_option_orders_saved_results(tmp_path: Path) -> None:
+    old = _saved_result(tmp_path / "old" / "results.json")
+    new = _saved_result(tmp_path / "new" / "results.json")
+    args = ["--build-dir", str(tmp_path / "b"), "-q", "compare", "--resamples", "200"]
+    args += ["--result", str(old), "--result", str(new)]
+    r = CliRunner().invoke(main, [*args, "--reference", "hotmem (new)"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("hotmem (old) vs hotmem (new): ndcg@5 ")
+    doc = orjson.loads((tmp_path / "b" / "compare.json").read_bytes())
+    assert [s["label"] for s in doc["systems"]] == ["hotmem (new)", "hotmem (old)"]
+    refused = CliRunner().invoke(main, [*args, "--reference", "bm25"])
+    assert refused.exit_code == 1
+    assert refused.stderr.splitlines() == [
+        "recallbench compare: error: --reference bm25: not one of the --result labels "
+        "(hotmem (old), hotmem (new))"
+    ]
+
+
+def test_cli_reference_system_is_run_first_and_every_other_is_a_challenger(
+    tmp_path: Path,
+) -> None:
+    """`compare --reference bm25 --system hotmem-mmr`: bm25 is run too, as the reference;
+    the line reads `hotmem-mmr vs bm25`, and the closing lines follow."""
+    r = CliRunner().invoke(
+        main,
+        ["--build-dir", str(tmp_path / "b"), "compare", "--resamples", "200"]
+        + ["--reference", "bm25", "--system", "hotmem-mmr"],
+    )
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0] == "bm25 (reference):"
+    assert lines[1].split()[:2] == ["category", "n"]
+    assert "hotmem-mmr (challenger):" in lines
+    assert lines[-1].startswith("hotmem-mmr vs bm25: ndcg@5 0.800 -> ")
+    err = r.stderr.splitlines()
+    assert err[-2].startswith(f"wrote {tmp_path / 'b' / 'compare.json'}, ")
+    assert "compare.html" in err[-2]
+    assert err[-1].startswith("57 queries scored by each of 2 systems in ")
+    unknown = CliRunner().invoke(
+        main, ["--build-dir", str(tmp_path / "c"), "compare", "--reference", "nope"]
+    )
+    assert unknown.exit_code == 2 and "'nope' is not a registered system" in unknown.stderr
+    assert not (tmp_path / "c" / "compare.json").exists()

@@ -5,6 +5,7 @@ rules or says plainly that the dataset has none."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -257,11 +258,14 @@ def suite_data(dataset: str) -> dict[str, Any]:
     return {"dataset": dataset}
 
 
-def stage_inputs(policy_input: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def stage_inputs(
+    policy_input: dict[str, Any], system: str = "hotmem"
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """What the stage reads for a policy input made by `scores()`: the scores artifact's data
-    (no round trip in it) and a roundtrip artifact's data with that equivalence."""
+    (no round trip in it) and a roundtrip artifact's data of `system` with that equivalence."""
     data = {key: value for key, value in policy_input.items() if key != "roundtrip"}
     roundtrip = {
+        "system": system,
         "available": True,
         "equivalence": policy_input["roundtrip"]["equivalence"],
         "corruption_checks": [{"all_rejected": True}],
@@ -368,3 +372,112 @@ def test_the_lane_decision_is_the_result_decision(lane: Run) -> None:
     summary = roundtrip_summary(envs["roundtrip"]["data"])
     assert made["data"] == decide({**envs["scores"]["data"], "roundtrip": summary})
     assert made["data"]["rule"] == 2
+
+
+# --- rules belong to the systems they were written for ----------------------------------------
+
+
+def test_the_fixture_rules_declare_the_hotmem_family() -> None:
+    from recallbench.datasets.fixture_rules import SYSTEMS
+    from recallbench.datasets.fixtures.spec import SPEC
+
+    assert SPEC.policy_systems == SYSTEMS == ("hotmem", "hotmem-minilm")
+    assert SPEC.policy_roadmap == "HotMem's roadmap"
+
+
+@pytest.mark.parametrize("system", ["hotmem", "hotmem-minilm"])
+def test_the_hotmem_family_gets_the_rules(system: str) -> None:
+    d = decision(suite_data("fixtures"), *stage_inputs(scores(paraphrase=0.5), system))
+    assert d == decide(scores(paraphrase=0.5))
+    assert decide_stage.headline(d).startswith("rule 2: ")
+
+
+@pytest.mark.parametrize("system", ["bm25", "hotmem-mmr", "minilm", "mine"])
+def test_any_other_system_gets_one_line_and_no_hotmem_advice(system: str) -> None:
+    # scores that fire rule 2 for HotMem
+    d = decision(suite_data("fixtures"), *stage_inputs(scores(paraphrase=0.5), system))
+    line = decide_stage.headline(d)
+    assert line == f"no rule: the committed rules are HotMem's roadmap; no rule applies to {system}"
+    assert d["rule"] is None and d["rules"] == [] and d["guardrails"] == []
+    assert "#78" not in repr(d) and "#80" not in repr(d)
+
+
+def test_a_plugin_declares_rules_for_its_own_systems(monkeypatch: pytest.MonkeyPatch) -> None:
+    from recallbench.datasets import base
+
+    def mine_rules(evidence: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "policy": "mine-rules",
+            "rule": 1,
+            "action": "tune",
+            "recommendation": f"tune mine (gap at k={evidence['top_k']})",
+            "evidence": {},
+            "top_k": evidence["top_k"],
+            "rules": [],
+            "guardrails": [],
+        }
+
+    rules = base.DecisionRules("mine-rules", "fixtures", ("mine",), mine_rules)
+    monkeypatch.setattr(base, "plugin_rules", lambda: [rules])
+    d = decision(suite_data("fixtures"), *stage_inputs(scores(), "mine"))
+    assert d["policy"] == "mine-rules" and d["recommendation"] == "tune mine (gap at k=5)"
+    # another dataset, another system: not theirs
+    other = decision(suite_data("longmemeval"), *stage_inputs(scores(), "mine"))
+    assert other["rule"] is None
+    assert decision(suite_data("fixtures"), *stage_inputs(scores()))["rule"] == 4  # hotmem
+    # two rule sets for one system: refused in one line naming both
+    monkeypatch.setattr(base, "plugin_rules", lambda: [rules, rules])
+    with pytest.raises(base.RecallbenchError, match=r"2 installed rule sets apply to mine"):
+        decision(suite_data("fixtures"), *stage_inputs(scores(), "mine"))
+
+
+def _rules_package(root: Path, entry: str) -> None:
+    """An installed-looking package (a dist-info on sys.path) whose entry point in the
+    group `recallbench.rules` is `entry`."""
+    (root / "tiny_rules.py").write_text(
+        "from recallbench.datasets.base import DecisionRules\n"
+        "def decide(evidence):\n"
+        "    k = evidence['top_k']\n"
+        "    return {'policy': 'tiny', 'rule': 1, 'action': 'look',\n"
+        "            'recommendation': f'look at k={k}', 'evidence': {}, 'top_k': k,\n"
+        "            'rules': [], 'guardrails': []}\n"
+        "RULES = DecisionRules('tiny', 'fixtures', ('tiny',), decide)\n"
+        "NOT_RULES = object()\n",
+        encoding="utf-8",
+    )
+    info = root / "tiny_rules-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tiny-rules\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[recallbench.rules]\ntiny = {entry}\n")
+
+
+def test_plugin_rules_come_from_the_entry_point_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    from recallbench.datasets.base import plugin_rules
+
+    (tmp_path / "ok").mkdir()
+    _rules_package(tmp_path / "ok", "tiny_rules:RULES")
+    monkeypatch.syspath_prepend(str(tmp_path / "ok"))
+    importlib.invalidate_caches()
+    assert [r.name for r in plugin_rules()] == ["tiny"]
+    d = decision(suite_data("fixtures"), *stage_inputs(scores(), "tiny"))
+    assert decide_stage.headline(d) == "rule 1: look at k=5"
+    assert decision(suite_data("fixtures"), *stage_inputs(scores()))["rule"] == 4  # hotmem's
+
+
+def test_plugin_rules_that_are_not_rules_are_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    from recallbench.datasets.base import RecallbenchError, plugin_rules
+
+    (tmp_path / "bad").mkdir()
+    _rules_package(tmp_path / "bad", "tiny_rules:NOT_RULES")
+    monkeypatch.syspath_prepend(str(tmp_path / "bad"))
+    importlib.invalidate_caches()
+    with pytest.raises(RecallbenchError, match=r"decision rules tiny \(tiny_rules:NOT_RULES\)"):
+        plugin_rules()

@@ -181,7 +181,8 @@ def test_compare_of_saved_results_reads_the_texts_beside_them(tmp_path: Path) ->
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     data = page_data((out / "compare.html").read_bytes())
-    assert data["systems"] == ["old", "new"] and len(data["texts"]) > 57
+    # saved results are labelled by system name (hotmem in old/, bm25 in new/)
+    assert data["systems"] == ["hotmem", "bm25"] and len(data["texts"]) > 57
     # a result whose suite.json is gone: ids only, and the page says so
     (tmp_path / "new" / "suite.json").unlink()
     (tmp_path / "old" / "suite.json").unlink()

@@ -103,7 +103,11 @@ class DatasetSpec:
     References to code are ``"module"`` or ``"module:attribute"`` strings, resolved only
     when used. `measures` is the measure family (until the measures registry lands: the
     reader's ``measures`` function, resolved in `dataset_measures` only). `policy` is the
-    decision rules (a function of the scores), `policy_name` the name suite.json records.
+    decision rules (a function of the scores), `policy_name` the name suite.json records,
+    `policy_systems` the systems the rules were written for (they fire for those only; empty:
+    every system) and `policy_roadmap` whose plan they are (the line a system outside
+    `policy_systems` gets: "the committed rules are HotMem's roadmap; no rule applies to
+    bm25").
     `generator` is the module whose ``_cli()`` gives the ``recallbench <name>`` click group.
     `title`, `reads`, `what` and `scope` are the docs tables' cells; `docs` is its page.
     `order` places it in listings (`--dataset` choices, the tables): the lowest first.
@@ -122,6 +126,8 @@ class DatasetSpec:
     scope: str
     policy: str | None = None
     policy_name: str | None = None
+    policy_systems: tuple[str, ...] = ()
+    policy_roadmap: str | None = None
     generator: str | None = None
     order: int = 100
     example: str | None = None
@@ -253,27 +259,92 @@ def roundtrip_summary(roundtrip: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+#: the entry-point group through which an installed package declares decision rules for its
+#: own systems (each entry point's object is a `DecisionRules`)
+RULES_GROUP = "recallbench.rules"
+
+
+@dataclass(frozen=True)
+class DecisionRules:
+    """Decision rules a plugin declares for its own systems on one dataset (entry point
+    group `RULES_GROUP`). `decide` is called like a dataset's policy (the scores artifact's
+    data with the round trip's summary under ``"roundtrip"``) and returns the decision
+    (`policy`, `rule`, `action`, `recommendation`, `evidence`, `top_k`, `rules`,
+    `guardrails`; see docs/systems.md)."""
+
+    name: str
+    dataset: str
+    systems: tuple[str, ...]
+    decide: Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+def plugin_rules() -> list[DecisionRules]:
+    """Every installed package's `DecisionRules` (entry point group `RULES_GROUP`), by
+    entry-point name; one that does not load or is not a `DecisionRules` is an error naming
+    it, never silently skipped (a decision must not depend on what failed to import)."""
+    from importlib.metadata import entry_points
+
+    found = []
+    for point in sorted(entry_points(group=RULES_GROUP), key=lambda p: p.name):
+        try:
+            rules = point.load()
+        except Exception as exc:  # a plugin's own failure: one line naming it
+            raise RecallbenchError(
+                f"decision rules {point.name} ({point.value}) do not load: {exc}"
+            ) from None
+        if not isinstance(rules, DecisionRules):
+            raise RecallbenchError(
+                f"decision rules {point.name} ({point.value}) are not a "
+                "recallbench.datasets.base.DecisionRules"
+            )
+        found.append(rules)
+    return found
+
+
+def _no_rule(scores: Mapping[str, Any], recommendation: str) -> dict[str, Any]:
+    return {
+        "policy": None,
+        "rule": None,
+        "action": None,
+        "recommendation": recommendation,
+        "evidence": {},
+        "top_k": scores["top_k"],
+        "rules": [],
+        "guardrails": [],
+    }
+
+
 def decision(
     suite: Mapping[str, Any], scores: Mapping[str, Any], roundtrip: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The dataset's decision rules applied to a scores and a roundtrip artifact's data (the
-    policy reads the scores with the round trip's summary under ``"roundtrip"``), or a plain
-    statement that the dataset has none. Deterministic: the same data give the same decision.
+    """The decision rules written for the system measured, applied to a scores and a
+    roundtrip artifact's data (the policy reads the scores with the round trip's summary
+    under ``"roundtrip"``), or a plain one-line statement that no rule applies. The rules
+    are a plugin's `DecisionRules` naming this dataset and system, else the dataset's own
+    when the system is one of its `policy_systems`. The system is the round trip's (every
+    roundtrip artifact names it). Deterministic: the same data give the same decision.
     `decide` writes it to decision.json; the report shows the same decision."""
-    policy = dataset_policy(suite["dataset"])
+    dataset = suite["dataset"]
+    system = roundtrip.get("system")
+    evidence = {**scores, "roundtrip": roundtrip_summary(roundtrip)}
+    mine = [r for r in plugin_rules() if r.dataset == dataset and system in r.systems]
+    if len(mine) > 1:
+        raise RecallbenchError(
+            f"{len(mine)} installed rule sets apply to {system} on {dataset} "
+            f"({', '.join(r.name for r in mine)}); uninstall all but one"
+        )
+    if mine:
+        return mine[0].decide(evidence)
+    spec = dataset_spec(dataset)
+    policy = dataset_policy(dataset)
     if policy is None:
-        return {
-            "policy": None,
-            "rule": None,
-            "action": None,
-            "recommendation": f"no decision rules: the {suite['dataset']} dataset defines none; "
-            "read the metrics",
-            "evidence": {},
-            "top_k": scores["top_k"],
-            "rules": [],
-            "guardrails": [],
-        }
-    return policy({**scores, "roundtrip": roundtrip_summary(roundtrip)})
+        return _no_rule(
+            scores, f"no decision rules: the {dataset} dataset defines none; read the metrics"
+        )
+    if spec.policy_systems and system not in spec.policy_systems:
+        roadmap = spec.policy_roadmap or f"the {dataset} dataset's rules"
+        return _no_rule(scores, f"the committed rules are {roadmap}; no rule applies to {system}")
+    return policy(evidence)
 
 
 def dataset_policy_name(name: str) -> str | None:

@@ -8,6 +8,10 @@ Rules, applied in order; the first that fires wins:
   4. otherwise                                            -> retain the stack, expand fixtures
 Never recommended from this benchmark: entity extraction, a hosted or learned reranker.
 These are prioritization rules for the next investment, not release thresholds.
+
+They are HotMem's roadmap (the issues #78 and #80 are HotMem's) and fire for the HotMem
+family only (`SYSTEMS`, declared in the fixtures spec); any other system measured on the
+suite gets "no rule applies" (`datasets.base.decision`) and its figures.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any
 from recallbench.datasets.fixtures.spec import SPEC
 
 POLICY_NAME = SPEC.policy_name  # its one definition: the fixtures spec
+#: the systems these rules were written for (the HotMem family), also declared there
+SYSTEMS = SPEC.policy_systems
 PARAPHRASE_GAP_POINTS = 15.0
 DUPLICATE_SLOT_LIMIT = 0.20
 

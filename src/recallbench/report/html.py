@@ -458,6 +458,8 @@ def _definitions(result: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _decision(result: Mapping[str, Any]) -> dict[str, Any]:
+    from recallbench.report.summary import measured_line
+
     d = result["decision"]
     rules = []
     for r in d.get("rules") or []:
@@ -477,6 +479,8 @@ def _decision(result: Mapping[str, Any]) -> dict[str, Any]:
         ),
         "rules": rules,
         "guardrails": list(d.get("guardrails") or []),
+        # no rule written for this system: the conclusion is the measured figures
+        "figures": measured_line(result) if d["rule"] is None else "",
     }
 
 

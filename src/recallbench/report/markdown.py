@@ -458,8 +458,10 @@ def render_markdown(
     out += _roundtrip(result)
     out += _cost(timings)
     out += ["## Conclusion", ""]
-    if d["rule"] is None:
-        out += [f"**{md(d['recommendation'])}**", ""]
+    if d["rule"] is None:  # no rule written for this system: the figures, not advice
+        from recallbench.report.summary import measured_line
+
+        out += [f"**{md(d['recommendation'])}**", "", md(measured_line(result)), ""]
         return "\n".join(out)
     out += [f"**Rule {md(d['rule'])} fired: {md(d['recommendation'])}**", ""]
     for r in d["rules"]:

@@ -1,7 +1,9 @@
-"""decide: the dataset's decision rules applied to the scores and the round trip, or a plain
-statement that the dataset has none (`datasets.base.decision`). The rules belong to the
-dataset (the fixture suite carries the HotMem rules); applying them is deterministic: the
-same scores and round trip give the same decision."""
+"""decide: the decision rules written for the system measured, applied to the scores and
+the round trip, or a plain one-line statement that no rule applies (`datasets.base.decision`).
+The rules belong to the systems they were written for: the fixture suite carries the HotMem
+rules, which fire for the HotMem family only (the spec's `policy_systems`); a plugin may
+declare rules for its own systems (`datasets.base.DecisionRules`). Applying them is
+deterministic: the same scores and round trip give the same decision."""
 
 from __future__ import annotations
 

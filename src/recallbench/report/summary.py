@@ -1,0 +1,158 @@
+"""What a command prints on the terminal about a result: the headline table, the line naming
+the files written and the closing "N queries scored in X s" line (or all of it as one JSON
+object). `recallbench report`, `run`, `compare` and `scripts/retrieval_eval.py` print these
+same lines.
+
+Every string taken from data (category labels, system names, paths) goes through
+`recallbench.escape.terminal` here, where it meets the terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from recallbench.escape import terminal
+from recallbench.measures import RELEVANT_GRADE, select
+
+
+def headline_measures(result: Mapping[str, Any]) -> list[str]:
+    """The table's columns: the primary level's recall@1, then its mean measures at the
+    run's top-k, then its other mean measures, at most five (pooled slot rates are not means
+    and are left out)."""
+    k = result["run"]["top_k"]
+    primary = result["dataset"]["levels"][0]["name"]
+    measures = [m for m in result["run"]["measures"] if m["level"] == primary and not m["pooled"]]
+    names = select(measures, stem="recall", k=1, prefix="", rel=RELEVANT_GRADE)
+    names += [m["name"] for m in measures if m["k"] == k and m["name"] not in names]
+    names += [m["name"] for m in measures if m["name"] not in names]  # e.g. --measure's
+    return names[:5]
+
+
+def headline_rows(
+    result: Mapping[str, Any],
+) -> list[tuple[str | None, str, int, dict[str, float | None]]]:
+    """(category or None for the overall row, label, n, {measure: value}) for the overall
+    row and each category, raw (unescaped)."""
+    names = headline_measures(result)
+    labels = result["dataset"]["category_labels"]
+    rows = [(None, "overall", result["counts"]["queries"], result["metrics"]["overall"])]
+    rows += [
+        (
+            c,
+            labels.get(c, c),
+            result["counts"]["per_category"].get(c, {}).get("scored", 0),
+            result["metrics"]["per_category"][c],
+        )
+        for c in result["dataset"]["categories"]
+    ]
+    return [
+        (category, label, n, {name: cells[name]["value"] for name in names})
+        for category, label, n, cells in rows
+    ]
+
+
+def summary_table(result: Mapping[str, Any]) -> str:
+    """A compact table of the primary level's headline measures per category, with the
+    number of scored queries of each row (`n`). Labels are escaped for the terminal, so a
+    label cannot move the cursor or break the table's alignment."""
+    names = [terminal(n) for n in headline_measures(result)]
+    rows = [(terminal(label), n, values) for _, label, n, values in headline_rows(result)]
+    width = max(12, *(len(label) for label, _, _ in rows))
+    columns = [max(12, len(name)) for name in names]  # a long name widens its column
+    lines = [
+        f"{'category':<{width}}  {'n':>5}  "
+        + "  ".join(f"{n:>{w}}" for n, w in zip(names, columns, strict=True))
+    ]
+    for label, n, values in rows:
+        cells = ["n/a" if v is None else f"{v:.3f}" for v in values.values()]
+        lines.append(
+            f"{label:<{width}}  {n:>5}  "
+            + "  ".join(f"{c:>{w}}" for c, w in zip(cells, columns, strict=True))
+        )
+    return "\n".join(lines)
+
+
+def scored_queries(result: Mapping[str, Any]) -> tuple[int, int, str]:
+    """(scored queries, queries read, the primary level's name): the closing line's figures."""
+    counts = result["counts"]
+    return counts["queries"], counts["queries_raw"], result["dataset"]["levels"][0]["name"]
+
+
+def closing_line(results: Sequence[Mapping[str, Any]], seconds: float, *, ran: bool = True) -> str:
+    """ "N queries scored in X s": N the primary level's scored queries (of one result, or
+    of each of several on one dataset), X the command's wall seconds. `ran`: False when the
+    command only read saved results (nothing was scored by it)."""
+    n, raw, level = scored_queries(results[0])
+    dropped = f", {raw - n} of {raw} dropped before scoring" if raw != n else ""
+    where = f"{terminal(level)} level{dropped}"
+    if not ran:
+        return (
+            f"{n} queries compared across {len(results)} saved results in {seconds:.1f} s ({where})"
+        )
+    each = f" by each of {len(results)} systems" if len(results) > 1 else ""
+    return f"{n} queries scored{each} in {seconds:.1f} s ({where})"
+
+
+def files_line(files: Sequence[Path | str], note: str | None = None) -> str:
+    """One line naming every file written, then `note` (paths escaped: a path is data)."""
+    if not files:
+        return "wrote no file: give --output, --report or --build-dir to keep the result"
+    return (
+        "wrote " + ", ".join(terminal(f) for f in files) + (f"; {terminal(note)}" if note else "")
+    )
+
+
+def closing_json(
+    result: Mapping[str, Any],
+    decision: Mapping[str, Any] | None,
+    files: Sequence[Path | str],
+    seconds: float,
+    headline: str | None = None,
+) -> dict[str, Any]:
+    """The closing summary as one JSON-ready object (`--json`): the dataset, the system, the
+    scored queries and their level, the headline figures per row (overall, then each
+    category, with n), the files written, the decision and the wall seconds."""
+    n, raw, level = scored_queries(result)
+    return {
+        "dataset": result["dataset"]["dataset"],
+        "system": result["system"]["name"],
+        "level": level,
+        "queries_scored": n,
+        "queries_read": raw,
+        "seconds": round(seconds, 3),
+        "measures": headline_measures(result),
+        "figures": [
+            {"category": category, "label": label, "n": count, "values": values}
+            for category, label, count, values in headline_rows(result)
+        ],
+        "files": [str(f) for f in files],
+        "decision": None
+        if decision is None
+        else {
+            "rule": decision["rule"],
+            "action": decision["action"],
+            "recommendation": decision["recommendation"],
+            "headline": headline,
+        },
+    }
+
+
+def measured_line(result: Mapping[str, Any]) -> str:
+    """The report's conclusion when no rule applies: the measured headline figures (the
+    overall row of the table, with its level and n) and the round trip, not advice. Plain
+    text; its callers escape it for their output."""
+    n, _, level = scored_queries(result)
+    overall = next(values for category, _, _, values in headline_rows(result) if category is None)
+    figures = ", ".join(
+        f"{name} {'n/a' if v is None else f'{v:.3f}'}" for name, v in overall.items()
+    )
+    rt = result["roundtrip"]
+    trip = (
+        f"round trip {rt['equivalence']['numerator']}/{rt['equivalence']['denominator']} "
+        "queries identical"
+        if rt["available"]
+        else f"round trip {rt['reason']}"
+    )
+    return f"Measured ({level} level, {n} scored queries): {figures}; {trip}."
