@@ -898,7 +898,7 @@ def compare_cmd(
     import time
 
     check_compare_arguments(
-        systems + ((reference,) if reference and not result_files else ()), result_files
+        systems + ((reference,) if reference and systems else ()), result_files
     )
 
     from recallbench.artifacts import dumps, load_envelope
