@@ -10,12 +10,14 @@ the reader, and the later stages read the dataset from validate's artifact.
 Errors a user can fix, and operating-system errors, print one line
 (`recallbench <command>: error: ...`) and exit non-zero: 1 for bad input, missing or stale
 artifacts and OS errors, 2 for usage errors, 3 for a failed baseline gate, 130 when
-interrupted (Ctrl-C), 143 when terminated (SIGTERM: cleaned up like a Ctrl-C, see
-`recallbench.signals`). Commands that write into the build directory hold its lock.
+interrupted (Ctrl-C), 143 when terminated (SIGTERM) and 129 when hung up (SIGHUP: a closed
+terminal), both cleaned up like a Ctrl-C (see `recallbench.signals`). Commands that write
+into the build directory hold its lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -46,7 +48,7 @@ from recallbench.options import (
     system_option,
     top_k_option,
 )
-from recallbench.signals import EXIT_TERMINATED, Terminated, handle_sigterm
+from recallbench.signals import Terminated, handle_sigterm
 
 
 class CommandError(click.ClickException):
@@ -84,9 +86,9 @@ def run_guarded(command: str, fn: Callable[[], Any]) -> Any:
         raise CommandError(command, f"{len(exc.problems)} problem(s); nothing written") from None
     except RecallbenchError as exc:
         raise CommandError(command, str(exc), exc.exit_code) from None
-    except Terminated:
-        click.echo(f"recallbench {command}: terminated; nothing half-written", err=True)
-        sys.exit(EXIT_TERMINATED)
+    except Terminated as exc:
+        _say_last(f"recallbench {command}: {exc.word}; nothing half-written")
+        sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo(f"recallbench {command}: interrupted; nothing half-written", err=True)
         sys.exit(130)
@@ -96,6 +98,13 @@ def run_guarded(command: str, fn: Callable[[], Any]) -> Any:
         if exc.__class__.__module__ in ("sqlite3", "_sqlite3") or "disk" in str(exc).lower():
             raise CommandError(command, f"{exc.__class__.__name__}: {exc}") from None
         raise
+
+
+def _say_last(line: str) -> None:
+    """The closing line of a signalled run, on stderr; a terminal already gone (SIGHUP)
+    cannot take it, and that must not change the exit code."""
+    with contextlib.suppress(OSError, ValueError):
+        click.echo(line, err=True)
 
 
 class Context:
@@ -181,8 +190,8 @@ class OneLineErrors:
             sys.exit(exc.exit_code)
         except click.Abort as exc:
             if isinstance(exc.__context__, Terminated):
-                click.echo(f"{prog_name or 'recallbench'}: terminated", err=True)
-                sys.exit(EXIT_TERMINATED)
+                _say_last(f"{prog_name or 'recallbench'}: {exc.__context__.word}")
+                sys.exit(exc.__context__.exit_code)
             click.echo(f"{prog_name or 'recallbench'}: interrupted", err=True)
             sys.exit(130)
         sys.exit(rv if isinstance(rv, int) else 0)
@@ -454,13 +463,18 @@ def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> N
     """Write the result (results.json), the Markdown report and its plots (report-plots/
     beside the report) and the HTML report (report.html beside it), together."""
     from recallbench.artifacts import artifact_path
+    from recallbench.outputs import Place, build_places, check_outputs, report_places
     from recallbench.stages.report import build_report, html_path, timings_for
 
+    output = output or artifact_path(ctx.build_dir, "results")
+    report_path = report_path or ctx.build_dir / "report.md"
+    check_outputs(
+        [Place("--output", output), *report_places(report_path)],
+        protected=build_places(ctx.build_dir, makes={"results"})[1],
+    )
     envs = [ctx.read(k) for k in ("suite", "hydrate", "runs", "roundtrip")]
     envs.append(ctx.read_current("scores"))
     report = build_report(*envs, timings=timings_for(ctx.build_dir, *envs))
-    output = output or artifact_path(ctx.build_dir, "results")
-    report_path = report_path or ctx.build_dir / "report.md"
     ctx.publish(report.files(output, report_path, ctx.build_dir))
     no_texts = "" if report.timing["html"]["texts_available"] else "; no texts: no scopes.jsonl"
     ctx.say(
@@ -693,6 +707,7 @@ def run_cmd(
     top_k, ks = run_options(preset, dataset, top_k, ks, dataset_args.get("unit"))
     top_k = default_top_k(top_k, ks)
     paths, options = dataset_inputs(dataset, dataset_args)
+    check_run_outputs(ctx.build_dir, paths, cache, output, report_path)
     run = run_pipeline(
         dataset,
         paths,
@@ -719,6 +734,34 @@ def run_cmd(
     if preset is not None:
         click.echo(paper_summary(run.result))
     click.echo(headline(run.envelopes["decision"]["data"]))
+
+
+def check_run_outputs(
+    build_dir: Path | None,
+    paths: Mapping[str, Path],
+    cache: Path | None,
+    output: Path | None,
+    report_path: Path | None,
+    *extra: tuple[str, Path | None],
+    inputs: tuple[tuple[str, Path | None], ...] = (),
+) -> None:
+    """Refuse, before any work, an output of a whole run (`run`, the script) that is one of
+    its inputs (the dataset files, --cache, `inputs`), another of its outputs (`extra`:
+    (option, path) pairs) or, with `build_dir`, a file of the build it does not write
+    (`outputs.check_outputs`)."""
+    from recallbench.artifacts import ARTIFACTS
+    from recallbench.outputs import Place, build_places, check_outputs, input_places, report_places
+
+    places: list[Place] = []
+    protected: list[Place] = []
+    if build_dir is not None:
+        places, protected = build_places(build_dir, makes=set(ARTIFACTS))
+    if output is not None:
+        places.append(Place("--output", output, role="results"))
+    if report_path is not None:
+        places += report_places(report_path)
+    places += [Place(option, path) for option, path in extra if path is not None]
+    check_outputs(places, input_places(paths, cache, *inputs), protected)
 
 
 @command("compare")
@@ -781,6 +824,9 @@ def compare_cmd(
     from recallbench.report.html import render_compare_html, texts_beside, texts_of_run
     from recallbench.stages.report import html_path
 
+    check_compare_outputs(
+        ctx.build_dir, output, report_path, result_files, systems, dataset, dataset_args, cache
+    )
     texts = []
     vectors: list[dict[str, Any]] = []
     timing: dict[str, Any] | None = None
@@ -843,6 +889,33 @@ def compare_cmd(
     click.echo(render_markdown(doc, headline_only=True))
     for note in doc["notes"]:
         click.echo(f"note: {note}", err=True)
+
+
+def check_compare_outputs(
+    build_dir: Path,
+    output: Path | None,
+    report_path: Path | None,
+    result_files: tuple[Path, ...],
+    systems: tuple[str, ...],
+    dataset: str,
+    dataset_args: Mapping[str, Any],
+    cache: Path | None,
+) -> None:
+    """Refuse, before any work, a compare output that is one of its --result files or
+    dataset files, another of its outputs, or a file of the build (`outputs.check_outputs`)."""
+    from recallbench.outputs import Place, build_places, check_outputs, input_places, report_places
+    from recallbench.report import COMPARE_PLOTS_DIR
+
+    paths = {} if result_files else dataset_inputs(dataset, dataset_args)[0]
+    inputs = input_places(paths, cache, *((f"the --result file {p}", p) for p in result_files))
+    check_outputs(
+        [
+            Place("--output", output or build_dir / "compare.json"),
+            *report_places(report_path or build_dir / "compare.md", plots_dir=COMPARE_PLOTS_DIR),
+        ],
+        inputs,
+        build_places(build_dir)[1],
+    )
 
 
 @command("systems", writes=False)

@@ -21,6 +21,5 @@ def terminal(text: Any) -> str:
     if text.isascii() and text.isprintable():
         return text
     return "".join(
-        f"U+{ord(ch):04X}" if unicodedata.category(ch) in ("Cc", "Cf", "Cs") else ch
-        for ch in text
+        f"U+{ord(ch):04X}" if unicodedata.category(ch) in ("Cc", "Cf", "Cs") else ch for ch in text
     )

@@ -275,6 +275,9 @@ def _init_process_worker(
     # Ctrl-C reaches the whole foreground process group; only the parent handles it (by
     # terminating us), so a Ctrl-C prints one traceback instead of one per worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # so does a closed terminal's SIGHUP: the parent hangs up (`recallbench.signals`) and
+    # terminates us, instead of a worker dying first and the run reading as a crash
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     # SIGTERM keeps its default (the pool's own clean-up terminates workers with it); a
     # forked worker must not inherit the parent's handler (`recallbench.signals`)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
