@@ -159,7 +159,7 @@ def main(
     paths, options = dataset_inputs(dataset, dataset_args, FIXTURES)
 
     def body() -> None:
-        from recallbench.cli import check_run_outputs
+        from recallbench.outputs import check_run_outputs
 
         check_run_outputs(
             build_dir,

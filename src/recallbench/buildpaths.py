@@ -313,13 +313,16 @@ def remove_leftover_work(build_dir: Path) -> list[str]:
 #: the build directory's subdirectories recallbench (or matplotlib) writes files into in
 #: place, checked whole when a command claims the build directory
 CHECKED_TREES = ("timings", "report-plots", "compare-plots", ".cache", "vectors")
+#: the stages' store directories: removed and made again by their stages, except that a
+#: kept store is opened again by later stages, so none of their entries may be a link
+STORE_TREES = ("stores", "work", "roundtrip")
 
 
 def check_build_entries(build_dir: Path) -> None:
     """Refuse, before a command does any work, a build directory holding a link where
     recallbench writes: any symlink or hard-linked file directly in it, or anywhere in
-    `CHECKED_TREES` (stores/, work/ and roundtrip/ are removed and made again by their
-    stages, never written through). One line naming the entry."""
+    `CHECKED_TREES`, or directly in one of `STORE_TREES` (what lies deeper in a store is
+    the system's own). One line naming the entry."""
     try:
         entries = list(os.scandir(build_dir))
     except FileNotFoundError:
@@ -336,3 +339,7 @@ def check_build_entries(build_dir: Path) -> None:
             check_target(Path(entry.path))  # raises, naming it
         if stat.S_ISDIR(st.st_mode) and entry.name in CHECKED_TREES:
             check_tree(Path(entry.path))
+        if stat.S_ISDIR(st.st_mode) and entry.name in STORE_TREES:
+            for child in os.scandir(entry.path):
+                if child.is_symlink():
+                    check_target(Path(child.path))  # raises, naming it

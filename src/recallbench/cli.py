@@ -707,6 +707,8 @@ def run_cmd(
     top_k, ks = run_options(preset, dataset, top_k, ks, dataset_args.get("unit"))
     top_k = default_top_k(top_k, ks)
     paths, options = dataset_inputs(dataset, dataset_args)
+    from recallbench.outputs import check_run_outputs
+
     check_run_outputs(ctx.build_dir, paths, cache, output, report_path)
     run = run_pipeline(
         dataset,
@@ -734,34 +736,6 @@ def run_cmd(
     if preset is not None:
         click.echo(paper_summary(run.result))
     click.echo(headline(run.envelopes["decision"]["data"]))
-
-
-def check_run_outputs(
-    build_dir: Path | None,
-    paths: Mapping[str, Path],
-    cache: Path | None,
-    output: Path | None,
-    report_path: Path | None,
-    *extra: tuple[str, Path | None],
-    inputs: tuple[tuple[str, Path | None], ...] = (),
-) -> None:
-    """Refuse, before any work, an output of a whole run (`run`, the script) that is one of
-    its inputs (the dataset files, --cache, `inputs`), another of its outputs (`extra`:
-    (option, path) pairs) or, with `build_dir`, a file of the build it does not write
-    (`outputs.check_outputs`)."""
-    from recallbench.artifacts import ARTIFACTS
-    from recallbench.outputs import Place, build_places, check_outputs, input_places, report_places
-
-    places: list[Place] = []
-    protected: list[Place] = []
-    if build_dir is not None:
-        places, protected = build_places(build_dir, makes=set(ARTIFACTS))
-    if output is not None:
-        places.append(Place("--output", output, role="results"))
-    if report_path is not None:
-        places += report_places(report_path)
-    places += [Place(option, path) for option, path in extra if path is not None]
-    check_outputs(places, input_places(paths, cache, *inputs), protected)
 
 
 @command("compare")
@@ -821,12 +795,12 @@ def compare_cmd(
         raise click.UsageError(
             "--k and --measure score runs: give them with --system, not --result"
         )
+    from recallbench.outputs import check_compare_outputs
     from recallbench.report.html import render_compare_html, texts_beside, texts_of_run
     from recallbench.stages.report import html_path
 
-    check_compare_outputs(
-        ctx.build_dir, output, report_path, result_files, systems, dataset, dataset_args, cache
-    )
+    paths = {} if result_files else dataset_inputs(dataset, dataset_args)[0]
+    check_compare_outputs(ctx.build_dir, output, report_path, result_files, paths, cache)
     texts = []
     vectors: list[dict[str, Any]] = []
     timing: dict[str, Any] | None = None
@@ -889,33 +863,6 @@ def compare_cmd(
     click.echo(render_markdown(doc, headline_only=True))
     for note in doc["notes"]:
         click.echo(f"note: {note}", err=True)
-
-
-def check_compare_outputs(
-    build_dir: Path,
-    output: Path | None,
-    report_path: Path | None,
-    result_files: tuple[Path, ...],
-    systems: tuple[str, ...],
-    dataset: str,
-    dataset_args: Mapping[str, Any],
-    cache: Path | None,
-) -> None:
-    """Refuse, before any work, a compare output that is one of its --result files or
-    dataset files, another of its outputs, or a file of the build (`outputs.check_outputs`)."""
-    from recallbench.outputs import Place, build_places, check_outputs, input_places, report_places
-    from recallbench.report import COMPARE_PLOTS_DIR
-
-    paths = {} if result_files else dataset_inputs(dataset, dataset_args)[0]
-    inputs = input_places(paths, cache, *((f"the --result file {p}", p) for p in result_files))
-    check_outputs(
-        [
-            Place("--output", output or build_dir / "compare.json"),
-            *report_places(report_path or build_dir / "compare.md", plots_dir=COMPARE_PLOTS_DIR),
-        ],
-        inputs,
-        build_places(build_dir)[1],
-    )
 
 
 @command("systems", writes=False)

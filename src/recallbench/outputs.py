@@ -153,3 +153,53 @@ def report_places(
             f"the plots beside {label}", report_path.parent / plots, tree=True, role="report-plots"
         ),
     ]
+
+
+def check_run_outputs(
+    build_dir: Path | None,
+    paths: Mapping[str, Path],
+    cache: Path | None,
+    output: Path | None,
+    report_path: Path | None,
+    *extra: tuple[str, Path | None],
+    inputs: Sequence[tuple[str, Path | None]] = (),
+) -> None:
+    """Refuse, before any work, an output of a whole run (`run`, the script) that is one of
+    its inputs (the dataset files `paths`, --cache, `inputs`: (label, path) pairs), another
+    of its outputs (--output, --report and what lies beside it, `extra`: (option, path)
+    pairs) or, with `build_dir` (which a run writes whole), a file of the build it does not
+    write (`check_outputs`)."""
+    from recallbench.artifacts import ARTIFACTS
+
+    places: list[Place] = []
+    protected: list[Place] = []
+    if build_dir is not None:
+        places, protected = build_places(build_dir, makes=set(ARTIFACTS))
+    if output is not None:
+        places.append(Place("--output", Path(output), role="results"))
+    if report_path is not None:
+        places += report_places(report_path)
+    places += [Place(option, Path(path)) for option, path in extra if path is not None]
+    check_outputs(places, input_places(paths, cache, *inputs), protected)
+
+
+def check_compare_outputs(
+    build_dir: Path,
+    output: Path | None,
+    report_path: Path | None,
+    result_files: Sequence[Path],
+    paths: Mapping[str, Path],
+    cache: Path | None,
+) -> None:
+    """Refuse, before any work, a compare output (--output, default BUILD/compare.json;
+    --report, default BUILD/compare.md, with its HTML page and compare-plots/ beside it)
+    that is one of its --result files or dataset files (`paths`), another of its outputs,
+    or a file of the build (`check_outputs`)."""
+    from recallbench.report import COMPARE_PLOTS_DIR
+
+    inputs = input_places(paths, cache, *((f"the --result file {p}", p) for p in result_files))
+    outputs = [
+        Place("--output", Path(output or Path(build_dir) / "compare.json")),
+        *report_places(report_path or Path(build_dir) / "compare.md", plots_dir=COMPARE_PLOTS_DIR),
+    ]
+    check_outputs(outputs, inputs, build_places(build_dir)[1])

@@ -318,3 +318,44 @@ def test_a_failed_command_leaves_no_lock_or_build_dir_it_created(tmp_path: Path)
     empty.mkdir()
     one_line_error(cli(empty, "hydrate"), "hydrate")
     assert list(empty.iterdir()) == []
+
+
+def test_a_symlinked_store_of_the_build_is_refused(build: Path, outside: Path) -> None:
+    """A kept store moved outside and linked back: query opened it (a database a later
+    stage may write) through the link."""
+    store = build / "stores" / "00000"
+    moved = outside / "store"
+    shutil.move(store, moved)
+    store.symlink_to(moved, target_is_directory=True)
+    before = tree(outside)
+    line = one_line_error(cli(build, "query"), "query")
+    assert str(store) in line
+    assert tree(outside) == before
+
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "retrieval_eval.py"
+
+
+@pytest.mark.parametrize("clash", ["corpus", "baseline"])
+def test_the_script_refuses_an_output_over_its_input(tmp_path: Path, clash: str) -> None:
+    """The script shares the check: --output onto its --corpus, --write-baseline onto its
+    --check-baseline."""
+    import subprocess
+    import sys
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(CORPUS.read_bytes())
+    baseline = tmp_path / "baseline.json"
+    baseline.write_bytes(b"{}\n")
+    args = ["--corpus", corpus, "--queries", QUERIES]
+    if clash == "corpus":
+        args += ["--output", corpus]
+    else:
+        args += ["--write-baseline", baseline, "--check-baseline", baseline]
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, "-q", *map(str, args)], capture_output=True, text=True
+    )
+    assert proc.returncode == 1, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("recallbench retrieval_eval: error: ") and "overwrite" in line
+    assert corpus.read_bytes() == CORPUS.read_bytes() and baseline.read_bytes() == b"{}\n"
