@@ -113,7 +113,7 @@ class CacheWriter:
     """
 
     def __init__(self, directory: Path, embedder_identity: str) -> None:
-        from recallbench.buildpaths import check_build_dir, make_dirs
+        from recallbench.buildpaths import check_build_dir, check_tree, make_dirs
         from recallbench.lock import BuildLock
 
         self.directory = check_build_dir(directory, what="vector cache", option="--cache")
@@ -122,6 +122,7 @@ class CacheWriter:
         self._files: list[Any] = []
         self._marked = False
         try:
+            check_tree(self.directory)  # no link in it, before anything is written
             self._marked = _claim_cache_dir(self.directory)
             self.rows = self.directory / f"{ROWS_PREFIX}new-{os.getpid()}-{os.urandom(6).hex()}"
             make_dirs(self.directory)

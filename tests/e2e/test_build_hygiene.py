@@ -359,3 +359,17 @@ def test_the_script_refuses_an_output_over_its_input(tmp_path: Path, clash: str)
     (line,) = proc.stderr.splitlines()
     assert line.startswith("recallbench retrieval_eval: error: ") and "overwrite" in line
     assert corpus.read_bytes() == CORPUS.read_bytes() and baseline.read_bytes() == b"{}\n"
+
+
+def test_prep_refuses_a_cache_of_its_own_holding_a_link(
+    build: Path, tmp_path: Path, outside: Path
+) -> None:
+    """A cache prep made, with its manifest replaced by a symlink: refused before any work
+    (the manifest's rename would otherwise be the only guard), the target unchanged."""
+    cache = tmp_path / "cache"
+    assert cli(build, "-q", "prep", "--cache", cache, "--workers", "1").exit_code == 0
+    (cache / "manifest.json").unlink()
+    (cache / "manifest.json").symlink_to(outside / "precious.txt")
+    line = one_line_error(cli(build, "prep", "--cache", cache, "--workers", "1"), "prep")
+    assert "manifest.json is a symlink" in line
+    assert (outside / "precious.txt").read_bytes() == b"not recallbench's\n"
