@@ -275,9 +275,11 @@ def check_target(path: Path) -> None:
 
 
 def check_tree(directory: Path) -> None:
-    """Refuse a directory recallbench lets another library write into (matplotlib's font
-    cache) when it, or anything in it, is a symlink or a hard-linked file; one line naming
-    the entry. A missing directory is fine."""
+    """Refuse a directory recallbench (or a library it lets write there: matplotlib's font
+    cache) writes files into, when a part of it below its claimed directory, or anything
+    in it, is a symlink or a hard-linked file; one line naming the entry. A missing
+    directory is fine. (The timings, the plots, the vector caches are checked whole this
+    way before any work, and again file by file as they are written.)"""
     directory = Path(directory)
     _walk(os.path.abspath(directory), create=False)
     if not directory.is_dir():
