@@ -377,6 +377,19 @@ class ProcessExecutor:
         self._current: Any = None
 
     def __enter__(self) -> ProcessExecutor:
+        # SIGHUP blocked while the pool starts its processes (the workers and
+        # multiprocessing's resource tracker inherit the block): a closed terminal hangs up
+        # the whole process group, and only this process must take it (it then stops
+        # them); a hang-up meanwhile is delivered here once the pool is up
+        hangup = {signal.SIGHUP} if hasattr(signal, "pthread_sigmask") else set()
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, hangup) if hangup else None
+        try:
+            return self._start()
+        finally:
+            if previous is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+    def _start(self) -> ProcessExecutor:
         context = multiprocessing.get_context(self.start_method or start_method())
         # [pid, task number] per worker (shared memory, no lock: each worker writes only
         # its own pair), so `_died` can name a dead worker's task

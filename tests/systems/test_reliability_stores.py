@@ -551,3 +551,46 @@ def test_sighup_during_compare_removes_its_work_directories(
     assert err.splitlines()[-1] == "recallbench compare: hung up; nothing half-written"
     left = sorted(p.name for p in build.iterdir()) if build.exists() else []
     assert set(left) <= {".cache"}, left
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_sighup_during_query_with_workers_exits_129_and_removes_its_work(
+    plugin_path: Path, tmp_path: Path
+) -> None:
+    """The workers ignore SIGHUP (sent to the whole process group when a terminal closes):
+    the parent hangs up, stops them and removes the transient stores, instead of a dead
+    worker reading as a crash."""
+    build = tmp_path / "build"
+    base = [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build)]
+    env = _env(plugin_path)
+    for args in (
+        ["validate", "--corpus", str(CORPUS), "--queries", str(QUERIES)],
+        ["hydrate", "--system", "evil-slow", "--transient"],
+    ):
+        done = subprocess.run([*base, *args], capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+    before = sorted(p.name for p in build.iterdir())
+    work = build / "work"
+    proc = subprocess.Popen(
+        [*base, "query", "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # its own process group, as a terminal's job is
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (work.is_dir() and any(work.glob("worker-*"))):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGHUP)  # the parent and its workers, as a hang-up does
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 129, err
+    assert err.splitlines() == ["recallbench query: hung up; nothing half-written"]
+    assert not work.exists()
+    assert sorted(p.name for p in build.iterdir()) == before
