@@ -14,8 +14,10 @@ baseline's --write-baseline and --check-baseline.
 
 Stores and artifacts live in a temporary directory that is removed at the end, unless
 --build-dir is given; only the paths given with --output, --report and --write-baseline (and
---build-dir) are written. Exit codes: 0 ok, 1 bad input or evaluator error (one line on
-stderr), 2 usage error, 3 result differs from --check-baseline, 130 interrupted.
+--build-dir) are written, never over an input or over each other. Exit codes: 0 ok, 1 bad
+input or evaluator error (one line on stderr), 2 usage error, 3 result differs from
+--check-baseline, 130 interrupted, 143 terminated (SIGTERM), 129 hung up (SIGHUP); the
+temporary directory is removed in every case but SIGKILL.
 """
 
 from __future__ import annotations
@@ -166,6 +168,17 @@ def main(
     paths, options, k, ks = run_arguments(dataset, dataset_args, preset, top_k, ks, FIXTURES)
 
     def body() -> None:
+        from recallbench.outputs import check_run_outputs
+
+        check_run_outputs(
+            build_dir,
+            paths,
+            cache,
+            output,
+            report_path,
+            ("--write-baseline", write_baseline),
+            inputs=(("the --check-baseline file", check_baseline),),
+        )
         from recallbench import progress
         from recallbench.artifacts import dumps, publish
         from recallbench.baseline import gate

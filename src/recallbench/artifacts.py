@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -27,6 +26,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from recallbench import __version__
+from recallbench.buildpaths import check_target
 from recallbench.errors import ArtifactError
 
 SCHEMA_VERSION = 2
@@ -86,13 +86,25 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+#: how temp files start: a short fixed prefix and 16 random hex digits, so a temp name is
+#: 34 characters whatever the final name's length (a legal final name never makes an
+#: illegal temp name)
+TEMP_PREFIX = ".recallbench-"
+
+
 def create_temp(path: Path) -> tuple[int, str]:
-    """A new temp file beside `path` (O_EXCL; no `tempfile`/`random` import at start-up),
-    with the usual mode of a new file (0666 less the umask) once it is renamed into place."""
-    for attempt in range(100):
-        tmp = path.parent / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.{attempt}.tmp"
+    """A new temp file beside `path` (O_EXCL, never through a link; no `tempfile`/`random`
+    import at start-up), with the usual mode of a new file (0666 less the umask) once it is
+    renamed into place. The directories on the way are made and checked first
+    (`buildpaths.check_target`: no symlinked part in a claimed directory, `path` itself no
+    symlink or hard link)."""
+    path = Path(path)
+    check_target(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        tmp = path.parent / f"{TEMP_PREFIX}{os.urandom(8).hex()}.tmp"
         try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), str(tmp)
+            return os.open(tmp, flags, 0o666), str(tmp)
         except FileExistsError:
             continue
     raise FileExistsError(f"{path}: cannot create a temp file beside it")
@@ -103,12 +115,16 @@ def publish(files: Mapping[Path, bytes]) -> None:
 
     Nothing is renamed until every payload is fully written, so a failure (a full disk, a
     read-only directory) leaves the previous files as they were and no temp file behind.
+    Every target is checked before anything is written (`buildpaths.check_target`), so a
+    symlinked or hard-linked target, or a symlinked directory on the way inside a claimed
+    build directory, is refused with nothing written.
     """
+    for path in files:
+        check_target(Path(path))
     staged: list[tuple[str, Path]] = []
     try:
         for path, payload in files.items():
             path = Path(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = create_temp(path)
             staged.append((tmp, path))
             with os.fdopen(fd, "wb") as handle:

@@ -12,7 +12,15 @@ Layout of a cache directory (one dataset source with its options, one embedder):
       scopes.bin    for each scope of the spool, in order: the rows of its query texts,
                     then of its memory texts (uint32, native byte order)
       offsets.bin   scopes + 1 uint64: where each scope's rows start in scopes.bin
+    .recallbench-cache  the marker: this directory is a vector cache recallbench made
     .recallbench.lock   held by the prep writing here (one at a time)
+
+prep writes only into a new or empty directory, or one holding its marker (or, from a
+release before the marker, its manifest): a directory of other files is refused in one
+line, and so are the filesystem root, the home directory and their like
+(`buildpaths.check_build_dir`), as for ``--build-dir``. Nothing in the cache is written
+through a link (the directory is claimed while prep holds its lock, see
+`buildpaths.make_dirs`).
 
 A task looks its scope's vectors up by position (`ScopeLookup`, over
 `VectorCache.scope_rows`): the texts it read from the spool line, each to its row, without
@@ -44,7 +52,6 @@ import shutil
 import sys
 from array import array
 from collections.abc import Mapping, Sequence
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +59,14 @@ import orjson
 
 from recallbench.artifacts import atomic_write_bytes, dumps, file_sha256
 from recallbench.errors import RecallbenchError
-from recallbench.lock import build_lock
 from recallbench.systems.base import MissingVector
 
 FORMAT = "recallbench-vectors"
 FORMAT_VERSION = 4
 PREP_HINT = "run `recallbench prep --cache DIR` (after `recallbench validate`)"
 MANIFEST = "manifest.json"
+#: the file that marks a directory as a vector cache recallbench made
+MARKER = ".recallbench-cache"
 KEYS = "keys.bin"
 VECTORS = "vectors.bin"
 SCOPES = "scopes.bin"
@@ -99,27 +107,36 @@ class CacheWriter:
     """Append (key, vector) rows into a new row directory; `finish` publishes it.
 
     Holds the cache directory's lock from construction to `finish` or `abort` (a second
-    prep into the same directory is refused at once). The current cache, if any, stays
+    prep into the same directory is refused at once); refuses a directory that is not a
+    cache it made (`MARKER`), and the root, home and current directories. The current cache, if any, stays
     valid and untouched until `finish` replaces its manifest.
     """
 
     def __init__(self, directory: Path, embedder_identity: str) -> None:
-        self.directory = Path(directory)
-        self._stack = ExitStack()
-        self._stack.enter_context(build_lock(self.directory, "recallbench prep", option="--cache"))
+        from recallbench.buildpaths import check_build_dir, check_tree, make_dirs
+        from recallbench.lock import BuildLock
+
+        self.directory = check_build_dir(directory, what="vector cache", option="--cache")
+        self._lock = BuildLock(self.directory, "recallbench prep", option="--cache")
+        self._owned = False
+        self._files: list[Any] = []
+        self._marked = False
         try:
+            check_tree(self.directory)  # no link in it, before anything is written
+            self._marked = _claim_cache_dir(self.directory)
             self.rows = self.directory / f"{ROWS_PREFIX}new-{os.getpid()}-{os.urandom(6).hex()}"
+            make_dirs(self.directory)
             self.rows.mkdir()
+            self._owned = True
+            self._keys, self._vectors, self._scopes = (
+                _new_file(self.rows / name) for name in (KEYS, VECTORS, SCOPES)
+            )
         except BaseException:
-            self._stack.close()
+            self._fail()
             raise
-        self._owned = True
         self.embedder_identity = embedder_identity
         self.dimension: int | None = None
         self.count = 0
-        self._keys = open(self.rows / KEYS, "wb")  # noqa: SIM115
-        self._vectors = open(self.rows / VECTORS, "wb")  # noqa: SIM115
-        self._scopes = open(self.rows / SCOPES, "wb")  # noqa: SIM115
         self._offsets = array("Q", [0])  # where each scope's rows start, and the end
 
     def add(self, keys: Sequence[bytes], blob: bytes, dimension: int) -> None:
@@ -144,7 +161,8 @@ class CacheWriter:
         """Publish the new rows (one rename of the manifest), remove the older ones, unlock."""
         try:
             self._close_files()
-            (self.rows / OFFSETS).write_bytes(self._offsets.tobytes())
+            with _new_file(self.rows / OFFSETS) as handle:
+                handle.write(self._offsets.tobytes())
             files = {}
             for name in FILES:
                 path = self.rows / name
@@ -170,7 +188,7 @@ class CacheWriter:
         try:
             remove_unused_rows(self.directory, keep=self.rows.name)
         finally:
-            self._stack.close()
+            self._lock.release()
         return manifest
 
     def _name_by_content(self, files: Mapping[str, Any]) -> None:
@@ -187,25 +205,82 @@ class CacheWriter:
         self.rows = final
 
     def _close_files(self) -> None:
-        for handle in (self._keys, self._vectors, self._scopes):
-            handle.close()
+        for name in ("_keys", "_vectors", "_scopes"):
+            handle = getattr(self, name, None)
+            if handle is not None:
+                handle.close()
 
     def abort(self) -> None:
         """Remove this writer's rows (the previous cache stays as it was) and unlock."""
+        self._fail()
+
+    def _fail(self) -> None:
+        """Close, remove this writer's rows (and the marker it placed in a directory that
+        holds no cache), unlock as failed (`lock.BuildLock.release`)."""
         try:
             self._close_files()
             if self._owned:
                 shutil.rmtree(self.rows, ignore_errors=True)
+            if self._marked and not (self.directory / MANIFEST).exists():
+                (self.directory / MARKER).unlink(missing_ok=True)
         finally:
-            self._stack.close()
+            self._lock.release(failed=True)
+
+
+def _new_file(path: Path) -> Any:
+    """A new file at `path` for writing (never an existing one, never through a link)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    return os.fdopen(os.open(path, flags, 0o666), "wb")
+
+
+def _claim_cache_dir(directory: Path) -> bool:
+    """Refuse `directory` unless it is a vector cache recallbench made (its marker, or a
+    manifest of this format from before the marker) or holds nothing but the lock; mark
+    it. True when the marker was placed now."""
+    from recallbench.artifacts import atomic_write_bytes
+    from recallbench.lock import LOCK_NAME
+
+    try:
+        entries = sorted(e for e in os.listdir(directory) if e != LOCK_NAME)
+    except OSError as exc:
+        raise RecallbenchError(f"cannot list {directory}: {exc.strerror or exc}") from None
+    if MARKER in entries:
+        return False
+    if entries and not _legacy_cache(directory):
+        raise RecallbenchError(
+            f"{directory} is not a vector cache recallbench made (no {MARKER} in it; it "
+            f"holds {len(entries)} other entr{'y' if len(entries) == 1 else 'ies'}, e.g. "
+            f"{entries[0]}); give --cache a new or empty directory"
+        )
+    atomic_write_bytes(
+        directory / MARKER,
+        dumps({"format": FORMAT, "note": "a vector cache made by `recallbench prep`"}),
+    )
+    return True
+
+
+def _legacy_cache(directory: Path) -> bool:
+    """True when `directory` holds a manifest of this format (made before the marker)."""
+    path = directory / MANIFEST
+    try:
+        if path.is_symlink() or not path.is_file():
+            return False
+        manifest = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("format") == FORMAT
 
 
 def remove_unused_rows(directory: Path, *, keep: str) -> None:
     """Remove every `rows-*` directory of the cache but `keep` (the published one): older
     generations, and the rows of preps that were killed before they could clean up."""
-    for entry in Path(directory).iterdir():
-        if entry.name.startswith(ROWS_PREFIX) and entry.name != keep and entry.is_dir():
-            shutil.rmtree(entry, ignore_errors=True)
+    for entry in os.scandir(directory):
+        if (
+            entry.name.startswith(ROWS_PREFIX)
+            and entry.name != keep
+            and entry.is_dir(follow_symlinks=False)
+        ):
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def read_manifest(directory: Path) -> dict[str, Any]:

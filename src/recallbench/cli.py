@@ -10,12 +10,14 @@ the reader, and the later stages read the dataset from validate's artifact.
 Errors a user can fix, and operating-system errors, print one line
 (`recallbench <command>: error: ...`) and exit non-zero: 1 for bad input, missing or stale
 artifacts and OS errors, 2 for usage errors, 3 for a failed baseline gate, 130 when
-interrupted (Ctrl-C), 143 when terminated (SIGTERM: cleaned up like a Ctrl-C, see
-`recallbench.signals`). Commands that write into the build directory hold its lock.
+interrupted (Ctrl-C), 143 when terminated (SIGTERM) and 129 when hung up (SIGHUP: a closed
+terminal), both cleaned up like a Ctrl-C (see `recallbench.signals`). Commands that write
+into the build directory hold its lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -47,7 +49,7 @@ from recallbench.options import (
     system_option,
     top_k_option,
 )
-from recallbench.signals import EXIT_TERMINATED, Terminated, handle_sigterm
+from recallbench.signals import Terminated, handle_sigterm
 
 
 class CommandError(click.ClickException):
@@ -94,9 +96,9 @@ def run_guarded(command: str, fn: Callable[[], Any]) -> Any:
         raise CommandError(command, f"{len(exc.problems)} problem(s); nothing written") from None
     except RecallbenchError as exc:
         raise CommandError(command, str(exc), exc.exit_code) from None
-    except Terminated:
-        click.echo(f"recallbench {command}: terminated; nothing half-written", err=True)
-        sys.exit(EXIT_TERMINATED)
+    except Terminated as exc:
+        _say_last(f"recallbench {command}: {exc.word}; nothing half-written")
+        sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo(f"recallbench {command}: interrupted; nothing half-written", err=True)
         sys.exit(130)
@@ -106,6 +108,13 @@ def run_guarded(command: str, fn: Callable[[], Any]) -> Any:
         if exc.__class__.__module__ in ("sqlite3", "_sqlite3") or "disk" in str(exc).lower():
             raise CommandError(command, f"{exc.__class__.__name__}: {exc}") from None
         raise
+
+
+def _say_last(line: str) -> None:
+    """The closing line of a signalled run, on stderr; a terminal already gone (SIGHUP)
+    cannot take it, and that must not change the exit code."""
+    with contextlib.suppress(OSError, ValueError):
+        click.echo(line, err=True)
 
 
 class Context:
@@ -194,8 +203,8 @@ class OneLineErrors:
             sys.exit(exc.exit_code)
         except click.Abort as exc:
             if isinstance(exc.__context__, Terminated):
-                click.echo(f"{prog_name or 'recallbench'}: terminated", err=True)
-                sys.exit(EXIT_TERMINATED)
+                _say_last(f"{prog_name or 'recallbench'}: {exc.__context__.word}")
+                sys.exit(exc.__context__.exit_code)
             click.echo(f"{prog_name or 'recallbench'}: interrupted", err=True)
             sys.exit(130)
         sys.exit(rv if isinstance(rv, int) else 0)
@@ -509,13 +518,18 @@ def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> N
     """Write the result (results.json), the Markdown report and its plots (report-plots/
     beside the report) and the HTML report (report.html beside it), together."""
     from recallbench.artifacts import artifact_path
+    from recallbench.outputs import Place, build_places, check_outputs, report_places
     from recallbench.stages.report import build_report, html_path, timings_for
 
+    output = output or artifact_path(ctx.build_dir, "results")
+    report_path = report_path or ctx.build_dir / "report.md"
+    check_outputs(
+        [Place("--output", output), *report_places(report_path)],
+        protected=build_places(ctx.build_dir, makes={"results"})[1],
+    )
     envs = [ctx.read(k) for k in ("suite", "hydrate", "runs", "roundtrip")]
     envs.append(ctx.read_current("scores"))
     report = build_report(*envs, timings=timings_for(ctx.build_dir, *envs))
-    output = output or artifact_path(ctx.build_dir, "results")
-    report_path = report_path or ctx.build_dir / "report.md"
     ctx.publish(report.files(output, report_path, ctx.build_dir))
     no_texts = "" if report.timing["html"]["texts_available"] else "; no texts: no scopes.jsonl"
     ctx.say(
@@ -775,6 +789,9 @@ def run_cmd(
 
     started = time.perf_counter()
     paths, options, k, ks = run_arguments(dataset, dataset_args, preset, top_k, ks)
+    from recallbench.outputs import check_run_outputs
+
+    check_run_outputs(ctx.build_dir, paths, cache, output, report_path)
     run = run_pipeline(
         dataset,
         paths,
@@ -897,9 +914,7 @@ def compare_cmd(
     "N queries scored in X s"."""
     import time
 
-    check_compare_arguments(
-        systems + ((reference,) if reference and systems else ()), result_files
-    )
+    check_compare_arguments(systems + ((reference,) if reference and systems else ()), result_files)
 
     from recallbench.artifacts import dumps, load_envelope
     from recallbench.compare import (
@@ -918,9 +933,12 @@ def compare_cmd(
         raise click.UsageError(
             "--k and --measure score runs: give them with --system, not --result"
         )
+    from recallbench.outputs import check_compare_outputs
     from recallbench.report.html import render_compare_html, texts_beside, texts_of_run
     from recallbench.stages.report import html_path
 
+    paths = {} if result_files else dataset_inputs(dataset, dataset_args)[0]
+    check_compare_outputs(ctx.build_dir, output, report_path, result_files, paths, cache)
     texts = []
     vectors: list[dict[str, Any]] = []
     timing: dict[str, Any] | None = None

@@ -275,6 +275,9 @@ def _init_process_worker(
     # Ctrl-C reaches the whole foreground process group; only the parent handles it (by
     # terminating us), so a Ctrl-C prints one traceback instead of one per worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # so does a closed terminal's SIGHUP: the parent hangs up (`recallbench.signals`) and
+    # terminates us, instead of a worker dying first and the run reading as a crash
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     # SIGTERM keeps its default (the pool's own clean-up terminates workers with it); a
     # forked worker must not inherit the parent's handler (`recallbench.signals`)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -374,6 +377,19 @@ class ProcessExecutor:
         self._current: Any = None
 
     def __enter__(self) -> ProcessExecutor:
+        # SIGHUP blocked while the pool starts its processes (the workers and
+        # multiprocessing's resource tracker inherit the block): a closed terminal hangs up
+        # the whole process group, and only this process must take it (it then stops
+        # them); a hang-up meanwhile is delivered here once the pool is up
+        hangup = {signal.SIGHUP} if hasattr(signal, "pthread_sigmask") else set()
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, hangup) if hangup else None
+        try:
+            return self._start()
+        finally:
+            if previous is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+    def _start(self) -> ProcessExecutor:
         context = multiprocessing.get_context(self.start_method or start_method())
         # [pid, task number] per worker (shared memory, no lock: each worker writes only
         # its own pair), so `_died` can name a dead worker's task

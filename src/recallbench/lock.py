@@ -11,7 +11,14 @@ left behind by a dead process is simply taken over by the next caller: there is 
 checking and no stale-lock timeout. After acquiring, the holder writes one JSON line into the
 file (``{"pid": ..., "command": ..., "started": "YYYY-MM-DDTHH:MM:SSZ"}``) so that a refused
 caller can say who holds the directory. On release the content is emptied; the file itself
-is kept (unlinking a flock file races with other openers).
+is kept (unlinking a flock file races with other openers), except when the command failed:
+then a lock file this holder created is removed, with the directories it created for it when
+they are empty (a failed first command leaves nothing behind).
+
+The lock file is opened with ``O_NOFOLLOW`` and must be a regular file with one name: a
+symlink or a hard link (another file's second name, which emptying it would empty) is
+refused in one line. While held, the directory is claimed (`buildpaths.claim_root`): every
+write below it goes through real directories only.
 
 Nested use in one process for the same directory is a no-op for the inner call (it neither
 blocks nor releases the outer lock). This is not a lock between threads: within one process
@@ -27,10 +34,11 @@ import errno
 import fcntl
 import json
 import os
+import stat
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -63,49 +71,128 @@ def build_lock(build_dir: Path, command: str, *, option: str = "--build-dir") ->
         wait for it to finish or use another --build-dir
 
     (one line, wrapped here). A lock whose holder died is taken over silently. Filesystem failures
-    (cannot create the directory, lock file is a symlink, flock unsupported) are
-    RecallbenchError too. Nested use for the same directory in one process: the inner
+    (cannot create the directory, lock file is a symlink or a hard link, flock unsupported)
+    are RecallbenchError too. Nested use for the same directory in one process: the inner
     call does nothing. `option` names what the refused caller may change (a vector cache's
-    lock says ``--cache``).
+    lock says ``--cache``). When the block raises, what the lock created is removed
+    (`BuildLock.release`).
     """
-    build_dir = Path(build_dir)
+    lock = BuildLock(build_dir, command, option=option)
+    failed = False
     try:
-        build_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RecallbenchError(
-            f"cannot create build directory {build_dir}: {exc.strerror or exc}"
-        ) from None
-    path = lock_path(build_dir)
-    key = os.path.realpath(build_dir)
-    with _held_guard:
-        nested = key in _held
-        if not nested:
-            _held.add(key)
-    if nested:
-        yield path
-        return
-    try:
-        fd = _acquire(build_dir, path, command, option)
+        yield lock.path
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        lock.release(failed=failed)
+
+
+class BuildLock:
+    """The lock of one directory, held from construction to `release` (see `build_lock`)."""
+
+    def __init__(self, build_dir: Path, command: str, *, option: str = "--build-dir") -> None:
+        from recallbench.buildpaths import claim_root, make_dirs
+
+        self.directory = Path(build_dir)
+        self.path = lock_path(self.directory)
+        self._fd: int | None = None
+        self._created_file = False
+        self._created_dirs: list[Path] = []
+        self._key = os.path.realpath(self.directory)
+        with _held_guard:
+            self._nested = self._key in _held
+            if not self._nested:
+                _held.add(self._key)
+        if self._nested:
+            return
         try:
-            yield path
+            try:
+                self._created_dirs = make_dirs(self.directory)
+            except OSError as exc:
+                raise RecallbenchError(
+                    f"cannot create build directory {self.directory}: {exc.strerror or exc}"
+                ) from None
+            self._fd, self._created_file = _acquire(self.directory, self.path, command, option)
+            claim_root(self.directory, option)
+        except BaseException:
+            if self._fd is not None:
+                fd, self._fd = self._fd, None
+                self._unlink_created()
+                _release(fd)
+            self._remove_created_dirs()
+            with _held_guard:
+                _held.discard(self._key)
+            raise
+
+    def release(self, *, failed: bool = False) -> None:
+        """Unlock. After a failure (`failed`), remove the lock file when this lock created
+        it, and the directories it created when they are empty: a failed command leaves no
+        `.recallbench.lock` (or empty build directory) it made."""
+        if self._nested or self._fd is None:
+            return
+        from recallbench.buildpaths import release_root
+
+        fd, self._fd = self._fd, None
+        release_root(self.directory)
+        try:
+            if failed:
+                self._unlink_created()  # while still holding it
         finally:
             _release(fd)
-    finally:
-        with _held_guard:
-            _held.discard(key)
+            with _held_guard:
+                _held.discard(self._key)
+        if failed:
+            self._remove_created_dirs()
+
+    def _unlink_created(self) -> None:
+        if self._created_file:
+            with suppress(OSError):
+                self.path.unlink(missing_ok=True)
+
+    def _remove_created_dirs(self) -> None:
+        for directory in reversed(self._created_dirs):
+            try:
+                directory.rmdir()  # only when empty
+            except OSError:
+                break
 
 
-def _acquire(build_dir: Path, path: Path, command: str, option: str) -> int:
-    """Open and flock the lock file, write the holder details; return the descriptor."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+def _acquire(build_dir: Path, path: Path, command: str, option: str) -> tuple[int, bool]:
+    """Open and flock the lock file, write the holder details; return the descriptor and
+    whether this call created the file."""
+    flags = os.O_RDWR | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    created = False
     try:
-        fd = os.open(path, flags, 0o644)
+        try:
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+            created = True
+        except FileExistsError:
+            fd = os.open(path, flags)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        if exc.errno in (errno.ELOOP, errno.EMLINK):
             raise RecallbenchError(
                 f"{path} is a symlink; remove it (recallbench keeps its lock file there)"
             ) from None
         raise RecallbenchError(f"cannot open lock file {path}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+    except OSError as exc:
+        os.close(fd)
+        raise RecallbenchError(f"cannot inspect lock file {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        os.close(fd)
+        what = (
+            "not a regular file"
+            if not stat.S_ISREG(st.st_mode)
+            else (
+                f"a hard link (one of {st.st_nlink} names of the same file, which recallbench "
+                "would empty)"
+            )
+        )
+        raise RecallbenchError(
+            f"{path} is {what}; remove it (recallbench keeps its lock file there)"
+        )
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -116,6 +203,8 @@ def _acquire(build_dir: Path, path: Path, command: str, option: str) -> int:
         ) from None
     except OSError as exc:
         os.close(fd)
+        if created:
+            path.unlink(missing_ok=True)
         raise RecallbenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
     info = {
         "pid": os.getpid(),
@@ -128,8 +217,10 @@ def _acquire(build_dir: Path, path: Path, command: str, option: str) -> int:
         os.pwrite(fd, data, 0)
     except OSError as exc:  # the lock is held; the details are only a courtesy
         _release(fd)
+        if created:
+            path.unlink(missing_ok=True)
         raise RecallbenchError(f"cannot write lock file {path}: {exc.strerror or exc}") from None
-    return fd
+    return fd, created
 
 
 def _release(fd: int) -> None:

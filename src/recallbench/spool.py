@@ -32,13 +32,13 @@ RERUN = "run `recallbench validate` again"
 
 
 class SpoolWriter:
-    """Scopes as JSON lines in a temp file beside the spool's final path."""
+    """Scopes as JSON lines in a temp file beside the spool's final path (checked first:
+    never a symlink or hard link, its directories real, see `artifacts.create_temp`)."""
 
     def __init__(self, final: Path) -> None:
         from recallbench.artifacts import create_temp
 
         self.final = Path(final)
-        self.final.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = create_temp(self.final)
         self.tmp = Path(tmp)
         self._file = os.fdopen(fd, "wb")

@@ -483,3 +483,114 @@ def _alive(pid: int) -> bool:
         return "(zombie)" not in Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return False
+
+
+def _hang_up_when(args: list[str], env: dict[str, str], ready) -> tuple[int, str]:
+    """Start `args`, send SIGHUP (a closed terminal) once `ready()` holds; (exit code, stderr)."""
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not ready():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                _, err = proc.communicate()
+                pytest.fail(f"never became ready (exit {proc.returncode}): {err}")
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGHUP)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_sighup_during_the_script_removes_its_temporary_directory(
+    plugin_path: Path, tmp_path: Path
+) -> None:
+    """Issue 27: SIGHUP (a closed terminal, an ssh drop) killed the script outright and left
+    its temporary directory with the stores in it; now it is cleaned up like SIGTERM."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    output = tmp_path / "result.json"
+    args = [sys.executable, str(SCRIPT), "--system", "evil-slow", "--output", str(output)]
+    code, err = _hang_up_when(
+        args, _env(plugin_path, tmp), lambda: any(tmp.glob("recallbench-*/stores/*/*"))
+    )
+    assert code == 129, err
+    assert err.splitlines() == ["recallbench retrieval_eval: hung up; nothing half-written"]
+    assert list(tmp.iterdir()) == []
+    assert not output.exists()
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_sighup_during_compare_removes_its_work_directories(
+    plugin_path: Path, tmp_path: Path
+) -> None:
+    """Issue 27: a hung-up compare left BUILD/compare-*/ with its stores; exit 129 now, one
+    line, no work directory left (only matplotlib's font list, if it was made)."""
+    build = tmp_path / "build"
+    args = [
+        sys.executable,
+        "-m",
+        "recallbench.cli",
+        "--build-dir",
+        str(build),
+        "compare",
+        "--system",
+        "evil-slow",
+        "--system",
+        "bm25",
+    ]
+    code, err = _hang_up_when(
+        args, _env(plugin_path), lambda: any(build.glob("compare-*/stores/*/*"))
+    )
+    assert code == 129, err
+    assert err.splitlines()[-1] == "recallbench compare: hung up; nothing half-written"
+    left = sorted(p.name for p in build.iterdir()) if build.exists() else []
+    assert set(left) <= {".cache"}, left
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_sighup_during_query_with_workers_exits_129_and_removes_its_work(
+    plugin_path: Path, tmp_path: Path
+) -> None:
+    """The workers ignore SIGHUP (sent to the whole process group when a terminal closes):
+    the parent hangs up, stops them and removes the transient stores, instead of a dead
+    worker reading as a crash."""
+    build = tmp_path / "build"
+    base = [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build)]
+    env = _env(plugin_path)
+    for args in (
+        ["validate", "--corpus", str(CORPUS), "--queries", str(QUERIES)],
+        ["hydrate", "--system", "evil-slow", "--transient"],
+    ):
+        done = subprocess.run([*base, *args], capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+    before = sorted(p.name for p in build.iterdir())
+    work = build / "work"
+    proc = subprocess.Popen(
+        [*base, "query", "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # its own process group, as a terminal's job is
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (work.is_dir() and any(work.glob("worker-*"))):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGHUP)  # the parent and its workers, as a hang-up does
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 129, err
+    assert err.splitlines() == ["recallbench query: hung up; nothing half-written"]
+    assert not work.exists()
+    assert sorted(p.name for p in build.iterdir()) == before

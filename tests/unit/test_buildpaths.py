@@ -3,6 +3,7 @@ its parents, files and symlinks refused; `safe_child` refuses a symlinked child.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -100,3 +101,57 @@ def test_safe_child(tmp_path: Path) -> None:
         with pytest.raises(ValueError):
             safe_child(build, bad)
     assert buildpaths.safe_child(build, "other") == build / "other"
+
+
+def test_make_dirs_below_a_claimed_directory_never_follows_a_symlink(tmp_path: Path) -> None:
+    """Issue 27: the one place directories are made inside a build dir or cache."""
+    build, elsewhere = tmp_path / "build", tmp_path / "elsewhere"
+    build.mkdir()
+    elsewhere.mkdir()
+    (build / "timings").symlink_to(elsewhere, target_is_directory=True)
+    buildpaths.claim_root(build)
+    try:
+        with pytest.raises(RecallbenchError, match=r"build/timings is a symlink"):
+            buildpaths.make_dirs(build / "timings" / "deeper")
+        with pytest.raises(RecallbenchError, match=r"build/timings is a symlink"):
+            buildpaths.check_target(build / "timings" / "results.json")
+        made = buildpaths.make_dirs(build / "a" / "b")
+        assert made == [build / "a", build / "a" / "b"]
+    finally:
+        buildpaths.release_root(build)
+    assert list(elsewhere.iterdir()) == []
+    # not claimed: a directory the user named, whose links are the user's
+    assert buildpaths.make_dirs(build / "timings" / "deeper") == [build / "timings" / "deeper"]
+
+
+def test_check_target_refuses_a_linked_file_anywhere(tmp_path: Path) -> None:
+    real = tmp_path / "real.txt"
+    real.write_text("x")
+    (tmp_path / "sym").symlink_to(real)
+    os.link(real, tmp_path / "hard")
+    with pytest.raises(RecallbenchError, match="is a symlink"):
+        buildpaths.check_target(tmp_path / "sym")
+    with pytest.raises(RecallbenchError, match="is a hard link"):
+        buildpaths.check_target(tmp_path / "hard")
+    buildpaths.check_target(tmp_path / "new.txt")  # a new file is fine
+
+
+def test_check_outputs_compares_resolved_paths_and_inodes(tmp_path: Path) -> None:
+    from recallbench.outputs import Place, check_outputs
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("{}\n")
+    os.link(data, tmp_path / "alias.json")
+    (tmp_path / "sym.json").symlink_to(data)
+    inputs = [Place("the corpus", data)]
+    for name in ("data.jsonl", "alias.json", "sym.json", "./data.jsonl"):
+        with pytest.raises(RecallbenchError, match="would overwrite the corpus"):
+            check_outputs([Place("--output", tmp_path / name)], inputs)
+    with pytest.raises(RecallbenchError, match="another output"):
+        check_outputs([Place("--output", tmp_path / "a"), Place("--report", tmp_path / "a")])
+    with pytest.raises(RecallbenchError, match="would overwrite the plots"):
+        check_outputs(
+            [Place("--output", tmp_path / "p" / "x.svg")],
+            [Place("the plots", tmp_path / "p", tree=True)],
+        )
+    check_outputs([Place("--output", tmp_path / "r.json")], inputs)

@@ -53,6 +53,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "recallbench.compare",
             "recallbench.baseline",
             "recallbench.workspace",
+            "recallbench.outputs",
             "recallbench.presets",
         ),
     ),

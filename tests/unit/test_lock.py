@@ -170,3 +170,34 @@ def test_lock_filesystem_problems_are_user_errors(tmp_path: Path) -> None:
     with pytest.raises(RecallbenchError, match="is a symlink"), build_lock(build, "x"):
         pass
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_hard_linked_lock_file_is_refused_and_its_other_name_kept(tmp_path: Path) -> None:
+    """Issue 27: a lock file that is another file's second name was emptied (truncated on
+    acquire and release)."""
+    build = tmp_path / "build"
+    build.mkdir()
+    other = tmp_path / "notes.txt"
+    other.write_bytes(b"someone's notes\n")
+    os.link(other, build / LOCK_NAME)
+    with (
+        pytest.raises(RecallbenchError, match=r"\.recallbench\.lock is a hard link"),
+        build_lock(build, "x"),
+    ):
+        pass
+    assert other.read_bytes() == b"someone's notes\n"
+
+
+def test_a_failed_holder_removes_the_lock_and_directories_it_created(tmp_path: Path) -> None:
+    """Issue 26: a command that failed left `.recallbench.lock` in the directory it made."""
+    build = tmp_path / "new" / "build"
+    with pytest.raises(KeyError), build_lock(build, "x"):
+        raise KeyError("boom")
+    assert not (tmp_path / "new").exists()
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    with build_lock(existing, "x"):
+        pass
+    with pytest.raises(KeyError), build_lock(existing, "x"):
+        raise KeyError("boom")
+    assert (existing / LOCK_NAME).read_bytes() == b""  # not ours to remove: it was there

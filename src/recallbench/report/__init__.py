@@ -7,6 +7,10 @@ from pathlib import Path
 #: where matplotlib keeps its font list, under the build directory (see `cache_matplotlib_in`)
 MATPLOTLIB_CACHE = Path(".cache") / "matplotlib"
 
+#: the plots' directories beside report.md and compare.md (`recallbench.report.plots`)
+REPORT_PLOTS_DIR = "report-plots"
+COMPARE_PLOTS_DIR = "compare-plots"
+
 _matplotlib_cache: Path | None = None
 
 

@@ -60,9 +60,12 @@ def _import_matplotlib() -> None:
     with contextlib.ExitStack() as stack:
         where = matplotlib_cache()
         if where is not None:
+            from recallbench.buildpaths import make_dirs
+            from recallbench.errors import RecallbenchError
+
             try:
-                where.mkdir(parents=True, exist_ok=True)
-            except OSError:
+                make_dirs(where)  # never through a link (checked by `claimed_build_dir`)
+            except (OSError, RecallbenchError):
                 where = None  # not writable: a temporary directory will do
         if where is None:
             where = stack.enter_context(tempfile.TemporaryDirectory(prefix="recallbench-mpl-"))
@@ -81,9 +84,8 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from recallbench.escape import plot_text as pt  # noqa: E402
 from recallbench.measures import RELEVANT_GRADE, Recall, select  # noqa: E402
+from recallbench.report import COMPARE_PLOTS_DIR, REPORT_PLOTS_DIR  # noqa: E402, F401
 
-REPORT_PLOTS_DIR = "report-plots"
-COMPARE_PLOTS_DIR = "compare-plots"
 #: file name -> the Markdown image text of each plot
 CAPTIONS = {
     "category-bars.svg": "Headline measures per category (value and queries n per bar)",

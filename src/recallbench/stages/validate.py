@@ -88,8 +88,17 @@ def run_validate(
 
 
 def place_spool(env: dict[str, Any]) -> None:
-    """Move the spool validate wrote (`spool_tmp`, taken out of `env`) into place."""
-    os.replace(Path(env.pop("spool_tmp")), env["spool_path"])
+    """Move the spool validate wrote (`spool_tmp`, taken out of `env`) into place (its
+    place checked again: never a link, `buildpaths.check_target`)."""
+    from recallbench.buildpaths import check_target
+
+    tmp = Path(env.pop("spool_tmp"))
+    try:
+        check_target(Path(env["spool_path"]))
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, env["spool_path"])
 
 
 def publish_suite(env: dict[str, Any], suite_path: Path) -> None:
@@ -181,6 +190,7 @@ def _validate(
     }
     inputs = {f["role"]: f["sha256"] for f in identity["files"]}
     env = envelope("suite", data, inputs)
-    env["spool_path"] = str(writer.final.resolve())
+    # absolute, not resolved: a link in its place is refused, never followed
+    env["spool_path"] = os.path.abspath(writer.final)
     env["spool_tmp"] = str(writer.tmp)
     return env
