@@ -53,6 +53,13 @@ Start and exit behaviour:
   local worker writes the number of its current task into shared memory, so the parent
   knows which task a dead worker had. Workers killed by SIGTERM (a SIGTERM sent to the
   whole process group) are `Terminated`, like the parent.
+* Ray faults: a ``ray_address`` (``host:port``) must accept a TCP connection within
+  `RAY_ADDRESS_WAIT` seconds (Ray itself retries forever), else one line naming it; the
+  live nodes' CPUs are checked before any actor starts (one line naming the dead nodes);
+  the actors must be placed within `RAY_PLACE_TIMEOUT`, and every wait on Ray looks at the
+  cluster's nodes every `RAY_WATCH_SECONDS`: a node or actor that dies is one `WorkerDied`
+  line, never a hang. `ray.init` installs its own SIGTERM handlers: ours are put back
+  after it (`recallbench.signals.handlers_kept`), so SIGTERM stays `Terminated`.
 * Entering: the local pool starts all its workers in ``__enter__`` and the Ray engine
   all its actors, so an initializer's failure is raised there (the serial engine runs the
   initializer there too). Enter the executor from a thread that outlives it (normally the

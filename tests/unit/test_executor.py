@@ -56,7 +56,8 @@ def _import_ray() -> Any:
 
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[Any]:
-    """One local Ray (2 CPUs) for the module; its workers can import `executor_tasks`."""
+    """One local Ray (2 CPUs) for the module; its workers can import `executor_tasks` and
+    this checkout's `recallbench`."""
     ray = _import_ray()
     if ray.is_initialized():  # pragma: no cover - someone else's Ray
         ray.shutdown()
@@ -65,7 +66,8 @@ def ray_local() -> Iterator[Any]:
         include_dashboard=False,
         log_to_driver=False,
         configure_logging=False,
-        runtime_env={"env_vars": {"PYTHONPATH": str(TESTS)}},
+        # this checkout's recallbench too, not whichever an installed one points at
+        runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(TESTS), str(SRC)])}},
     )
     yield ray
     ray.shutdown()
