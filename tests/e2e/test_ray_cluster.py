@@ -3,7 +3,8 @@
 authentication on. Each case runs a recallbench command as a real process twice, locally
 with one worker and through the cluster with two, and checks that the artifacts are
 byte-identical and that the worker actors of the cluster run (two per stage that has tasks)
-ran on both nodes.
+ran on both nodes. The module's last test kills the worker node and checks that a run
+started right after, and one started once the cluster knows, is one line naming it.
 
 To cover another command, add a `Case` to CASES: `setup` runs (locally, in both build
 directories) before `command`, which gets `--workers 1` for the local run and `--executor ray

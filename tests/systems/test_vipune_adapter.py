@@ -126,6 +126,16 @@ def test_no_call_writes_in_the_users_home(user_home: Path, tmp_path: Path) -> No
     assert (tmp_path / "store" / vipune_cli.HOME_DIR / ".vipune" / "models").is_dir()
 
 
+def test_a_linked_vipune_home_is_refused(user_home: Path, tmp_path: Path) -> None:
+    store = VipuneSystem("vipune", hybrid=True).open_store(tmp_path / "store")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "store" / vipune_cli.HOME_DIR).symlink_to(elsewhere)
+    with pytest.raises(RecallbenchError, match="not a directory of the store"):
+        store.ingest(records("alpha"))
+    assert list(elsewhere.iterdir()) == []
+
+
 # --------------------------------------------------------------------------- item 22: limits
 
 

@@ -176,6 +176,8 @@ class VipuneStore:
 
     def _run(self, *args: str) -> Any:
         home = self.directory / HOME_DIR
+        if home.is_symlink() or (home.exists() and not home.is_dir()):
+            raise RecallbenchError(f"{home}: not a directory of the store (a link?); remove it")
         home.mkdir(exist_ok=True)
         command = vipune_command(self._system.binary, self.directory / DB, *args)
         with self._system._inside():
