@@ -570,14 +570,22 @@ def _ray_connect_failed(address: str, exc: BaseException) -> str:
     return message
 
 
-def wait_for_address(address: str) -> None:
+#: the hosts Ray replaces by this machine's interface address (`local_ip`)
+LOCALHOST = ("localhost", "127.0.0.1", "::1")
+
+
+def wait_for_address(address: str, local_ip: str | None = None) -> None:
     """Wait until something accepts a TCP connection at `address` (``host:port``; other
     forms, such as ``auto``, are left to Ray), for at most RAY_ADDRESS_WAIT seconds, else
-    one line naming the address: Ray itself retries an address nobody answers forever."""
+    one line naming the address: Ray itself retries an address nobody answers forever.
+    A LOCALHOST host is probed at `local_ip` when given, where Ray will connect."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         return
     host = host.strip("[]")
+    target = ""
+    if host in LOCALHOST and local_ip:
+        host, target = local_ip, f" (Ray connects to {local_ip}:{port} for it)"
     deadline = time.monotonic() + RAY_ADDRESS_WAIT
     while True:
         try:
@@ -587,8 +595,8 @@ def wait_for_address(address: str) -> None:
             reason = exc.strerror or str(exc) or type(exc).__name__
         if time.monotonic() >= deadline:
             raise RecallbenchError(
-                f"no Ray cluster answers at {address}: nothing accepted a connection there "
-                f"within {RAY_ADDRESS_WAIT:g} s ({reason}); is `ray start --head` running "
+                f"no Ray cluster answers at {address}{target}: nothing accepted a connection "
+                f"there within {RAY_ADDRESS_WAIT:g} s ({reason}); is `ray start --head` running "
                 "there, on that port?"
             )
         time.sleep(1.0)
@@ -780,7 +788,7 @@ class RayExecutor:
                 options["num_cpus"] = self.workers
             address = self.ray_address or os.environ.get("RAY_ADDRESS", "")
             if connecting:
-                wait_for_address(address)
+                wait_for_address(address, ray.util.get_node_ip_address())
             from recallbench.signals import Terminated, handlers_kept
 
             # ray.init installs its own SIGTERM handlers (and its core worker a C++ one):

@@ -460,6 +460,8 @@ def _free_port() -> int:
 def test_an_address_nobody_answers_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ray retried an address with no server forever; the wait is now bounded (30 s,
     shortened here: the bound is not what this test measures)."""
+    import socket
+
     from recallbench import executor
 
     monkeypatch.setattr(executor, "RAY_ADDRESS_WAIT", 0.0)
@@ -469,6 +471,17 @@ def test_an_address_nobody_answers_is_one_line_naming_it(monkeypatch: pytest.Mon
     assert str(caught.value).startswith(
         f"no Ray cluster answers at {address}: nothing accepted a connection there within 0 s ("
     )
+    # Ray connects to this machine's interface address for a loopback host: probed there
+    with socket.socket() as loopback_only:
+        loopback_only.bind(("127.0.0.1", 0))
+        loopback_only.listen()
+        port = loopback_only.getsockname()[1]
+        with pytest.raises(RecallbenchError) as caught:
+            executor.wait_for_address(f"localhost:{port}", "127.0.0.9")
+        assert str(caught.value).startswith(
+            f"no Ray cluster answers at localhost:{port} (Ray connects to 127.0.0.9:{port} "
+            "for it): nothing accepted"
+        )
     executor.wait_for_address("auto")  # not host:port: left to Ray
     executor.wait_for_address("")
 
