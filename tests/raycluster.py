@@ -8,11 +8,13 @@ nodes take the loopback addresses 127.0.0.2 (head) and 127.0.0.3 (worker): Ray 2
 127.0.0.1 and `localhost` by the machine's interface address wherever it is given (`ray start
 --node-ip-address`, `--address`, `ray.init(address=...)`), but takes any other 127.x address
 as it is. `stop(cluster)` ends both process groups (SIGTERM, then SIGKILL after a bounded
-wait) and returns what is still running.
+wait) and returns what is still running; `kill_node(cluster, 1)` kills the worker node
+outright (SIGKILL to every process of its session), for the dead-node tests.
 
 Run as a script, it is the probe the tests use (a separate process, so that the pytest
 process never connects to the cluster): `python raycluster.py nodes ADDRESS` waits until the
-two nodes are alive and prints them as JSON, `python raycluster.py actors ADDRESS` prints
+two nodes are alive and prints them as JSON, `python raycluster.py state ADDRESS` prints
+every node the cluster knows with whether it is alive, `python raycluster.py actors ADDRESS` prints
 recallbench's worker actors (the executor's `_RayWorker`) with their node and driver pid.
 They read Ray's GCS directly (`ray._private.state`): Ray's public state API
 (`ray.util.state`) needs the dashboard, which the cluster does not run.
@@ -202,6 +204,18 @@ def _signal_group(pid: int, signum: int) -> None:
         os.killpg(pid, signum)
 
 
+def kill_node(cluster: RayCluster, index: int) -> None:
+    """SIGKILL every process of node `index` (0 the head, 1 the worker): a node that dies
+    without a word, as a machine that loses power. Its `ray start` is reaped."""
+    process = cluster.processes[index]
+    for line in _sessions({process.pid}):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(int(line.split(":", 1)[0]), signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=STOP_TIMEOUT)
+    cluster.processes.remove(process)  # gone: `probe` and `stop` see the other nodes only
+
+
 def stop(cluster: RayCluster) -> list[str]:
     """Stop the worker node, then the head: SIGTERM to each process group, SIGKILL what is
     left after STOP_TIMEOUT. Returns the processes of either session still running (none
@@ -248,6 +262,15 @@ def _nodes(address: str) -> list[dict]:
     return [{"node_id": n["NodeID"], "ip": n["NodeManagerAddress"]} for n in alive]
 
 
+def _state(address: str) -> list[dict]:
+    """Every node the GCS knows, alive or dead, at once (no waiting)."""
+    ray = _connect(address)
+    return [
+        {"node_id": n["NodeID"], "ip": n["NodeManagerAddress"], "alive": bool(n["Alive"])}
+        for n in ray.nodes()
+    ]
+
+
 def _actors(address: str) -> list[dict]:
     _connect(address)
     from ray._private import state
@@ -267,4 +290,4 @@ def _actors(address: str) -> list[dict]:
 
 if __name__ == "__main__":
     what, address = sys.argv[1:3]
-    print(json.dumps({"nodes": _nodes, "actors": _actors}[what](address)))
+    print(json.dumps({"nodes": _nodes, "state": _state, "actors": _actors}[what](address)))

@@ -53,6 +53,13 @@ Start and exit behaviour:
   local worker writes the number of its current task into shared memory, so the parent
   knows which task a dead worker had. Workers killed by SIGTERM (a SIGTERM sent to the
   whole process group) are `Terminated`, like the parent.
+* Ray faults: a ``ray_address`` (``host:port``) must accept a TCP connection within
+  `RAY_ADDRESS_WAIT` seconds (Ray itself retries forever), else one line naming it; the
+  live nodes' CPUs are checked before any actor starts (one line naming the dead nodes);
+  the actors must be placed within `RAY_PLACE_TIMEOUT`, and every wait on Ray looks at the
+  cluster's nodes every `RAY_WATCH_SECONDS`: a node or actor that dies is one `WorkerDied`
+  line, never a hang. `ray.init` installs its own SIGTERM handlers: ours are put back
+  after it (`recallbench.signals.handlers_kept`), so SIGTERM stays `Terminated`.
 * Entering: the local pool starts all its workers in ``__enter__`` and the Ray engine
   all its actors, so an initializer's failure is raised there (the serial engine runs the
   initializer there too). Enter the executor from a thread that outlives it (normally the
@@ -77,6 +84,7 @@ import ctypes.util
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -101,6 +109,16 @@ PARENT_POLL_SECONDS = 0.5
 
 #: how long a graceful shutdown waits for Ray actors to run their finalizers (seconds)
 RAY_CLOSE_TIMEOUT = 60.0
+
+#: how long `--ray-address` may take to accept a TCP connection before the run fails (seconds)
+RAY_ADDRESS_WAIT = 30.0
+
+#: how long the Ray actors may take to be placed on a node and start (seconds); their
+#: initializers then run for as long as they need, watched for dead nodes and actors
+RAY_PLACE_TIMEOUT = 120.0
+
+#: how often a wait on Ray checks the cluster's nodes (seconds)
+RAY_WATCH_SECONDS = 2.0
 
 
 class Executor(Protocol):
@@ -568,6 +586,78 @@ def _ray_connect_failed(address: str, exc: BaseException) -> str:
     return message
 
 
+#: the hosts Ray replaces by this machine's interface address (`local_ip`)
+LOCALHOST = ("localhost", "127.0.0.1", "::1")
+
+
+def wait_for_address(address: str, local_ip: str | None = None) -> None:
+    """Wait until something accepts a TCP connection at `address` (``host:port``; other
+    forms, such as ``auto``, are left to Ray), for at most RAY_ADDRESS_WAIT seconds, else
+    one line naming the address: Ray itself retries an address nobody answers forever.
+    A LOCALHOST host is probed at `local_ip` when given, where Ray will connect."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    host = host.strip("[]")
+    target = ""
+    if host in LOCALHOST and local_ip:
+        host, target = local_ip, f" (Ray connects to {local_ip}:{port} for it)"
+    deadline = time.monotonic() + RAY_ADDRESS_WAIT
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=5):
+                return
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+        if time.monotonic() >= deadline:
+            raise RecallbenchError(
+                f"no Ray cluster answers at {address}{target}: nothing accepted a connection "
+                f"there within {RAY_ADDRESS_WAIT:g} s ({reason}); is `ray start --head` running "
+                "there, on that port?"
+            )
+        time.sleep(1.0)
+
+
+def _node_name(node: dict[str, Any]) -> str:
+    return f"{node.get('NodeManagerAddress', '?')} (node {str(node.get('NodeID', ''))[:12]})"
+
+
+def check_ray_cluster(nodes: list[dict[str, Any]], workers: int, where: str = "") -> dict[str, str]:
+    """The live nodes of `ray.nodes()` (node id -> name), or one line when their CPUs are
+    fewer than `workers`, naming the nodes that are dead."""
+    alive = {n["NodeID"]: _node_name(n) for n in nodes if n.get("Alive")}
+    cpus = sum(n.get("Resources", {}).get("CPU", 0) for n in nodes if n.get("Alive"))
+    if cpus < workers:
+        dead = [_node_name(n) for n in nodes if not n.get("Alive")]
+        raise RecallbenchError(
+            f"the Ray cluster{where} has {cpus:g} CPUs on {len(alive)} live node(s), fewer than "
+            f"--workers {workers}" + (f"; dead: {', '.join(dead)}" if dead else "")
+        )
+    return alive
+
+
+def _dead_nodes_text(ray: Any, live: dict[str, str]) -> str:
+    """``: node X died`` for the nodes of `live` that are no longer alive, else ''."""
+    try:
+        now = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+    except Exception:  # the GCS itself is gone
+        return ": the Ray cluster no longer answers"
+    dead = [name for node_id, name in live.items() if node_id not in now]
+    return f": node {', '.join(dead)} died" if dead else ""
+
+
+def _as_raised(exc: KeyboardInterrupt) -> KeyboardInterrupt:
+    """A SIGTERM's `Terminated` stays itself: Ray turns an exception raised by a signal
+    handler during its calls (ray.wait, ray.get) into a plain KeyboardInterrupt."""
+    from recallbench.signals import as_raised
+
+    return as_raised(exc)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:200]
+
+
 class _RayWorker:
     """One Ray actor: the worker-local state of one worker (made a Ray actor class at run
     time, so this module imports without Ray)."""
@@ -578,15 +668,25 @@ class _RayWorker:
         initargs: tuple,
         finalizer: Callable[[], Any] | None,
     ) -> None:
+        self._initializer: Callable[..., Any] | None = initializer
+        self._initargs = initargs
         self._finalizer = finalizer
         self._error: BaseException | None = None
-        if initializer is not None:
-            try:
-                initializer(*initargs)
-            except Exception as exc:
-                self._error = exc  # re-raised by ready(), so the parent sees it as is
+
+    def ping(self) -> str:
+        """Placed and started: the id of the node this actor runs on."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
 
     def ready(self) -> None:
+        """Run the initializer (once); its exception is re-raised as is."""
+        initializer, self._initializer = self._initializer, None
+        if initializer is not None:
+            try:
+                initializer(*self._initargs)
+            except Exception as exc:
+                self._error = exc  # re-raised by every call, so the parent sees it as is
         if self._error is not None:
             raise self._error
 
@@ -640,6 +740,51 @@ class RayExecutor:
         self._ray: Any = None
         self._started_ray = False
         self._actors: list[Any] = []
+        self._where = ""  # " at ADDRESS" when connected to a cluster
+        self._live_nodes: dict[str, str] = {}  # node id -> its address, when the run began
+        self._nodes: set[str] = set()  # the nodes our actors run on
+
+    def _await_actors(self, method: str, timeout: float | None) -> list[Any]:
+        """Call `method` on every actor and wait for all of them; their results in actor
+        order. A dead actor, or a node that died meanwhile (any live node while `timeout` is
+        set, the actors are being placed; else an actor's node), is one `WorkerDied` line,
+        and so is a wait beyond `timeout` (None: no bound): never a hang, never a traceback."""
+        ray = self._ray
+        pending = {getattr(actor, method).remote(): n for n, actor in enumerate(self._actors)}
+        results: list[Any] = [None] * len(self._actors)
+        watched = self._live_nodes if timeout is not None else self._actor_nodes()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=RAY_WATCH_SECONDS)
+            for ref in ready:
+                number = pending.pop(ref)
+                try:
+                    results[number] = _ray_get(ray, ref)
+                except ray.exceptions.RayActorError as exc:
+                    raise WorkerDied(
+                        f"Ray actor {number + 1} of {len(self._actors)} died before it was "
+                        f"ready ({type(exc).__name__}: {_first_line(exc)})"
+                        f"{_dead_nodes_text(ray, self._live_nodes)}; nothing was run"
+                    ) from None
+            if not pending:
+                break
+            dead = _dead_nodes_text(ray, watched)
+            if dead:
+                raise WorkerDied(
+                    f"{len(pending)} of {len(self._actors)} Ray actors not ready{dead}; "
+                    "nothing was run"
+                )
+            if deadline is not None and time.monotonic() > deadline:
+                raise WorkerDied(
+                    f"{len(pending)} of {len(self._actors)} Ray actors were not placed on a "
+                    f"node of the Ray cluster{self._where} within {timeout:g} s (its free CPUs "
+                    f"now: {ray.available_resources().get('CPU', 0):g}); nothing was run"
+                )
+        return results
+
+    def _actor_nodes(self) -> dict[str, str]:
+        """The nodes our actors run on (node id -> name)."""
+        return {node: self._live_nodes.get(node, node[:12]) for node in self._nodes}
 
     def __enter__(self) -> RayExecutor:
         ray = self._ray = _import_ray()
@@ -657,27 +802,41 @@ class RayExecutor:
             }
             if not connecting:
                 options["num_cpus"] = self.workers
+            address = self.ray_address or os.environ.get("RAY_ADDRESS", "")
+            if connecting:
+                wait_for_address(address, ray.util.get_node_ip_address())
+            from recallbench.signals import Terminated, handlers_kept
+
+            # ray.init installs its own SIGTERM handlers (and its core worker a C++ one):
+            # ours (SIGTERM as `Terminated`) are put back as soon as it returns
             try:
-                ray.init(**options)
+                with handlers_kept():
+                    ray.init(**options)
             except ConnectionError as exc:
                 if not connecting:
                     raise
-                address = self.ray_address or os.environ.get("RAY_ADDRESS", "")
                 raise RecallbenchError(_ray_connect_failed(address, exc)) from None
+            except SystemExit as exc:
+                # Ray's handler (`sys.exit(SIGTERM)`) ran: a SIGTERM during ray.init itself
+                if exc.code == signal.SIGTERM:
+                    with contextlib.suppress(Exception):
+                        ray.shutdown()
+                    raise Terminated() from None
+                raise
             self._started_ray = True
+            self._where = f" at {address}" if connecting else ""
         try:
-            cpus = ray.cluster_resources().get("CPU", 0)
-            if cpus < self.workers:
-                raise RecallbenchError(
-                    f"the Ray cluster has {cpus:g} CPUs, fewer than --workers {self.workers}"
-                )
+            self._live_nodes = check_ray_cluster(ray.nodes(), self.workers, self._where)
             actor_class = ray.remote(num_cpus=1, max_restarts=0)(_RayWorker)
             self._actors = [
                 actor_class.remote(self._initializer, self._initargs, self._finalizer)
                 for _ in range(self.workers)
             ]
-            for ref in [actor.ready.remote() for actor in self._actors]:
-                _ray_get(ray, ref)
+            self._nodes = set(self._await_actors("ping", RAY_PLACE_TIMEOUT))
+            self._await_actors("ready", None)
+        except KeyboardInterrupt as exc:
+            self._shutdown(graceful=False)
+            raise _as_raised(exc) from None
         except BaseException:
             self._shutdown(graceful=False)
             raise
@@ -755,10 +914,20 @@ class RayExecutor:
                         ) from None
                     yield result
                     continue
-                ready, _ = ray.wait(list(running), num_returns=1)
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=RAY_WATCH_SECONDS)
+                if not ready:
+                    dead = _dead_nodes_text(ray, self._actor_nodes())
+                    if dead:
+                        label = next(slot[2] for slot in window if slot[1] in running)
+                        raise WorkerDied(
+                            f"a Ray actor's node died while running {label}{dead}; the run "
+                            "is abandoned, nothing written"
+                        )
                 for ref in ready:
                     idle.append(running.pop(ref))
                     done.add(ref)
+        except KeyboardInterrupt as exc:
+            raise _as_raised(exc) from None
         finally:
             # Items not yet handed to an actor are simply dropped; the few running ones
             # (one per actor) finish. Nothing waits in an actor's queue, so nothing is

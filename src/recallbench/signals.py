@@ -9,12 +9,17 @@ directories are removed, the build lock is released, nothing is published. The C
 prints `recallbench <command>: terminated; nothing half-written` (SIGHUP: `hung up`) and
 exits 143 (128 + SIGTERM) or 129 (128 + SIGHUP), as a shell reports a process ended by
 that signal.
+
+A library that installs its own handlers (`ray.init` does: a Python SIGTERM handler, and its
+core worker a C++ one) is called inside `handlers_kept()`, which puts ours back after it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 #: the exit code of a run ended by SIGTERM
@@ -41,11 +46,26 @@ class HungUp(Terminated):
     exit_code = EXIT_HUNG_UP
 
 
+#: the exception a handler here raised last (see `as_raised`)
+_raised: KeyboardInterrupt | None = None
+
+
 def _raise_terminated(signum: int, frame: Any) -> None:
+    global _raised
     # once is enough: a second signal while cleaning up must not abandon the clean-up
     for handled in _HANDLED:
         signal.signal(handled, signal.SIG_IGN)
-    raise HungUp() if signum == signal.SIGHUP else Terminated()
+    _raised = HungUp() if signum == signal.SIGHUP else Terminated()
+    raise _raised
+
+
+def as_raised(exc: KeyboardInterrupt) -> KeyboardInterrupt:
+    """`exc`, or the `Terminated` (or `HungUp`) our handler raised when library code turned it
+    into a plain `KeyboardInterrupt` (Ray does, for an exception raised by a handler inside
+    its calls)."""
+    if type(exc) is KeyboardInterrupt and _raised is not None:
+        return _raised
+    return exc
 
 
 def handle_sigterm() -> None:
@@ -54,3 +74,26 @@ def handle_sigterm() -> None:
     if threading.current_thread() is threading.main_thread():
         for handled in _HANDLED:
             signal.signal(handled, _raise_terminated)
+
+
+#: the signals whose handlers `handlers_kept` restores (those this platform has)
+KEPT_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+@contextlib.contextmanager
+def handlers_kept() -> Iterator[None]:
+    """Run the block, then re-install the handlers KEPT_SIGNALS had before it (re-installing
+    also replaces a handler native code set behind Python's back). Main thread only; in
+    other threads a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {signum: signal.getsignal(signum) for signum in KEPT_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            if handler is not None:
+                signal.signal(signum, handler)

@@ -3,7 +3,8 @@
 authentication on. Each case runs a recallbench command as a real process twice, locally
 with one worker and through the cluster with two, and checks that the artifacts are
 byte-identical and that the worker actors of the cluster run (two per stage that has tasks)
-ran on both nodes.
+ran on both nodes. The module's last test kills the worker node and checks that a run
+started right after, and one started once the cluster knows, is one line naming it.
 
 To cover another command, add a `Case` to CASES: `setup` runs (locally, in both build
 directories) before `command`, which gets `--workers 1` for the local run and `--executor ray
@@ -23,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -235,3 +237,60 @@ def test_a_driver_without_the_token_gets_one_line(
     assert f"cannot connect to the Ray cluster at {cluster.address}" in ours[0]
     assert "InvalidAuthToken" in ours[0] and "RAY_AUTH_MODE=token" in ours[0]
     assert "Traceback" not in done.stderr
+
+
+# The last tests of the module: they kill the worker node of the module's cluster.
+
+
+def _hydrate_on(cluster: raycluster.RayCluster, build: Path, cwd: Path) -> subprocess.Popen:
+    env = {**cluster.env, "NO_PROGRESS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.Popen(
+        [str(RECALLBENCH), "--build-dir", str(build), "hydrate", "--system", "bm25"]
+        + ["--executor", "ray", "--workers", "2", "--ray-address", cluster.address],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
+    )
+
+
+def _one_line_naming_the_dead_node(process: subprocess.Popen, what: str) -> str:
+    try:
+        _, err = process.communicate(timeout=COMMAND_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, err = process.communicate()
+        pytest.fail(f"{what}: still running after {COMMAND_TIMEOUT} s (a hang): {err[-2000:]}")
+    assert process.returncode == 1, (what, err[-4000:])
+    ours = [line for line in err.splitlines() if line.startswith("recallbench ")]
+    assert len(ours) == 1, (what, err[-4000:])
+    assert "Traceback" not in err and "ActorDiedError" not in err.replace(ours[0], ""), err
+    assert raycluster.WORKER_IP in ours[0] and ("died" in ours[0] or "dead" in ours[0]), ours
+    return ours[0]
+
+
+def test_a_run_right_after_a_node_died_is_one_line(
+    cluster: raycluster.RayCluster, tmp_path: Path
+) -> None:
+    """A run started right after a worker node died hung (200 s) or ended in a 68-line
+    ActorDiedError traceback from the actors' readiness check: now one line naming the
+    dead node, exit 1, whether or not the cluster has noticed the death yet; and so is a
+    run once it has (the live nodes' CPUs are fewer than --workers)."""
+    env = {**cluster.env, "NO_PROGRESS": "1"}
+    build = tmp_path / "build"
+    run(build, ("validate", *FIXTURES), env)
+    raycluster.kill_node(cluster, 1)
+    first = _one_line_naming_the_dead_node(_hydrate_on(cluster, build, tmp_path), "right after")
+    assert first.startswith("recallbench hydrate: error: "), first
+    # once the cluster knows the node is dead, a new run says so before starting any actor
+    deadline = time.monotonic() + COMMAND_TIMEOUT
+    while any(
+        n["alive"] for n in raycluster.probe(cluster, "state") if n["ip"] == raycluster.WORKER_IP
+    ):
+        assert time.monotonic() < deadline, "the cluster never noticed the dead node"
+        time.sleep(1)
+    later = _one_line_naming_the_dead_node(_hydrate_on(cluster, build, tmp_path), "later")
+    assert "fewer than --workers 2" in later and f"dead: {raycluster.WORKER_IP}" in later, later
+    assert not (build / "hydrate.json").exists()

@@ -56,7 +56,8 @@ def _import_ray() -> Any:
 
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[Any]:
-    """One local Ray (2 CPUs) for the module; its workers can import `executor_tasks`."""
+    """One local Ray (2 CPUs) for the module; its workers can import `executor_tasks` and
+    this checkout's `recallbench`."""
     ray = _import_ray()
     if ray.is_initialized():  # pragma: no cover - someone else's Ray
         ray.shutdown()
@@ -65,7 +66,8 @@ def ray_local() -> Iterator[Any]:
         include_dashboard=False,
         log_to_driver=False,
         configure_logging=False,
-        runtime_env={"env_vars": {"PYTHONPATH": str(TESTS)}},
+        # this checkout's recallbench too, not whichever an installed one points at
+        runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(TESTS), str(SRC)])}},
     )
     yield ray
     ray.shutdown()
@@ -404,3 +406,111 @@ def test_a_killed_worker_is_one_line_naming_its_task(
         assert "was killed by SIGKILL while running die_at of scope #5" in message
     else:
         assert message.startswith("a Ray actor died while running die_at of scope #5")
+
+
+# --------------------------------------------------------------------------- ray: faults
+
+
+def test_an_actor_dying_before_it_is_ready_is_one_line(ray_local: Any) -> None:
+    """The actors' readiness check let a 68-line ActorDiedError traceback through."""
+    from recallbench.executor import WorkerDied
+
+    with pytest.raises(WorkerDied) as caught, make_executor("ray", 2, os._exit, (1,)):
+        pass
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("Ray actor ") and "died before it was ready" in message, message
+    assert message.endswith("nothing was run")
+    assert _free_cpus(ray_local) == 2  # the other actor is gone too
+
+
+def _node(ip: str, alive: bool, cpus: float = 1.0) -> dict[str, Any]:
+    return {
+        "NodeID": f"{ip.replace('.', '')}abcdef0123456789",
+        "NodeManagerAddress": ip,
+        "Alive": alive,
+        "Resources": {"CPU": cpus} if alive else {},
+    }
+
+
+def test_the_cluster_check_counts_live_nodes_and_names_the_dead() -> None:
+    from recallbench.executor import check_ray_cluster
+
+    nodes = [_node("127.0.0.2", True), _node("127.0.0.3", False)]
+    live = check_ray_cluster(nodes, 1, " at 127.0.0.2:6379")
+    assert list(live.values()) == ["127.0.0.2 (node 127002abcdef)"]
+    with pytest.raises(RecallbenchError) as caught:
+        check_ray_cluster(nodes, 2, " at 127.0.0.2:6379")
+    assert str(caught.value) == (
+        "the Ray cluster at 127.0.0.2:6379 has 1 CPUs on 1 live node(s), fewer than --workers 2"
+        "; dead: 127.0.0.3 (node 127003abcdef)"
+    )
+    with pytest.raises(RecallbenchError, match="has 0 CPUs on 0 live node"):
+        check_ray_cluster([_node("127.0.0.3", False)], 1)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_address_nobody_answers_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray retried an address with no server forever; the wait is now bounded (30 s,
+    shortened here: the bound is not what this test measures)."""
+    import socket
+
+    from recallbench import executor
+
+    monkeypatch.setattr(executor, "RAY_ADDRESS_WAIT", 0.0)
+    address = f"127.0.0.1:{_free_port()}"
+    with pytest.raises(RecallbenchError) as caught:
+        executor.wait_for_address(address)
+    assert str(caught.value).startswith(
+        f"no Ray cluster answers at {address}: nothing accepted a connection there within 0 s ("
+    )
+    # Ray connects to this machine's interface address for a loopback host: probed there
+    with socket.socket() as loopback_only:
+        loopback_only.bind(("127.0.0.1", 0))
+        loopback_only.listen()
+        port = loopback_only.getsockname()[1]
+        with pytest.raises(RecallbenchError) as caught:
+            executor.wait_for_address(f"localhost:{port}", "127.0.0.9")
+        assert str(caught.value).startswith(
+            f"no Ray cluster answers at localhost:{port} (Ray connects to 127.0.0.9:{port} "
+            "for it): nothing accepted"
+        )
+    executor.wait_for_address("auto")  # not host:port: left to Ray
+    executor.wait_for_address("")
+
+
+def test_an_address_that_answers_is_not_waited_for() -> None:
+    import socket
+
+    from recallbench import executor
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        executor.wait_for_address(f"127.0.0.1:{server.getsockname()[1]}")
+        executor.wait_for_address(f"ray://127.0.0.1:{server.getsockname()[1]}")
+
+
+def test_handlers_kept_puts_our_handlers_back() -> None:
+    """ray.init replaces the SIGTERM handler: whatever a block installs, ours come back."""
+    from recallbench.signals import _raise_terminated, as_raised, handle_sigterm, handlers_kept
+
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        handle_sigterm()
+        with handlers_kept():
+            signal.signal(signal.SIGTERM, lambda *_: None)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        assert signal.getsignal(signal.SIGTERM) is _raise_terminated
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        plain = KeyboardInterrupt()
+        assert as_raised(plain) is plain  # no SIGTERM arrived: a Ctrl-C stays a Ctrl-C
+    finally:
+        signal.signal(signal.SIGTERM, before)

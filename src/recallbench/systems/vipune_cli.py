@@ -14,17 +14,35 @@ systems are listed as unavailable with how to get it. One SQLite database per st
   its plain semantic search;
 * count and digest: `vipune --json ... list --limit N`.
 
-vipune embeds with its own model (bge-small-en-v1.5 through ONNX Runtime, fetched by vipune
-on first use), so these systems have no embedder capability (no prep cache) and no clone
-path. Ties in its RRF are ordered by random ids, so equal scores may come back in another
+Every call runs with vipune's home inside the store (`vipune_environment`): HOME, the XDG
+directories and `VIPUNE_MODEL_CACHE` point at `<store dir>/vipune-home` (`vipune version`,
+which has no store, at a temporary directory), so vipune neither creates `~/.vipune` nor
+reads the user's `~/.config/vipune/config.toml`. Its model stays where vipune's model
+download (hf-hub) keeps it: `HF_HOME` when set, else `~/.cache/huggingface`, the one place
+outside the store it reads (and writes, on its first use only).
+
+vipune's own limits (vipune 0.1.8, `src/memory/store.rs`) are checked before it is called,
+each refused in one line naming the limit: at most `MAX_LIMIT` (10,000) results of `search
+-l` and `list --limit` (it has no offset, so a store of more memories cannot be counted or
+digested and is refused at ingest), texts of at most `MAX_TEXT_BYTES` (100,000) bytes of
+UTF-8, no empty or whitespace-only text; an empty or whitespace-only query has no hits
+without calling vipune (vipune refuses it). vipune's errors (with `--json`, a JSON object
+`{"error": ...}` on stdout, exit 1) are shown by their `error` field.
+
+vipune embeds with its own model (its default is bge-small-en-v1.5 through ONNX Runtime,
+fetched by vipune on first use; `VIPUNE_EMBEDDING_MODEL` picks another, and the recorded
+configuration says which), so these systems have no embedder capability (no prep cache) and
+no clone path. Ties in its RRF are ordered by random ids, so equal scores may come back in another
 order run after run. The binary cannot be built on our machines (its crates and model are
 out of reach), so its contract test runs only where the binary is present.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +50,7 @@ import orjson
 
 from recallbench.artifacts import atomic_write_bytes
 from recallbench.errors import RecallbenchError
+from recallbench.escape import terminal
 from recallbench.systems.base import Hit, StoreRecord, TimedCalls
 from recallbench.systems.kit import check_new_ids, records_digest
 from recallbench.systems.registry import find_binary, register
@@ -42,6 +61,27 @@ IDS = "ids.json"
 PROJECT = "recallbench"
 RECENCY = "0"
 TIMEOUT_S = 600
+#: vipune's home inside a store: HOME, XDG directories, its model cache dir
+HOME_DIR = "vipune-home"
+#: vipune's MAX_SEARCH_LIMIT: the most `search -l` and `list --limit` return
+MAX_LIMIT = 10_000
+#: vipune's MAX_INPUT_LENGTH: the most bytes (UTF-8) of a memory's text or a query
+MAX_TEXT_BYTES = 100_000
+#: what Rust's `str::trim` removes (Unicode White_Space): vipune refuses a text or query
+#: that is empty once trimmed
+RUST_WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
+RUST_WHITESPACE += "\u2028\u2029\u202f\u205f\u3000"
+#: the variables `vipune_environment` sets (any value the user had is replaced)
+PINNED = (
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "VIPUNE_MODEL_CACHE",
+    "VIPUNE_DATABASE_PATH",
+    "HF_HOME",
+)
 
 
 def vipune_binary() -> str:
@@ -51,6 +91,78 @@ def vipune_binary() -> str:
             "vipune: no binary (set RECALLBENCH_VIPUNE to its path or put `vipune` on PATH)"
         )
     return found
+
+
+def vipune_environment(home: Path, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a vipune call: `base` with HOME, the XDG directories and
+    `VIPUNE_MODEL_CACHE` inside `home`, `VIPUNE_DATABASE_PATH` removed (the database is
+    `--db-path`), and `HF_HOME` kept where vipune's model is: the user's `HF_HOME`, else the
+    hf-hub default under the user's real home."""
+    hf_home = base.get("HF_HOME") or str(
+        Path(base.get("HOME") or Path.home()) / ".cache" / "huggingface"
+    )
+    env = {key: value for key, value in base.items() if key not in PINNED}
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_DATA_HOME=str(home / ".local" / "share"),
+        XDG_STATE_HOME=str(home / ".local" / "state"),
+        VIPUNE_MODEL_CACHE=str(home / ".vipune" / "models"),
+        HF_HOME=hf_home,
+    )
+    return env
+
+
+def vipune_command(binary: str, db: Path, *args: str) -> list[str]:
+    """The argument vector of one vipune call on database `db`."""
+    return [binary, "--json", "--db-path", str(db), "-p", PROJECT, *args]
+
+
+def vipune_error(stdout: str, stderr: str) -> str:
+    """vipune's reason for a failed call, for one line: the `error` field of the JSON object
+    it prints on stdout with `--json`, else the last line of stderr (clap's usage errors,
+    a crash), else of stdout; control characters shown as U+XXXX."""
+    try:
+        reply = orjson.loads(stdout)
+    except orjson.JSONDecodeError:
+        reply = None
+    if isinstance(reply, dict) and isinstance(reply.get("error"), str) and reply["error"]:
+        detail = reply["error"]
+    else:
+        lines = (stderr or "").strip().splitlines() or (stdout or "").strip().splitlines()
+        detail = lines[-1] if lines else "no output"
+    return terminal(" ".join(detail.split())[:500])
+
+
+def is_blank(text: str) -> bool:
+    """True when vipune would refuse `text` as empty (nothing left after Rust's trim)."""
+    return not text.strip(RUST_WHITESPACE)
+
+
+def check_text(memory_id: str, text: str) -> None:
+    """Refuse up front, naming the memory, a text vipune refuses: empty or whitespace-only,
+    or longer than MAX_TEXT_BYTES bytes of UTF-8."""
+    if is_blank(text):
+        raise RecallbenchError(
+            f"vipune add: memory {terminal(memory_id)!r}: vipune refuses an empty or "
+            "whitespace-only text"
+        )
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_TEXT_BYTES:
+        raise RecallbenchError(
+            f"vipune add: memory {terminal(memory_id)!r}: text of {size:,} bytes, more than "
+            f"the {MAX_TEXT_BYTES:,} bytes vipune accepts"
+        )
+
+
+def check_limit(command: str, limit: int, what: str) -> None:
+    """Refuse up front a `-l`/`--limit` above vipune's MAX_LIMIT (it has no offset to page)."""
+    if limit > MAX_LIMIT:
+        raise RecallbenchError(
+            f"vipune {command}: {what} {limit:,}, more than the {MAX_LIMIT:,} vipune returns "
+            "in one call (it has no offset to page with)"
+        )
 
 
 class VipuneStore:
@@ -63,26 +175,29 @@ class VipuneStore:
         self._identifiers: dict[str, str] = saved["identifiers"]  # memory id -> identifier
 
     def _run(self, *args: str) -> Any:
-        command = [
-            self._system.binary,
-            "--json",
-            "--db-path",
-            str(self.directory / DB),
-            "-p",
-            PROJECT,
-            *args,
-        ]
+        home = self.directory / HOME_DIR
+        if home.is_symlink() or (home.exists() and not home.is_dir()):
+            raise RecallbenchError(f"{home}: not a directory of the store (a link?); remove it")
+        home.mkdir(exist_ok=True)
+        command = vipune_command(self._system.binary, self.directory / DB, *args)
         with self._system._inside():
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+            proc = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_S,
+                env=vipune_environment(home, os.environ),
+            )
         if proc.returncode != 0:
-            detail = (proc.stderr or proc.stdout).strip().splitlines()
             raise RecallbenchError(
-                f"vipune {args[0]}: exit {proc.returncode}: {detail[-1] if detail else ''}"
+                f"vipune {args[0]}: exit {proc.returncode}: {vipune_error(proc.stdout, proc.stderr)}"
             )
         try:
             return orjson.loads(proc.stdout)
         except orjson.JSONDecodeError:
-            raise RecallbenchError(f"vipune {args[0]}: not JSON: {proc.stdout[:200]!r}") from None
+            raise RecallbenchError(
+                f"vipune {args[0]}: not JSON: {terminal(proc.stdout[:200])!r}"
+            ) from None
 
     def _save(self) -> None:
         atomic_write_bytes(
@@ -94,6 +209,15 @@ class VipuneStore:
 
     def ingest(self, records: Sequence[StoreRecord]) -> int:
         check_new_ids(self._ids.values(), records)
+        total = len(self._ids) + len(records)
+        if total > MAX_LIMIT:
+            raise RecallbenchError(
+                f"vipune add: {total:,} memories in one store, more than the {MAX_LIMIT:,} "
+                "vipune lists in one call (list --limit, no offset): the store could not be "
+                "counted or digested; nothing added"
+            )
+        for r in records:
+            check_text(r.memory_id, r.text)
         for r in records:
             meta = orjson.dumps({"memory_id": r.memory_id}).decode()
             reply = self._run("add", "--force", "-m", meta, "--", r.text)
@@ -105,8 +229,15 @@ class VipuneStore:
         return self.count()
 
     def search(self, query: str, top_k: int) -> list[Hit]:
-        if top_k <= 0 or not self._ids:
-            return []
+        if top_k <= 0 or not self._ids or is_blank(query):
+            return []  # vipune refuses a blank query: it has no hits
+        check_limit("search", top_k, "top_k")
+        size = len(query.strip(RUST_WHITESPACE).encode("utf-8", "surrogatepass"))
+        if size > MAX_TEXT_BYTES:
+            raise RecallbenchError(
+                f"vipune search: a query of {size:,} bytes, more than the {MAX_TEXT_BYTES:,} "
+                "bytes vipune accepts"
+            )
         hybrid = ["--hybrid"] if self._system.hybrid else []
         reply = self._run("search", *hybrid, "--recency", RECENCY, "-l", str(top_k), "--", query)
         hits = []
@@ -119,7 +250,11 @@ class VipuneStore:
     def _listed(self) -> list[tuple[str, str]]:
         if not self._ids:
             return []
-        reply = self._run("list", "--limit", str(len(self._ids) + 1))
+        limit = len(self._ids) + 1  # one more, so that a memory we did not add shows
+        if limit > MAX_LIMIT:
+            check_limit("list", len(self._ids), "a store of")  # refused at ingest already
+            limit = MAX_LIMIT
+        reply = self._run("list", "--limit", str(limit))
         return [(self._ids[str(m["id"])], m["content"]) for m in reply.get("memories", [])]
 
     def count(self) -> int:
@@ -130,6 +265,16 @@ class VipuneStore:
 
     def close(self) -> None:
         self._ids, self._identifiers = {}, {}
+
+
+def vipune_embedder(environ: Mapping[str, str], version: Any) -> str:
+    """The embedding model vipune uses, as far as the harness knows it: vipune reports none,
+    and reads no config file here (its home is the store's), so it is `VIPUNE_EMBEDDING_MODEL`
+    when set, else vipune's default, as configured in that vipune version."""
+    chosen = (environ.get("VIPUNE_EMBEDDING_MODEL") or "").strip()
+    if chosen:
+        return f"{chosen} (VIPUNE_EMBEDDING_MODEL), ONNX Runtime"
+    return f"vipune's default model, as configured in vipune {version or '(version unknown)'}"
 
 
 class VipuneSystem(TimedCalls):
@@ -145,9 +290,18 @@ class VipuneSystem(TimedCalls):
         self.binary = vipune_binary()
 
     def configuration(self) -> dict[str, Any]:
-        proc = subprocess.run(
-            [self.binary, "--json", "version"], capture_output=True, text=True, timeout=60
-        )
+        # vipune opens (creates) its database before any command, version too: a
+        # temporary home and database, removed afterwards
+        with tempfile.TemporaryDirectory(prefix="recallbench-vipune-") as scratch:
+            home = Path(scratch) / HOME_DIR
+            home.mkdir()
+            proc = subprocess.run(
+                vipune_command(self.binary, Path(scratch) / DB, "version"),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=vipune_environment(home, os.environ),
+            )
         try:
             reported = orjson.loads(proc.stdout).get("version")
         except (orjson.JSONDecodeError, AttributeError):
@@ -160,7 +314,7 @@ class VipuneSystem(TimedCalls):
             "add": "add --force -m {memory_id}",
             "search": ("search --hybrid" if self.hybrid else "search")
             + f" --recency {RECENCY} -l top_k: vipune's order and score",
-            "embedder": "vipune's own (bge-small-en-v1.5, ONNX Runtime)",
+            "embedder": vipune_embedder(os.environ, reported),
         }
 
     def open_store(self, directory: Path, *, vectors: Any = None) -> VipuneStore:
