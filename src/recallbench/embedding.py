@@ -12,13 +12,15 @@ object along that chain that knows:
 * `build_info()` - which build computed the vectors: device, torch version, CPU capability
   (recorded in the cache manifest and the envelopes, outside what results must match).
 * `set_device(name)` - where to compute (`auto`, `cpu`, `cuda`).
+* `text_transform` - what the store does to a text before embedding it (`text_transforms`):
+  prep embeds the text as the store will ask for it, and a store's check looks up that form.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 #: how deep an embedder chain may nest (a guard against a cycle of `inner`s)
@@ -70,3 +72,54 @@ def needs_cache(system: Any) -> bool:
     embedder), so every path gives the same bytes."""
     embedder = getattr(system, "embedder", None)
     return embedder is not None and not batch_invariant(embedder)
+
+
+# --------------------------------------------------------------------------- text transforms
+
+#: The transforms a store may apply to a text before it embeds it, by the name an embedder
+#: capability declares (`text_transform`): mem0's `search` strips its query, for one.
+TEXT_TRANSFORMS: dict[str, Callable[[str], str]] = {"strip": str.strip}
+#: The roles a transform is declared for: stored texts and query texts.
+TEXT_ROLES = ("memory", "query")
+
+
+def text_transforms(embedder: Any) -> dict[str, str]:
+    """What the store does to a text before embedding it, by role (`memory`, `query`): the
+    embedder capability's optional `text_transform` (first along its `inner` chain), a name
+    of `TEXT_TRANSFORMS` for both roles or a mapping role -> name. Default (absent or None):
+    the store embeds every text exactly as given, `{}`."""
+    declared = _first(embedder, "text_transform")
+    if declared is None:
+        return {}
+    if isinstance(declared, str):
+        declared = dict.fromkeys(TEXT_ROLES, declared)
+    from recallbench.errors import RecallbenchError
+
+    if not isinstance(declared, Mapping):
+        raise RecallbenchError(
+            f"text_transform: a name or a mapping role -> name, not {type(declared).__name__}"
+        )
+    out = {}
+    for role, name in declared.items():
+        if role not in TEXT_ROLES:
+            raise RecallbenchError(f"text_transform: unknown role {role!r} (one of {TEXT_ROLES})")
+        if name is None:
+            continue
+        if name not in TEXT_TRANSFORMS:
+            raise RecallbenchError(
+                f"text_transform: unknown transform {name!r} (one of {sorted(TEXT_TRANSFORMS)})"
+            )
+        out[role] = name
+    return dict(sorted(out.items()))
+
+
+def transformed(transforms: Mapping[str, str], role: str, text: str) -> str:
+    """`text` as the store embeds it in `role` (`text_transforms`' result)."""
+    name = transforms.get(role)
+    return text if name is None else TEXT_TRANSFORMS[name](text)
+
+
+def covers(recorded: Mapping[str, str] | None, needed: Mapping[str, str]) -> bool:
+    """Whether a cache made with the `recorded` transforms holds every form `needed`."""
+    recorded = recorded or {}
+    return all(recorded.get(role) == name for role, name in needed.items())

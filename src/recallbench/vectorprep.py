@@ -109,6 +109,7 @@ def make_vector_cache(
     The previous cache in `cache_dir`, if any, stays valid until the new one is complete
     (see `recallbench.cache.CacheWriter`)."""
     from recallbench.cache import CacheWriter, text_key
+    from recallbench.embedding import text_transforms, transformed
     from recallbench.systems import get_system
 
     execution = execution or Execution()
@@ -117,6 +118,7 @@ def make_vector_cache(
     if embedder is None:
         raise RecallbenchError(f"{system.name} has no embedder: it needs no vector cache")
     cap = getattr(embedder, "max_tokens", None)
+    transforms = text_transforms(embedder)  # {} for a store that embeds texts as given
     writer = CacheWriter(Path(cache_dir), embedder.identity())
     tally = Truncation(system)  # counted on the same pass over the spool
     rows: dict[bytes, int] = {}  # text key -> its row, in order of first appearance
@@ -144,8 +146,8 @@ def make_vector_cache(
         keys: list[bytes] = []
         for _, scope in counted(stream_scopes(suite_env), tally):
             scope_rows = []
-            for text in [q["text"] for q in scope["queries"]] + [
-                m["text"] for m in scope["memories"]
+            for role, text in [("query", q["text"]) for q in scope["queries"]] + [
+                ("memory", m["text"]) for m in scope["memories"]
             ]:
                 counts["seen"] += 1
                 key = text_key(text)
@@ -155,6 +157,13 @@ def make_vector_cache(
                     texts.append(text)
                     keys.append(key)
                 scope_rows.append(row)
+                # the form the store embeds (its `text_transform`): a row of its own, after
+                # the text's, outside the scope's rows (looked up by its sha256)
+                form = transformed(transforms, role, text)
+                if form != text and text_key(form) not in rows:
+                    rows[text_key(form)] = len(rows)
+                    texts.append(form)
+                    keys.append(text_key(form))
             writer.add_scope(scope_rows)
             if len(texts) >= WINDOW:
                 yield from window_batches(texts, keys)
@@ -212,6 +221,7 @@ def make_vector_cache(
             "system": system_name,
             "texts": {"seen": counts["seen"], "distinct": len(rows)},
             "recallbench_version": __version__,
+            **({"text_transforms": transforms} if transforms else {}),
         }
     )
     return {
@@ -267,7 +277,7 @@ def vector_cache(
     """
     from dataclasses import replace
 
-    from recallbench.embedding import cache_dir_name, needs_cache
+    from recallbench.embedding import cache_dir_name, covers, needs_cache, text_transforms
 
     if execution.cache is not None or not needs_cache(system):
         return execution, None
@@ -279,14 +289,17 @@ def vector_cache(
     directory = Path(root) / cache_dir_name(system.embedder.identity())
     chosen = replace(execution, cache=directory)
     try:
+        manifest = read_manifest(directory)
         check_manifest(
             directory,
-            read_manifest(directory),
+            manifest,
             embedder_identity=system.embedder.identity(),
             source=cache_source(suite_env),
             verify_files=False,  # `cache_spec` checks the files' sha256 next
         )
-        return chosen, None
+        # made without the forms this store embeds (`text_transform`): ours to remake
+        if covers(manifest.get("text_transforms"), text_transforms(system.embedder)):
+            return chosen, None
     except RecallbenchError:
         pass  # none yet, or made for other data: ours to remake
     manifest = make_vector_cache(suite_env, directory, system.name, execution=execution)

@@ -64,7 +64,9 @@ def test_configuration_names_version_backend_and_what_is_off() -> None:
     assert config["implementation"] == "mem0ai"
     assert config["implementation_version"] == "2.2.1"
     assert config["vector_store"]["provider"] == "faiss"
-    assert config["vector_store"]["config"]["distance_strategy"] == "cosine"
+    assert config["vector_store"]["config"]["distance_strategy"] == "euclidean"
+    assert config["vector_store"]["config"]["normalize_L2"] is True
+    assert config["text_transform"] == {"query": "strip"}
     assert config["add"] == {"infer": False}
     assert config["search_knobs"] == {"threshold": 0}
     assert config["bm25_half_active"] is False
@@ -106,3 +108,29 @@ def test_add_and_search_run_with_networking_blocked(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[-2] == "2 ['a', 'b']"
+
+
+def test_a_store_of_k_memories_returns_k_hits_whatever_their_cosine(tmp_path: Path) -> None:
+    """mem0 drops a candidate whose semantic score is below the threshold, and accepts none
+    below 0: under its "cosine" strategy a memory of negative cosine was never returned.
+    Over L2 on unit vectors its score is 1 / (3 - 2 cos) > 0, so every memory comes back,
+    in cosine order."""
+    dims = 384
+
+    def unit(*head: float) -> list[float]:
+        return [*head, *[0.0] * (dims - len(head))]
+
+    vectors = {
+        "query": unit(1.0, 0.0),
+        "opposite": unit(-1.0, 0.0),  # cosine -1
+        "orthogonal": unit(0.0, 1.0),  # cosine 0
+        "near": unit(0.6, 0.8),  # cosine 0.6
+        "obtuse": unit(-0.6, 0.8),  # cosine -0.6
+    }
+    store = get_system("mem0").open_store(tmp_path / "s", vectors=lambda t: vectors[t])
+    memories = [StoreRecord(name, name, name) for name in vectors if name != "query"]
+    assert store.ingest(memories) == 4
+    hits = store.search("query", 4)
+    store.close()
+    assert [h.memory_id for h in hits] == ["near", "orthogonal", "obtuse", "opposite"]
+    assert [h.score for h in hits] == [round(1 / (3 - 2 * c), 6) for c in (0.6, 0, -0.6, -1)]

@@ -188,7 +188,15 @@ class ClonePath(Protocol):
 
 
 class Embedder(Protocol):
-    """A system's embedder, for the prep cache and truncation diagnostics."""
+    """A system's embedder, for the prep cache and truncation diagnostics.
+
+    Optional (absent means None; an embedder without it works as before):
+    `text_transform`, what the store does to a text before it embeds it: a name of
+    `recallbench.embedding.TEXT_TRANSFORMS` (`"strip"`) for every text, or a mapping of
+    role (`"memory"`, `"query"`) to a name, e.g. `{"query": "strip"}` for a store whose
+    search strips its query. Prep then embeds each text in that form too, and the store
+    asks the vector cache for that form (`storekit.VectorSource.check(text, role)`).
+    """
 
     #: the model's maximum input length in tokens (None: no limit)
     max_tokens: int | None

@@ -2,14 +2,23 @@
 `chroma`).
 
 Store: `chromadb.PersistentClient(path=<store dir>/chroma, Settings(anonymized_telemetry=
-False))`, one collection `memories` with cosine HNSW (`hnsw:space` = cosine, one insert
-thread so the graph is the same run after run) and no embedding function: Chroma's default
-one downloads a model, so vectors are passed in (`add(embeddings=...)`,
-`query(query_embeddings=...)`), from the pipeline's vector cache or from the `minilm`
-embedder capability. Memory ids are Chroma's ids as given; the identifier rides in the
-metadata. Search: `collection.query(n_results=top_k)` in Chroma's order (distance
-ascending; the score is 1 - cosine distance). Digest: (id, document) read back with
+False))`, one collection `memories` with cosine HNSW (`hnsw:space` = cosine, every other
+HNSW parameter at Chroma's default, read back from Chroma into the configuration) and no
+embedding function: Chroma's default one downloads a model, so vectors are passed in
+(`add(embeddings=...)`, `query(query_embeddings=...)`), from the pipeline's vector cache or
+from the `minilm` embedder capability. Memory ids are Chroma's ids as given; the identifier
+rides in the metadata. Search: `collection.query(n_results=top_k)` in Chroma's order
+(distance ascending; the score is 1 - cosine distance). Digest: (id, document) read back with
 `collection.get`. Clone: the persisted directory (`storekit.DirectoryClone`).
+
+Approximate: Chroma 1.5.9's HNSW graph is not the same run after run. Two builds of the same
+vectors added in the same order give different graphs, and no public setting fixes it
+(`hnsw:num_threads` is not part of its local HNSW's configuration; raising
+`hnsw:construction_ef`, `hnsw:batch_size` or `hnsw:sync_threshold` does not help; there is no
+seed). Its search is exact, and so reproducible, while a store holds at most `ef_search`
+(100) records: the beam then keeps every record it reaches. Above that, rankings may differ
+between runs and from the exact ranking of the same vectors (`minilm`): docs/stores.md gives
+the measured recall against it.
 """
 
 from __future__ import annotations
@@ -32,8 +41,30 @@ from recallbench.systems.storekit import (
 COLLECTION = "memories"
 SUBDIR = "chroma"
 PACKAGE_FORMAT = "recallbench-chroma-dir-v1"
-#: Chroma's HNSW settings: every one not at its default is listed in the configuration.
-HNSW_METADATA = {"hnsw:space": "cosine", "hnsw:num_threads": 1}
+#: Chroma's HNSW settings: every one not at its default (the rest as Chroma ships them).
+HNSW_METADATA = {"hnsw:space": "cosine"}
+#: The HNSW parameters Chroma's local index reads (its collection's `configuration_json`).
+HNSW_KEYS = (
+    "space",
+    "ef_construction",
+    "ef_search",
+    "max_neighbors",
+    "resize_factor",
+    "sync_threshold",
+)
+
+
+def hnsw_configuration() -> dict[str, Any]:
+    """The HNSW parameters a collection made with `HNSW_METADATA` gets, by Chroma's own
+    defaults (`populate_create_hnsw_defaults`); a store checks its collection has them."""
+    from chromadb.api.collection_configuration import (
+        create_collection_configuration_from_legacy_metadata_dict,
+    )
+
+    made = create_collection_configuration_from_legacy_metadata_dict(dict(HNSW_METADATA))
+    return {key: made["hnsw"][key] for key in HNSW_KEYS}
+
+
 GET_PAGE = 5000
 
 
@@ -52,6 +83,12 @@ class ChromaStore:
             )
             self._collection = self._client.get_or_create_collection(
                 COLLECTION, metadata=dict(HNSW_METADATA), embedding_function=None
+            )
+            held = self._collection.configuration_json.get("hnsw") or {}
+        expected = hnsw_configuration()
+        if {key: held.get(key) for key in HNSW_KEYS} != expected:  # another Chroma than tested
+            raise RuntimeError(
+                f"chromadb {package_version('chromadb')}: HNSW {held}, not {expected}"
             )
 
     def _ids(self) -> list[str]:
@@ -124,7 +161,7 @@ class ChromaStore:
 
 
 class ChromaSystem(OpensDirectories, TimedCalls):
-    """Chroma embedded: cosine HNSW over MiniLM vectors passed in."""
+    """Chroma embedded: cosine HNSW (approximate) over MiniLM vectors passed in."""
 
     lexical = False
 
@@ -139,6 +176,9 @@ class ChromaSystem(OpensDirectories, TimedCalls):
             "implementation_version": package_version("chromadb"),
             "backend": "PersistentClient (embedded, SQLite + HNSW segment) in the store directory",
             "collection_metadata": dict(HNSW_METADATA),
+            "hnsw": hnsw_configuration(),
+            "exact": "no: HNSW, approximate; not reproducible run after run above ef_search "
+            "records per store (Chroma fixes no seed or build order); exact up to ef_search",
             "settings": {"anonymized_telemetry": False},
             "embedding_function": None,
             "vectors": "passed in: the pipeline's vector cache, else the minilm embedder",
@@ -154,7 +194,8 @@ class ChromaSystem(OpensDirectories, TimedCalls):
 
 @register(
     "chroma",
-    description="Chroma embedded (chromadb PersistentClient): cosine HNSW over all-MiniLM-L6-v2 vectors passed in",
+    description="Chroma embedded (chromadb PersistentClient): cosine HNSW (approximate) over "
+    "all-MiniLM-L6-v2 vectors passed in",
     capabilities=("clone", "embedder"),
     extra="chroma",
 )

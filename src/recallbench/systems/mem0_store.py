@@ -2,12 +2,14 @@
 `mem0`).
 
 Store: `Memory.from_config` with mem0's `faiss` vector store in the store directory
-(`path=<store dir>/faiss`, `distance_strategy="cosine"`: an exact `IndexFlatIP` over
-L2-normalised vectors, saved by mem0 on every insert), its history database beside it
-(`history_db_path=<store dir>/history.db`), mem0's `langchain` embedder provider over a
-LangChain `Embeddings` that hands out recallbench's vectors (the pipeline's vector cache, else
-the `minilm` embedder), and an `openai` LLM with a placeholder key: mem0's constructor builds
-an LLM client, but `add(..., infer=False)` stores the text as given and never calls it.
+(`path=<store dir>/faiss`, `distance_strategy="euclidean"`, `normalize_L2=True`: an exact
+`IndexFlatL2` over L2-normalised vectors, saved by mem0 on every insert; mem0 scores a hit
+1 / (1 + squared distance) = 1 / (3 - 2 cos), in [0.2, 1], in cosine order), its history
+database beside it (`history_db_path=<store dir>/history.db`), mem0's `langchain` embedder
+provider over a LangChain `Embeddings` that hands out recallbench's vectors (the pipeline's
+vector cache, else the `minilm` embedder), and an `openai` LLM with a placeholder key: mem0's
+constructor builds an LLM client, but `add(..., infer=False)` stores the text as given and
+never calls it.
 
 Add: `memory.add(text, user_id=..., metadata={"memory_id", "identifier"}, infer=False)`, one
 call per memory; mem0 gives each its own uuid4 id, ours ride in the metadata. Search:
@@ -17,6 +19,17 @@ them), scored additively with its BM25 half and its entity boosts where these ar
 Neither is, here: mem0's faiss store has no keyword search (mem0 logs so and scores the
 semantic half alone), and its entity extraction needs spaCy and a model download (spaCy is
 not installed, so no entities). The configuration records both.
+
+Why L2 and not mem0's "cosine" strategy (`IndexFlatIP`, score = the cosine): mem0 drops a
+candidate whose semantic score is below the threshold before it ranks, and its `search`
+refuses a threshold outside [0, 1] (None means 0.1), so under "cosine" a memory of negative
+cosine is never returned (a store of k memories gave fewer than k hits). Under L2 every
+score is positive and threshold 0 keeps every candidate.
+
+The text contract: `search` strips the query before embedding it
+(`_validate_and_trim_search_query`); `add(infer=False)` embeds the text as given. The
+embedder capability declares it (`text_transform = {"query": "strip"}`), so prep embeds each
+query stripped too and the up-front check looks up the stripped form.
 
 Why faiss: mem0 orders equal scores (two memories with the same text) stably over the vector
 store's candidate order. faiss's flat index gives the same order run after run and after a
@@ -57,7 +70,7 @@ from recallbench.systems.storekit import (
 
 SUBDIR = "faiss"
 HISTORY = "history.db"
-PACKAGE_FORMAT = "recallbench-mem0-dir-v1"
+PACKAGE_FORMAT = "recallbench-mem0-dir-v2"  # v1: the cosine index (other scores)
 COLLECTION = "memories"
 #: One mem0 user per store: every memory is added, listed and searched under it.
 USER = "recallbench"
@@ -71,7 +84,11 @@ VECTOR_STORE = {
     "provider": "faiss",
     "config": {
         "collection_name": COLLECTION,
-        "distance_strategy": "cosine",
+        # L2 over unit vectors: mem0 scores 1 / (1 + squared distance) = 1 / (3 - 2 cos),
+        # in [0.2, 1], so threshold 0 keeps every candidate (under "cosine" a hit of
+        # negative cosine fails mem0's threshold, and no threshold below 0 is accepted)
+        "distance_strategy": "euclidean",
+        "normalize_L2": True,
         "embedding_model_dims": DIMS,
     },
 }
@@ -79,6 +96,9 @@ ADD = {"infer": False}
 #: mem0's BM25 half: its faiss store has no keyword search (checked when a store opens).
 BM25_ACTIVE = False
 SEARCH = {"threshold": 0}
+#: What mem0 does to a text before embedding it: `search` strips the query
+#: (`_validate_and_trim_search_query`); `add(infer=False)` embeds the text as given.
+TEXT_TRANSFORM = {"query": "strip"}
 
 
 def _mem0(directory: Path) -> Any:
@@ -156,7 +176,7 @@ class Mem0Store:
 
     def ingest(self, records: Sequence[StoreRecord]) -> int:
         for r in records:
-            self._vectors.check(r.text)
+            self._vectors.check(r.text, role="memory")
         with self._system._inside():
             check_new_ids((i for i, _ in self._pairs()), records)
             for r in records:
@@ -210,30 +230,34 @@ class Mem0Store:
 
 
 class Mem0System(OpensDirectories, TimedCalls):
-    """mem0 Memory (open source): faiss (exact cosine) over MiniLM vectors, infer=False."""
+    """mem0 Memory (open source): faiss (exact L2 over unit vectors, cosine order) over
+    MiniLM vectors, infer=False."""
 
     lexical = False
 
     def __init__(self) -> None:
         self.name = "mem0"
         self.embedder = MiniLMCapability(self)
+        self.embedder.text_transform = TEXT_TRANSFORM
         self.clone = DirectoryClone(self, PACKAGE_FORMAT, lambda s: s.delete_smallest())
 
     def configuration(self) -> dict[str, Any]:
         return {
             "implementation": "mem0ai",
             "implementation_version": package_version("mem0ai"),
-            "backend": f"mem0's faiss vector store: IndexFlatIP over L2-normalised vectors "
-            f"(exact cosine; faiss-cpu {package_version('faiss-cpu')}) and its SQLite "
+            "backend": f"mem0's faiss vector store: IndexFlatL2 over L2-normalised vectors "
+            f"(exact, cosine order; faiss-cpu {package_version('faiss-cpu')}) and its SQLite "
             "history database, in the store directory",
             "vector_store": VECTOR_STORE,
             "embedder": self.embedder.identity(),
+            "text_transform": dict(TEXT_TRANSFORM),
             "embedder_provider": "langchain: recallbench's vectors (the pipeline's vector "
             "cache, else the minilm embedder)",
             "llm": "openai with a placeholder key, never called (add with infer=False)",
             "add": dict(ADD),
             "search": "memory.search(query, filters={'user_id'}, top_k=k, threshold=0): "
             "mem0's order and score",
+            "score": "1 / (1 + squared L2 distance of unit vectors) = 1 / (3 - 2 cosine)",
             "search_knobs": dict(SEARCH),
             "bm25_half_active": BM25_ACTIVE,
             "bm25_half": "none: mem0's faiss store has no keyword search",
@@ -248,7 +272,7 @@ class Mem0System(OpensDirectories, TimedCalls):
 
 @register(
     "mem0",
-    description="mem0 Memory (open source, infer=False) on its faiss store: exact cosine "
+    description="mem0 Memory (open source, infer=False) on its faiss store: exact L2 (cosine order) "
     "over all-MiniLM-L6-v2 vectors (its BM25 half off: faiss has no keyword search)",
     capabilities=("clone", "embedder"),
     extra="mem0",

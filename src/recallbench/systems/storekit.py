@@ -33,6 +33,7 @@ import orjson
 
 from recallbench.systems.base import (
     Corruption,
+    MissingVector,
     PackageInfo,
     SnapshotRejected,
     TimedCalls,
@@ -118,11 +119,16 @@ class VectorSource:
 
     With `lookup` (the pipeline's vector cache) every vector comes from it, else from the
     embedder capability's model (untimed here: the store's call that needs the vectors is
-    already timed as the system's own work)."""
+    already timed as the system's own work). `check` looks up a text in the form the store
+    will ask for it: the embedder's `text_transform` for its role applied (mem0 strips its
+    queries), the form `recallbench prep` embeds for such a store."""
 
     def __init__(self, embedder: Any, lookup: VectorLookup | None) -> None:
+        from recallbench.embedding import text_transforms
+
         self._embedder = embedder
         self.lookup = lookup
+        self.transforms = text_transforms(embedder)
 
     def __call__(self, texts: Sequence[str]) -> list[list[float]]:
         texts = list(texts)
@@ -137,11 +143,26 @@ class VectorSource:
     def one(self, text: str) -> list[float]:
         return self([text])[0]
 
-    def check(self, text: str) -> None:
-        """Raise MissingVector now when a lookup has no vector for `text` (before a store
-        call that might wrap the exception in its own)."""
-        if self.lookup is not None:
-            self.lookup(text)
+    def check(self, text: str, role: str = "query") -> None:
+        """Raise MissingVector now when a lookup has no vector for `text` as the store will
+        embed it in `role` (`memory` or `query`), before a store call that might wrap the
+        exception in its own."""
+        if self.lookup is None:
+            return
+        from recallbench.embedding import transformed
+
+        form = transformed(self.transforms, role, text)
+        try:
+            self.lookup(form)
+        except MissingVector as exc:
+            if form == text:
+                raise
+            name = getattr(getattr(self._embedder, "_system", None), "name", "this system")
+            raise MissingVector(
+                f"{exc}; this store embeds its {role} texts transformed "
+                f"({self.transforms[role]}), a form only `recallbench prep --system {name}` "
+                "embeds"
+            ) from None
 
 
 # --------------------------------------------------------------------------- directories
