@@ -10,7 +10,6 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
@@ -27,6 +26,7 @@ from conftest import (
     run_stages,
     stage_args,
 )
+from signalling import signal_when
 
 from recallbench.artifacts import STAGE_NAMES, read_artifact
 from recallbench.cli import main
@@ -752,7 +752,8 @@ def interrupt_when(
     args: list[str | Path], ready, timeout: float = 300
 ) -> subprocess.CompletedProcess:
     """Start `recallbench ARGS`, send SIGINT once `ready(pid)` holds (the command is inside
-    its work, past start-up), and return the finished process."""
+    its work, past start-up; seen while it was stopped, so it cannot have finished since:
+    tests/signalling.py), and return the finished process."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "NO_PROGRESS": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "recallbench.cli", *map(str, args)],
@@ -762,13 +763,7 @@ def interrupt_when(
         env=env,
     )
     try:
-        deadline = time.monotonic() + timeout
-        while not ready(proc.pid):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                out, err = proc.communicate()
-                pytest.fail(f"never became ready (exit {proc.returncode}): {err}")
-            time.sleep(0.002)
-        proc.send_signal(signal.SIGINT)
+        signal_when(proc, ready, signal.SIGINT, timeout)
         out, err = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:
@@ -898,11 +893,7 @@ def test_ctrl_c_during_the_script_exits_130_and_writes_nothing(
         env=env,
     )
     try:
-        deadline = time.monotonic() + 300  # a bound on start-up at load 15, not a measure
-        while not _opened(proc.pid, big_longmemeval.resolve()):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
-            time.sleep(0.002)
-        proc.send_signal(signal.SIGINT)
+        signal_when(proc, lambda pid: _opened(pid, big_longmemeval.resolve()), signal.SIGINT)
         out, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:

@@ -13,11 +13,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
 import pytest
+from signalling import signal_when
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "benchmarks" / "retrieval"
@@ -343,10 +343,6 @@ def test_a_killed_local_worker_is_one_line_naming_its_task(
 # --------------------------------------------------------------------------- SIGTERM
 
 
-#: seconds a command may take to reach its first search (about 1 s on an idle machine)
-READY_TIMEOUT = 300
-
-
 def _searching(env: dict[str, str], directory: Path) -> dict[str, str]:
     """`env` with evil-slow's search marking each search's start in `directory`."""
     directory.mkdir()
@@ -355,20 +351,14 @@ def _searching(env: dict[str, str], directory: Path) -> dict[str, str]:
 
 def _terminate_when_searching(args: list[str], env: dict[str, str], ready) -> tuple[int, str]:
     """Run `args`, send SIGTERM once `ready()` holds and a search has begun (evil-slow's
-    marker: the 57 searches that remain take 0.2 s each, so the signal lands inside them
-    however loaded the machine is), and return the exit code and stderr."""
+    marker), both seen while the process was stopped (tests/signalling.py), so the signal
+    lands inside the searches however loaded the machine is; return exit code and stderr."""
     searching = Path(env["EVIL_SEARCHING"])
     proc = subprocess.Popen(
         args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
     try:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while not (ready() and any(searching.iterdir())):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                out, err = proc.communicate()
-                pytest.fail(f"never became ready (exit {proc.returncode}): {err}")
-            time.sleep(0.01)
-        proc.send_signal(signal.SIGTERM)
+        signal_when(proc, lambda pid: ready() and any(searching.iterdir()), signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -468,13 +458,14 @@ def test_no_worker_outlives_a_terminated_run(plugin_path: Path, tmp_path: Path) 
         text=True,
         env=_searching(_env(plugin_path), searching),
     )
+    workers: list[int] = []
+
+    def searching_in_workers(pid: int) -> bool:
+        workers[:] = [p for p in _children_of(pid) if not _resource_tracker(p)]
+        return len(workers) >= 2 and any(searching.iterdir())
+
     try:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while len(_children_of(proc.pid)) < 2 or not any(searching.iterdir()):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.01)
-        workers = [pid for pid in _children_of(proc.pid) if not _resource_tracker(pid)]
-        proc.send_signal(signal.SIGTERM)
+        signal_when(proc, searching_in_workers, signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
