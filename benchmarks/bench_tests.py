@@ -7,8 +7,10 @@ for each pass its wall time, its outcome line and the load average before and af
 the 30 slowest tests and the 30 slowest files. A test's figure is its setup + call +
 teardown seconds as pytest reports them (a module fixture's cost falls on the first test
 that uses it); a file's is the sum over its tests, which is the time one worker spends in
-it (the passes hand out whole files). With `--from FILE` it reads a saved pytest output
-made with `--durations=0` instead of running anything. JSON: build/bench_tests.json.
+it (the passes hand out whole files). Failed tests are listed by name; each pass's whole
+output is kept beside the JSON (bench_tests-NAME.txt). With `--from FILE` it reads a saved
+pytest output made with `--durations=0` instead of running anything. JSON:
+build/bench_tests.json.
 
     python benchmarks/bench_tests.py --pass main "pytest -q -n 2 --dist loadfile" \\
         --pass portable "ATEN_CPU_CAPABILITY=default pytest -q -n 2 --dist loadfile -m embedding"
@@ -44,6 +46,7 @@ class Report:
 
     name: str
     tests: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    failed: list[str] = field(default_factory=list)
     outcome: str = ""
     wall_seconds: float | None = None
     load_before: tuple[float, float, float] | None = None
@@ -63,14 +66,16 @@ def parse(name: str, text: str) -> Report:
         line = line.strip()
         if match := DURATION.match(line):
             report.tests[match.group(3)] += float(match.group(1))
+        elif line.startswith(("FAILED ", "ERROR ")):
+            report.failed.append(line)
         elif (match := OUTCOME.match(line)) and (" passed" in line or " failed" in line):
             report.outcome = match.group(1)
     return report
 
 
-def run_pass(name: str, command: str) -> Report:
+def run_pass(name: str, command: str, keep: Path) -> Report:
     """Run one pass: leading VAR=value words set the environment, the rest is the command,
-    given --durations=0; its output goes to the terminal and into the report."""
+    given --durations=0; its whole output is written to `keep`."""
     words = shlex.split(command)
     env = dict(os.environ)
     while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
@@ -82,6 +87,8 @@ def run_pass(name: str, command: str) -> Report:
     started = time.monotonic()
     done = subprocess.run(words, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     wall = time.monotonic() - started
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    keep.write_text(done.stdout + done.stderr)
     report = parse(name, done.stdout + done.stderr)
     report.wall_seconds, report.load_before, report.load_after = wall, before, os.getloadavg()
     if not report.outcome:
@@ -108,11 +115,14 @@ def show(report: Report) -> dict:
         f"{len(report.tests)} tests timed, {total:.0f} s summed over them "
         f"(both workers together; wall is about half on 2 workers)"
     )
+    for line in report.failed:
+        print(f"  {line}")
     table(f"the {TOP} slowest tests", report.tests, total)
     table(f"the {TOP} slowest files", report.files(), total)
     return {
         "name": report.name,
         "outcome": report.outcome,
+        "failed": report.failed,
         "wall_seconds": report.wall_seconds,
         "load_before": report.load_before,
         "load_after": report.load_after,
@@ -140,7 +150,10 @@ def main() -> None:
     if not args.passes and not args.saved:
         parser.error("give --pass NAME COMMAND or --from FILE")
     reports = [parse(str(path), path.read_text(errors="replace")) for path in args.saved or []]
-    reports += [run_pass(name, command) for name, command in args.passes or []]
+    reports += [
+        run_pass(name, command, args.json.with_name(f"{args.json.stem}-{name}.txt"))
+        for name, command in args.passes or []
+    ]
     shown = [show(report) for report in reports]
     walls = [r.wall_seconds for r in reports if r.wall_seconds is not None]
     if walls:
