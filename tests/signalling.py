@@ -24,6 +24,16 @@ import pytest
 READY_TIMEOUT = 300.0
 
 
+def default_signals() -> None:
+    """`preexec_fn` for a process a test will signal: SIGINT and SIGTERM at their defaults and
+    unblocked, as a shell gives them to a command. A pytest worker that ran other tests
+    before can pass on an ignored or blocked SIGINT (seen in full runs: the Ctrl-C tests'
+    commands then finished with exit 0), and a child keeps both across exec."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 def _state(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

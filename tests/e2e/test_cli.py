@@ -26,7 +26,7 @@ from conftest import (
     run_stages,
     stage_args,
 )
-from signalling import signal_when
+from signalling import default_signals, signal_when
 
 from recallbench.artifacts import STAGE_NAMES, read_artifact
 from recallbench.cli import main
@@ -761,6 +761,7 @@ def interrupt_when(
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=default_signals,
     )
     try:
         signal_when(proc, ready, signal.SIGINT, timeout)
@@ -891,6 +892,7 @@ def test_ctrl_c_during_the_script_exits_130_and_writes_nothing(
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=default_signals,
     )
     try:
         signal_when(proc, lambda pid: _opened(pid, big_longmemeval.resolve()), signal.SIGINT)

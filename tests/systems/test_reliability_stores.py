@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from signalling import signal_when
+from signalling import default_signals, signal_when
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "benchmarks" / "retrieval"
@@ -355,7 +355,12 @@ def _terminate_when_searching(args: list[str], env: dict[str, str], ready) -> tu
     lands inside the searches however loaded the machine is; return exit code and stderr."""
     searching = Path(env["EVIL_SEARCHING"])
     proc = subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=default_signals,
     )
     try:
         signal_when(proc, lambda pid: ready() and any(searching.iterdir()), signal.SIGTERM)
@@ -457,6 +462,7 @@ def test_no_worker_outlives_a_terminated_run(plugin_path: Path, tmp_path: Path) 
         stderr=subprocess.PIPE,
         text=True,
         env=_searching(_env(plugin_path), searching),
+        preexec_fn=default_signals,
     )
     workers: list[int] = []
 

@@ -23,6 +23,7 @@ from typing import Any
 import executor_tasks as tasks
 import psutil
 import pytest
+from signalling import default_signals
 
 from recallbench.errors import RecallbenchError
 from recallbench.executor import (
@@ -325,7 +326,11 @@ def _start_parent(marks: Path, **popen: Any) -> tuple[subprocess.Popen, list[psu
     tracker)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(SRC)])}
     parent = subprocess.Popen(
-        [sys.executable, "-c", PARENT, str(marks)], env=env, cwd=marks, **popen
+        [sys.executable, "-c", PARENT, str(marks)],
+        env=env,
+        cwd=marks,
+        preexec_fn=default_signals,
+        **popen,
     )
     deadline = time.monotonic() + START_TIMEOUT
     while len(list(marks.glob("task-*"))) < 2:
