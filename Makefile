@@ -20,7 +20,7 @@ RB := $(BIN)/recallbench --build-dir "$(BUILD)"
 # Material for MkDocs prints a notice about MkDocs 2.0 on every build; it is not a warning of ours.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup setup-core eval test test-portable lint docs screenshot baseline bench bench-longmemeval bench-generators bench-embed bench-peer bench-large bench-large-full clean
+.PHONY: setup setup-core eval test test-portable bench-tests lint docs screenshot baseline bench bench-longmemeval bench-generators bench-embed bench-peer bench-large bench-large-full clean
 
 setup: $(STAMP)
 setup-core: $(CORE_STAMP)
@@ -50,7 +50,9 @@ eval: $(CORE_STAMP)
 
 # The suite on two worker processes (pytest-xdist), each taking whole test files, so a file's
 # module fixtures are built once and its tests keep their order: the machines here have 2 cores.
-PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile
+# The files go out in collection order (--no-loadscope-reorder: not by test count), which
+# tests/conftest.py starts with the slowest files (SLOW_FIRST), so neither worker idles at the end.
+PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP)
 	$(BIN)/ruff check .
@@ -59,12 +61,19 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory test-portable
 	$(BIN)/mkdocs build --strict --quiet
 
-# The tests whose assertions depend on a learned embedder's arithmetic (marked `embedding` in
-# tests/conftest.py), again with other CPU kernels than this machine's best (torch's default
-# ATen kernels, MKL limited to AVX2): they must not depend on which kernels ran.
+# The tests whose assertions compare a learned embedder's numbers with numbers computed
+# another way (marked `embedding`; the rule is in tests/conftest.py), again with other CPU
+# kernels than this machine's best (torch's default ATen kernels, MKL limited to AVX2): they
+# must not depend on which kernels ran.
 PORTABLE_KERNELS := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=AVX2
 test-portable: $(STAMP)
 	$(PORTABLE_KERNELS) $(PYTEST) -m embedding
+
+# What the two pytest passes of `make test` cost: wall time, the 30 slowest tests and files
+# (benchmarks/bench_tests.py; figures only, build/bench_tests.json).
+bench-tests: $(STAMP)
+	$(BIN)/python benchmarks/bench_tests.py --pass main "$(PYTEST)" \
+	  --pass portable "$(PORTABLE_KERNELS) $(PYTEST) -m embedding"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

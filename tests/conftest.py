@@ -27,18 +27,47 @@ BASELINE = FIXTURES / "baseline.json"
 STAGE_OUTPUTS: tuple[tuple[str, str], ...] = tuple((s.command, s.file) for s in STAGES)
 
 
-#: modules whose every assertion depends on a learned embedder's arithmetic: identical
-#: bytes across paths (cache, workers, engines), or figures computed from its vectors
-KERNEL_SENSITIVE_MODULES = {
-    "test_semantic.py",
-    "test_systems_semantic.py",
-    "test_embedding_path.py",
-    "test_embedding_cache.py",
-    "test_stores_e2e.py",
-    "test_stores_figures.py",
+#: The portable rerun (`make test-portable`: torch's default ATen kernels, MKL limited to AVX2)
+#: takes the tests marked `embedding`. The rule: a test is marked when one of its assertions
+#: compares numbers a learned embedder computed in this run with numbers computed another way,
+#: so that other CPU kernels could change its outcome: a committed figure (a docs table, a
+#: bound on a learned recall) or a second computation over other batch shapes, equal only
+#: within a tolerance. A test comparing two paths of this run that share prep's batches
+#: (cache or not, 1 or 2 workers, local or Ray: the one embedding path) computes both sides
+#: with the same kernels; it holds for any kernels that are deterministic, and runs once.
+#: Listed as "file::function"; each entry says what it compares.
+KERNEL_SENSITIVE_TESTS = {
+    # docs/stores.md's committed figures table, from a compare over every built-in system
+    "test_stores_figures.py::test_compare_over_every_built_in_system_matches_the_docs",
+    # a recall@5 bound on hotmem-minilm's paraphrase category
+    "test_semantic.py::test_minilm_finds_paraphrases_the_hash_embedder_misses",
+    # the store's scores against numpy's cosine of vectors from another batch (1e-6)
+    "test_systems_semantic.py::test_minilm_is_exact_cosine_with_ties_by_id",
+    # the rerun's own check that torch really took the default kernels
+    "test_embedding_path.py::test_the_portable_kernels_are_what_this_run_uses",
 }
-#: tests, parametrized by system, that compare vectors from two batchings (inline and cached)
-KERNEL_SENSITIVE_TESTS = {"test_the_embedder_feeds_a_vector_cache"}
+#: parametrized by system, marked for the learned systems only: cached vectors against the
+#: store's inline embedding (another batch shape) within a tolerance
+KERNEL_SENSITIVE_PER_SYSTEM = {"test_systems_contract.py::test_the_embedder_feeds_a_vector_cache"}
+
+#: The files that cost most, heaviest first (seconds summed over a file's tests from
+#: `make bench-tests` at load 10-16 on 2 cores; only their order matters): they run before
+#: every other file, so that the two workers (`--dist loadfile --no-loadscope-reorder` hands
+#: out whole files in this order) start on them and the short files fill the end: neither
+#: worker is left with a long file while the other idles. The rest keep pytest's order.
+SLOW_FIRST = (
+    "e2e/test_embedding_path.py",  # 987 s with its Ray runs (now test_embedding_path_ray.py)
+    "e2e/test_ray_cluster.py",  # 579 s: a real two-node cluster, two runs per case
+    "systems/test_stores_e2e.py",  # 540 s
+    "e2e/test_embedding_path_ray.py",
+    "e2e/test_embedding_cache.py",  # 297 s
+    "systems/test_semantic.py",  # 126 s
+    "systems/test_mem0_store.py",  # 84 s
+    "unit/test_executor.py",  # 79 s
+    "e2e/test_docs_commands.py",  # 76 s
+    "systems/test_stores_figures.py",  # 66 s
+    "e2e/test_ray_pipeline.py",  # 61 s
+)
 
 
 @functools.cache
@@ -59,21 +88,28 @@ def learned_systems() -> frozenset[str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `embedding` every test whose assertion depends on a learned embedder's
-    arithmetic (a module above, or a test above parametrized with a learned system): CI runs
-    them a second time with other CPU kernels (`ATEN_CPU_CAPABILITY=default
-    MKL_ENABLE_INSTRUCTIONS=AVX2`, `make test-portable`). Tests of a learned store's other
-    properties (its contract, where it writes) compare one kernel path with itself and run
-    once."""
+    """Mark `embedding` the tests of the rule above; then move the files of SLOW_FIRST to
+    the front (each file's tests stay together and in their order)."""
     learned = learned_systems()
+    listed = KERNEL_SENSITIVE_TESTS | KERNEL_SENSITIVE_PER_SYSTEM
+    seen, files = set(), {item.path.name for item in items}
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         values = {v for v in params.values() if isinstance(v, str)}
-        function = getattr(item, "originalname", item.name)
-        if item.path.name in KERNEL_SENSITIVE_MODULES or (
-            function in KERNEL_SENSITIVE_TESTS and values & learned
+        name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
+        seen.add(name)
+        if name in KERNEL_SENSITIVE_TESTS or (
+            name in KERNEL_SENSITIVE_PER_SYSTEM and values & learned
         ):
             item.add_marker(pytest.mark.embedding)
+    # a renamed test must not drop out of the portable rerun unnoticed
+    if stale := sorted(n for n in listed - seen if n.split("::")[0] in files):
+        raise pytest.UsageError(f"tests/conftest.py lists tests that do not exist: {stale}")
+    tests = Path(__file__).resolve().parent
+    if missing := [name for name in SLOW_FIRST if not (tests / name).is_file()]:
+        raise pytest.UsageError(f"tests/conftest.py: SLOW_FIRST names no file {missing}")
+    rank = {tests / name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path, len(rank)))  # stable: the rest in order
 
 
 def cli(build_dir: Path, *args: str | Path) -> Result:

@@ -89,6 +89,14 @@ def sleep_for(seconds: float) -> float:
     return seconds
 
 
+def sleep_marked(seconds: float) -> float:
+    """sleep_for, after leaving a mark (task-PID) in the initializer's directory: the sign
+    that this worker is inside a task."""
+    (Path(STATE["directory"]) / f"task-{os.getpid()}").touch()
+    time.sleep(seconds)
+    return seconds
+
+
 def die_at(item: dict[str, Any]) -> int:
     """The worker kills itself (SIGKILL) on item["bad"]; else returns the index."""
     if item["index"] == item["bad"]:

@@ -2,8 +2,9 @@
 and worker count, its batches depend on the texts alone, and the cache is never lost or
 shared by two writers (a run on every path: test_embedding_path.py).
 
-Every test here is marked `embedding` (see conftest): `make test-portable` runs them again
-with other CPU kernels. No test compares floats computed by two different kernel paths.
+No test compares floats computed by two different kernel paths: both sides of every
+comparison share prep's batches and this run's CPU kernels, so these tests run once (the
+portable rerun's rule: tests/conftest.py).
 """
 
 from __future__ import annotations

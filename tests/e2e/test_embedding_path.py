@@ -1,10 +1,12 @@
 """The one embedding path: every learned vector comes from prep's fixed batches, so a run
-gives the same bytes with and without `--cache`, for 1 and 2 workers, local and Ray, and
-`compare` embeds each distinct text once per embedder (prep's cache itself:
+gives the same bytes with and without `--cache`, for 1 and 2 workers, and `compare` embeds
+each distinct text once per embedder (the same run on Ray: test_embedding_path_ray.py, a file
+of its own so that the two workers of `make test` share these runs; prep's cache itself:
 test_embedding_cache.py).
 
-Every test here is marked `embedding` (see conftest): `make test-portable` runs them again
-with other CPU kernels. No test compares floats computed by two different kernel paths.
+No test compares floats computed by two different kernel paths: both sides of every
+comparison share prep's batches and this run's CPU kernels, so these tests run once (the
+portable rerun's rule: tests/conftest.py), but for the rerun's check of its own kernels.
 """
 
 from __future__ import annotations
@@ -35,13 +37,13 @@ def fixture_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("system", LEARNED)
 def test_a_run_gives_the_same_bytes_on_every_path(system, fixture_cache, tmp_path) -> None:
-    """Without a cache (made in BUILD/vectors), with prep's cache, with 2 local workers and
-    with Ray: runs.json and results.json byte for byte."""
+    """Without a cache (made in BUILD/vectors), with prep's cache and with 2 local workers:
+    runs.json and results.json byte for byte (with Ray: test_embedding_path_ray.py compares
+    with the prep-cache run, the same bytes as these)."""
     paths = {
         "no cache": [],
         "prep cache": ["--cache", fixture_cache["cache"]],
         "2 workers": ["--workers", "2"],
-        "ray": ["--executor", "ray", "--workers", "2"],
     }
     outputs = {}
     for label, extra in paths.items():

@@ -13,11 +13,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
 import pytest
+from signalling import default_signals, signal_when
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "benchmarks" / "retrieval"
@@ -56,6 +56,9 @@ class Store:
     def search(self, query, top_k):
         mode = self._mode
         if mode == "slow":
+            searching = os.environ.get("EVIL_SEARCHING")
+            if searching:  # tells the test that a search has begun: an event, not a guess
+                Path(searching, f"search-{os.getpid()}").touch()
             time.sleep(0.2)
         if mode == "exit0":
             sys.exit(0)
@@ -289,15 +292,15 @@ def test_an_interrupt_from_the_store_stays_an_interrupt(plugin_path: Path, tmp_p
 def test_a_hung_call_ends_at_the_call_timeout(
     plugin_path: Path, tmp_path: Path, workers: str
 ) -> None:
-    """A hung store waited forever; with --call-timeout it is one line, exit 1."""
+    """A hung store waited forever; with --call-timeout it is one line, exit 1. The limit
+    holds for every call, open and ingest too: 5 s is far above what they take even on a
+    loaded machine, so the one call that reaches it is the hung search."""
     build = tmp_path / "build"
-    proc = run_system(
-        plugin_path, build, "evil-hang", "--call-timeout", "0.5", "--workers", workers
-    )
+    proc = run_system(plugin_path, build, "evil-hang", "--call-timeout", "5", "--workers", workers)
     assert proc.returncode == 1, proc.stderr
     line = one_error_line(proc)
     assert "system 'evil-hang': search (scope suite, query " in line
-    assert "did not return within --call-timeout 0.5 s" in line
+    assert "did not return within --call-timeout 5 s" in line
     assert_nothing_published(build)
 
 
@@ -340,19 +343,27 @@ def test_a_killed_local_worker_is_one_line_naming_its_task(
 # --------------------------------------------------------------------------- SIGTERM
 
 
+def _searching(env: dict[str, str], directory: Path) -> dict[str, str]:
+    """`env` with evil-slow's search marking each search's start in `directory`."""
+    directory.mkdir()
+    return {**env, "EVIL_SEARCHING": str(directory)}
+
+
 def _terminate_when_searching(args: list[str], env: dict[str, str], ready) -> tuple[int, str]:
+    """Run `args`, send SIGTERM once `ready()` holds and a search has begun (evil-slow's
+    marker), both seen while the process was stopped (tests/signalling.py), so the signal
+    lands inside the searches however loaded the machine is; return exit code and stderr."""
+    searching = Path(env["EVIL_SEARCHING"])
     proc = subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=default_signals,
     )
     try:
-        deadline = time.monotonic() + 120
-        while not ready():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                out, err = proc.communicate()
-                pytest.fail(f"never became ready (exit {proc.returncode}): {err}")
-            time.sleep(0.01)
-        time.sleep(0.3)  # inside the searches
-        proc.send_signal(signal.SIGTERM)
+        signal_when(proc, lambda pid: ready() and any(searching.iterdir()), signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -400,7 +411,7 @@ def test_sigterm_during_run_exits_143_and_removes_its_work(
     work = build / "work"
     code, err = _terminate_when_searching(
         [*validate, "query", "--workers", workers],
-        env,
+        _searching(env, tmp_path / "searching"),
         lambda: work.is_dir() and any(work.glob("worker-*")),
     )
     assert code == 143, err
@@ -429,7 +440,7 @@ def test_sigterm_during_the_script_removes_its_temporary_directory(
     ]
     code, err = _terminate_when_searching(
         args,
-        _env(plugin_path, tmp),
+        _searching(_env(plugin_path, tmp), tmp_path / "searching"),
         lambda: (
             any(tmp.glob("recallbench-*/runs.json.timing*"))
             or any(tmp.glob("recallbench-*/stores/*/*"))
@@ -444,21 +455,23 @@ def test_sigterm_during_the_script_removes_its_temporary_directory(
 
 def test_no_worker_outlives_a_terminated_run(plugin_path: Path, tmp_path: Path) -> None:
     build = tmp_path / "build"
+    searching = tmp_path / "searching"
     proc = subprocess.Popen(
         _run_args(build, "evil-slow", "--workers", "2"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(plugin_path),
+        env=_searching(_env(plugin_path), searching),
+        preexec_fn=default_signals,
     )
+    workers: list[int] = []
+
+    def searching_in_workers(pid: int) -> bool:
+        workers[:] = [p for p in _children_of(pid) if not _resource_tracker(p)]
+        return len(workers) >= 2 and any(searching.iterdir())
+
     try:
-        deadline = time.monotonic() + 120
-        while len(_children_of(proc.pid)) < 2:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.01)
-        time.sleep(0.5)  # inside the searches
-        workers = [pid for pid in _children_of(proc.pid) if not _resource_tracker(pid)]
-        proc.send_signal(signal.SIGTERM)
+        signal_when(proc, searching_in_workers, signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:

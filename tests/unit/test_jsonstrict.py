@@ -72,7 +72,7 @@ def test_loads_object_is_fast_enough_for_jsonl() -> None:
     line = json.dumps(
         {"id": "q-1", "text": "words " * 40, "relevance": {f"m-{i:03d}": i % 3 for i in range(30)}}
     ).encode()
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU seconds: other processes' load is not in it
     for _ in range(5000):
         loads_object(line)
-    assert time.perf_counter() - start < 5  # about 0.05 s on a laptop
+    assert time.process_time() - start < 5  # about 0.05 s on a laptop
