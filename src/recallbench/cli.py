@@ -578,7 +578,7 @@ def prep_cmd(
         f"{cache}: {manifest['count']} vectors ({manifest['embedder_identity']}{where}); "
         + (
             f"{t['texts_per_second']:.1f} texts/s, {t['tokens_per_second']:.0f} tokens/s "
-            f"with {workers} {executor} worker(s)"
+            f"with {t['plan']['summary']} ({executor}; {t['plan']['reason']})"
             if t["texts_per_second"]
             else "nothing to embed"
         )

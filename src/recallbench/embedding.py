@@ -12,6 +12,8 @@ object along that chain that knows:
 * `build_info()` - which build computed the vectors: device, torch version, CPU capability
   (recorded in the cache manifest and the envelopes, outside what results must match).
 * `set_device(name)` - where to compute (`auto`, `cpu`, `cuda`).
+* `preload()` - load the model now rather than on the first text (a worker that is about
+  to embed calls it when it starts, so the load is paid once per process, up front).
 """
 
 from __future__ import annotations
@@ -57,6 +59,13 @@ def use_device(embedder: Any, device: str) -> None:
     setter = _first(embedder, "set_device")
     if callable(setter):
         setter(device)
+
+
+def preload(embedder: Any) -> None:
+    """Load the embedder's model now; embedders with nothing to load ignore it."""
+    loader = _first(embedder, "preload")
+    if callable(loader):
+        loader()
 
 
 def cache_dir_name(identity: str) -> str:
