@@ -572,6 +572,15 @@ def prep_cmd(
         ctx.read("suite"), cache, system, execution=execution, sort_by_length=not no_length_sort
     )
     t = manifest["timing"]
+    from recallbench.artifacts import TIMINGS_DIR, dumps
+
+    ctx.publish(  # a local diagnostic beside the stages' own: the plan chosen, texts/s
+        {
+            ctx.build_dir / TIMINGS_DIR / "prep.json": dumps(
+                {"label": "local diagnostic: wall time on this machine, not a result", **t}
+            )
+        }
+    )
     build = manifest.get("embedder_build")
     where = f", {build['device']}" if isinstance(build, dict) and build.get("device") else ""
     ctx.say(

@@ -92,3 +92,5 @@ def test_a_two_worker_prep_parent_embeds_nothing_and_never_imports_torch(tmp_pat
     assert "with 2 process(es) x 1 torch thread(s)" in proc.stderr, proc.stderr
     manifest = orjson.loads((cache / "manifest.json").read_bytes())
     assert "plan" not in manifest and "processes" not in orjson.dumps(manifest).decode()
+    timing = orjson.loads((build / "timings" / "prep.json").read_bytes())
+    assert timing["plan"]["processes"] == 2 and timing["plan"]["torch_threads_per_process"] == 1
