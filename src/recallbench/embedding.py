@@ -14,6 +14,8 @@ object along that chain that knows:
 * `set_device(name)` - where to compute (`auto`, `cpu`, `cuda`).
 * `text_transform` - what the store does to a text before embedding it (`text_transforms`):
   prep embeds the text as the store will ask for it, and a store's check looks up that form.
+* `preload()` - load the model now rather than on the first text (a worker that is about
+  to embed calls it when it starts, so the load is paid once per process, up front).
 """
 
 from __future__ import annotations
@@ -59,6 +61,13 @@ def use_device(embedder: Any, device: str) -> None:
     setter = _first(embedder, "set_device")
     if callable(setter):
         setter(device)
+
+
+def preload(embedder: Any) -> None:
+    """Load the embedder's model now; embedders with nothing to load ignore it."""
+    loader = _first(embedder, "preload")
+    if callable(loader):
+        loader()
 
 
 def cache_dir_name(identity: str) -> str:

@@ -85,6 +85,7 @@ def run_tasks(
     query_total: int | None = None,
     window: int | None = None,
     batch: int = 1,
+    preload: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """fn over items through the configured executor, results in item order.
 
@@ -95,6 +96,8 @@ def run_tasks(
     and not yet yielded (default: the executor's, 2); small items (a scope's place in the
     spool) afford a deeper one, so a slow task at the head of the order idles no worker.
     With `weight`, the bar advances by weight(result) per result (texts, say) instead of 1.
+    `preload`: every worker loads its system's embedder model when it starts (for tasks
+    that embed, so that each worker loads it once and before its first task).
     """
     from recallbench.executor import make_executor
 
@@ -103,6 +106,7 @@ def run_tasks(
         "cache": dict(cache) if cache else None,
         "device": execution.device,
         "call_timeout": execution.call_timeout,
+        "preload": preload,
     }
     serial = execution.executor == "local" and execution.workers == 1
     by_query = serial and query_total is not None

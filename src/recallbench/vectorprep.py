@@ -18,21 +18,34 @@ The batches are fixed by the set of distinct texts alone:
 * each window cut into batches of `BATCH` texts, each embedded as one forward pass
   (`embed_batch`, a worker task).
 
-Which worker, engine or device embeds a batch never changes the batch. Only systems with
-the embedder capability have a cache. `Truncation` counts, on the same pass over the spool,
-what the embedder never sees (hydrate counts it too).
+Which worker, engine or device embeds a batch never changes the batch, nor does the order
+in which the batches are handed out: a window's batches go out costliest first (padded
+tokens), so the last tasks of a run are short ones and no worker idles long at the end.
+Each text is tokenized once here (its count both sorts it and feeds `Truncation`, which
+counts what the embedder never sees; hydrate counts it too).
+
+How many processes embed (`embedding_plan`): the workers asked for, but never more than
+the batches there are (a process that would embed nothing never starts, so never loads
+the model) nor, on the local engine, more than this machine's cores. Each process loads
+the model once, when it starts (`worker.init_worker` with `preload`), and computes on the
+torch threads its embedder fixes (one for MiniLM): the arithmetic of a batch is the same
+in every process, which is what keeps the bytes identical. The plan is reported in the
+timing (`timing.plan`), never in the manifest.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from recallbench import __version__, progress, worker
+from recallbench.boundary import Boundary
 from recallbench.errors import RecallbenchError
 from recallbench.spool import stream_scopes
 from recallbench.stagework import Execution, run_tasks
@@ -83,17 +96,82 @@ def plan_batches(
     return [order[i : i + BATCH] for i in range(0, len(order), BATCH)]
 
 
-def distinct_texts(suite_env: Mapping[str, Any]) -> int:
+def distinct_texts(
+    suite_env: Mapping[str, Any], transforms: Mapping[str, str] | None = None
+) -> int:
     """How many distinct texts (by sha256: the cache's key) validate's spool holds, queries
-    and memories: the rows prep embeds, so its progress bar's total (one pass over the
-    spool, which costs a small fraction of embedding it)."""
+    and memories, with the forms a store's `text_transform` adds: the rows prep embeds, so
+    its progress bar's total (one pass over the spool, which costs a small fraction of
+    embedding it)."""
     from recallbench.cache import text_key
+    from recallbench.embedding import transformed
 
     keys: set[bytes] = set()
     for _, scope in stream_scopes(suite_env):
-        keys.update(text_key(q["text"]) for q in scope["queries"])
-        keys.update(text_key(m["text"]) for m in scope["memories"])
+        for role, text in [("query", q["text"]) for q in scope["queries"]] + [
+            ("memory", m["text"]) for m in scope["memories"]
+        ]:
+            keys.add(text_key(text))
+            if transforms:
+                keys.add(text_key(transformed(transforms, role, text)))
     return len(keys)
+
+
+def dispatch_order(
+    batches: Sequence[Sequence[int]], token_counts: Sequence[int], cap: int | None
+) -> list[int]:
+    """The order in which a window's batches are handed out: costliest first (texts x the
+    longest text's tokens, capped), ties by position. It never changes a batch, only when
+    it runs: the long batches start early and the short ones fill the end of the run."""
+    limit = cap if cap is not None else max(token_counts, default=0)
+
+    def cost(index: int) -> int:
+        batch = batches[index]
+        return len(batch) * max((min(token_counts[i], limit) for i in batch), default=0)
+
+    return sorted(range(len(batches)), key=lambda index: (-cost(index), index))
+
+
+@dataclass(frozen=True)
+class EmbeddingPlan:
+    """How the batches are embedded: `processes` (each loading the model once) and why."""
+
+    processes: int
+    requested: int
+    reason: str
+
+    def describe(self, torch_threads: int | None) -> dict[str, Any]:
+        threads = "?" if torch_threads is None else torch_threads
+        return {
+            "processes": self.processes,
+            "workers_requested": self.requested,
+            "torch_threads_per_process": torch_threads,
+            "reason": self.reason,
+            "summary": f"{self.processes} process(es) x {threads} torch thread(s)",
+        }
+
+
+def machine_cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def embedding_plan(execution: Execution, batches: int, cores: int | None = None) -> EmbeddingPlan:
+    """How many processes embed `batches` batches (at least that many, or all of them when
+    fewer): the workers asked for, capped at the batches and, locally, at the cores. The
+    vectors never depend on it (see the module docstring)."""
+    cores = machine_cores() if cores is None else cores
+    requested = execution.workers
+    processes, reasons = requested, []
+    if execution.executor == "local" and processes > cores:
+        processes = cores
+        reasons.append(f"--workers {requested} capped at this machine's {cores} core(s)")
+    if processes > max(batches, 1):
+        processes = max(batches, 1)
+        reasons.append(f"only {batches} batch(es) to embed")
+    return EmbeddingPlan(processes, requested, "; ".join(reasons) or "as asked")
 
 
 def make_vector_cache(
@@ -129,23 +207,28 @@ def make_vector_cache(
     inside = 0.0
     builds: list[dict[str, Any]] = []
 
+    row_tokens: list[int] = []  # each distinct text's token count, by row (tokenized once)
+    boundary = Boundary(system.name)
+
     def window_batches(texts: list[str], keys: list[bytes]) -> Iterator[list[str]]:
-        tokens = [int(n) for n in embedder.token_counts(texts)]
+        window = _Window(len(rows) - len(texts), keys, 0, [None] * len(texts))
+        tokens = row_tokens[window.first : window.first + len(texts)]
         counts["tokens"] += sum(tokens)
         counts["tokens_embedded"] += sum(min(n, cap) if cap else n for n in tokens)
-        window = _Window(len(rows) - len(texts), keys, 0, [None] * len(texts))
         batches = plan_batches(texts, window.first, tokens, cap, sort_by_length=sort_by_length)
         window.pending = len(batches)
         windows.append(window)
-        for positions in batches:
+        for index in dispatch_order(batches, tokens, cap):
+            positions = batches[index]
             placed.append((window, positions))
             yield [texts[i] for i in positions]
 
     def batches() -> Iterator[list[str]]:
         texts: list[str] = []
         keys: list[bytes] = []
-        for _, scope in counted(stream_scopes(suite_env), tally):
+        for _, scope in stream_scopes(suite_env):
             scope_rows = []
+            new: list[str] = []
             for role, text in [("query", q["text"]) for q in scope["queries"]] + [
                 ("memory", m["text"]) for m in scope["memories"]
             ]:
@@ -156,6 +239,7 @@ def make_vector_cache(
                     row = rows[key] = len(rows)
                     texts.append(text)
                     keys.append(key)
+                    new.append(text)
                 scope_rows.append(row)
                 # the form the store embeds (its `text_transform`): a row of its own, after
                 # the text's, outside the scope's rows (looked up by its sha256)
@@ -164,6 +248,16 @@ def make_vector_cache(
                     rows[text_key(form)] = len(rows)
                     texts.append(form)
                     keys.append(text_key(form))
+                    new.append(form)
+            if new:
+                row_tokens.extend(
+                    int(n)
+                    for n in boundary.call(
+                        "token_counts", f"scope {scope['scope_id']}", embedder.token_counts, new
+                    )
+                )
+            memories = scope_rows[len(scope["queries"]) :]
+            tally.add_counts([row_tokens[row] for row in memories])
             writer.add_scope(scope_rows)
             if len(texts) >= WINDOW:
                 yield from window_batches(texts, keys)
@@ -178,14 +272,20 @@ def make_vector_cache(
             writer.add(window.keys, b"".join(window.vectors), window.dimension)  # type: ignore[arg-type]
 
     try:
+        stream = batches()
+        # the first batches are planned before any process starts: never more processes
+        # than batches (the spool's first window is read and tokenized for that)
+        head = list(itertools.islice(stream, execution.workers))
+        plan = embedding_plan(execution, len(head))
         for result in run_tasks(
             embed_batch,
-            batches(),
+            itertools.chain(head, stream),
             system=system_name,
-            execution=execution,
+            execution=replace(execution, workers=plan.processes),
+            preload=bool(head),
             cache=None,
             # the bar's total, so it shows an ETA from the start; counted only when shown
-            total=distinct_texts(suite_env) if progress.enabled() else None,
+            total=distinct_texts(suite_env, transforms) if progress.enabled() else None,
             desc=f"prep {system.name}",
             unit="text",
             weight=lambda result: result["texts"],
@@ -210,6 +310,7 @@ def make_vector_cache(
         writer.abort()
         raise
     wall = time.perf_counter() - started
+    build = builds[0] if len(builds) == 1 else None
     manifest = writer.finish(
         {
             "source": cache_source(suite_env),
@@ -230,6 +331,7 @@ def make_vector_cache(
             "wall_seconds": wall,
             "seconds_inside_system": inside,
             "execution": execution.describe(),
+            "plan": plan.describe(build.get("torch_threads") if build else None),
             "texts_embedded": len(rows),
             "tokens": counts["tokens"],
             "tokens_embedded": counts["tokens_embedded"],
@@ -388,6 +490,23 @@ class Truncation:
         for key in self.COUNTS:
             self._total[key] = self._total.get(key, 0) + part[key]
         self._total["max_tokens"] = part["max_tokens"]
+
+    def add_counts(self, token_counts: Sequence[int]) -> None:
+        """Add stored texts by their token counts (what `add` would count of them)."""
+        if self._embedder is None:
+            return
+        limit = int(self._embedder.max_tokens)
+        over = [c for c in token_counts if c > limit]
+        part = {
+            "texts": len(token_counts),
+            "texts_over_limit": len(over),
+            "tokens_total": sum(token_counts),
+            "tokens_unseen": sum(c - limit for c in over),
+            "tokens_of_long_texts": sum(over),
+        }
+        for key in self.COUNTS:
+            self._total[key] = self._total.get(key, 0) + part[key]
+        self._total["max_tokens"] = limit
 
     def report(self) -> dict[str, Any] | None:
         from recallbench.systems.base import truncation_shares

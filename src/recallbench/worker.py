@@ -70,7 +70,8 @@ def init_worker(config: Mapping[str, Any]) -> None:
 
     config: {"system": name, "cache": None | {"directory", "embedder_identity", "source"},
     "device": where a learned embedder computes (auto, cpu, cuda),
-    "call_timeout": None | seconds per call into the system}
+    "call_timeout": None | seconds per call into the system,
+    "preload": load the embedder's model now (a worker that will embed: prep's)}
     """
     from recallbench.embedding import use_device
     from recallbench.systems import get_system
@@ -80,6 +81,10 @@ def init_worker(config: Mapping[str, Any]) -> None:
     guard = Boundary(config["system"], config.get("call_timeout"))
     if getattr(system, "embedder", None) is not None:
         use_device(system.embedder, config.get("device") or "auto")
+        if config.get("preload"):
+            from recallbench.embedding import preload
+
+            guard.call("load", "the embedder's model", preload, system.embedder)
     cache = scope_lookup = None
     if config.get("cache"):
         from recallbench.cache import ScopeLookup, VectorCache

@@ -112,10 +112,15 @@ class MiniLMEmbedder:
         device = self._model.device.type if self._model is not None else None
         return {
             "device": device or resolve_device(self._device),
-            "torch": torch.__version__,
+            # a plain str: a TorchVersion would make the parent import torch to unpickle it
+            "torch": str(torch.__version__),
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "torch_threads": torch.get_num_threads(),
         }
+
+    def preload(self) -> None:
+        """Load torch and the model now (a worker about to embed: prep's)."""
+        self._load()
 
     def _load(self) -> Any:
         if self._model is None:
