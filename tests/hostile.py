@@ -3,6 +3,7 @@ opener and bidi controls), shared by tests/unit/test_html.py and tests/e2e/test_
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -256,4 +257,11 @@ def install_hostile_plugin(monkeypatch: Any) -> None:
         return [point] if params.get("group") == registry.GROUP else installed(**params)
 
     monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+    # the registry's cache of entry points: emptied now, and a copy of its own while the
+    # plugin is installed, so that when the patch is undone the registry reads the real
+    # entry points again (not a cache that holds only the hostile plugin)
     registry.clear_cache()
+    cached = registry._all_entry_points
+    monkeypatch.setattr(
+        registry, "_all_entry_points", functools.lru_cache(maxsize=None)(cached.__wrapped__)
+    )

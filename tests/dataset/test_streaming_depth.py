@@ -132,7 +132,14 @@ PROBE = textwrap.dedent(
             list(LoCoMoSource(path).samples())
     except RecallbenchError as exc:
         print(exc)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    # the peak of this program's own memory (KiB): VmHWM starts afresh at exec, where
+    # ru_maxrss keeps the forking parent's (a pytest worker of a gigabyte or more)
+    status = Path("/proc/self/status")
+    if status.exists():
+        hwm = [line for line in status.read_text().splitlines() if line.startswith("VmHWM:")]
+        peak = int(hwm[0].split()[1])
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # bytes on macOS
     print(f"peak {peak}")
     """
 )

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 import pytest
 import raycluster
 
@@ -207,6 +208,13 @@ def test_cluster_run_matches_local(
     # reserving one CPU, so one on each node, and each gets its first task at once
     actors = [a for a in raycluster.probe(cluster, "actors") if a["driver_pid"] == drivers["ray"]]
     per_node = Counter(a["node_id"] for a in actors)
+    if case.command[0] == "prep":
+        # prep starts no more processes than it has batches (vectorprep.embedding_plan): the
+        # plan it recorded, each actor on a node of its own
+        timing = orjson.loads((tmp_path / "ray" / "timings" / "prep.json").read_bytes())
+        assert len(actors) == timing["plan"]["processes"] >= 1, (actors, timing["plan"])
+        assert set(per_node.values()) == {1}, actors
+        return
     assert actors and per_node == dict.fromkeys(cluster.nodes, len(actors) // 2), actors
 
 
