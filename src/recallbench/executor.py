@@ -606,7 +606,7 @@ def wait_for_address(address: str, local_ip: str | None = None) -> None:
     while True:
         try:
             with socket.create_connection((host, int(port)), timeout=5):
-                return
+                break
         except OSError as exc:
             reason = exc.strerror or str(exc) or type(exc).__name__
         if time.monotonic() >= deadline:
@@ -616,6 +616,27 @@ def wait_for_address(address: str, local_ip: str | None = None) -> None:
                 "there, on that port?"
             )
         time.sleep(1.0)
+    wait_for_grpc(address, f"{host}:{port}", target, max(deadline - time.monotonic(), 5.0))
+
+
+def wait_for_grpc(address: str, hostport: str, target: str, seconds: float) -> None:
+    """Wait until the listener at `hostport` speaks gRPC (HTTP/2), as Ray's GCS and Ray
+    Client servers do, for at most `seconds`, else one line naming `address`: a listener
+    that is not a Ray server (a web server, another service) would otherwise keep Ray
+    retrying for minutes."""
+    import grpc
+
+    channel = grpc.insecure_channel(hostport)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=seconds)
+    except grpc.FutureTimeoutError:
+        raise RecallbenchError(
+            f"no Ray cluster answers at {address}{target}: something accepts connections there "
+            f"but did not answer as a gRPC server (Ray's GCS) within {seconds:.0f} s; is that "
+            "the port `ray start --head` printed?"
+        ) from None
+    finally:
+        channel.close()
 
 
 def _node_name(node: dict[str, Any]) -> str:

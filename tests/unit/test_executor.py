@@ -498,16 +498,47 @@ def test_an_address_nobody_answers_is_one_line_naming_it(monkeypatch: pytest.Mon
     executor.wait_for_address("")
 
 
-def test_an_address_that_answers_is_not_waited_for() -> None:
-    import socket
+def test_an_address_that_answers_grpc_is_not_waited_for() -> None:
+    """A gRPC server (what Ray's GCS and Ray Client are) passes the probe at once."""
+    from concurrent import futures
+
+    import grpc
 
     from recallbench import executor
 
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        executor.wait_for_address(f"127.0.0.1:{server.getsockname()[1]}")
-        executor.wait_for_address(f"ray://127.0.0.1:{server.getsockname()[1]}")
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        executor.wait_for_address(f"127.0.0.1:{port}")
+        executor.wait_for_address(f"ray://127.0.0.1:{port}")
+    finally:
+        server.stop(None)
+
+
+def test_a_listener_that_is_not_a_ray_server_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Something listens but does not speak gRPC (a web server): one line within the bound,
+    where Ray would retry for minutes (the bound is shortened here: not what is measured)."""
+    import http.server
+    import threading
+
+    from recallbench import executor
+
+    monkeypatch.setattr(executor, "RAY_ADDRESS_WAIT", 0.0)
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    address = f"127.0.0.1:{web.server_address[1]}"
+    try:
+        with pytest.raises(RecallbenchError) as caught:
+            executor.wait_for_address(address)
+    finally:
+        web.shutdown()
+        web.server_close()
+    assert str(caught.value).startswith(
+        f"no Ray cluster answers at {address}: something accepts connections there but did "
+        "not answer as a gRPC server"
+    )
+    assert "\n" not in str(caught.value)
 
 
 def test_handlers_kept_puts_our_handlers_back() -> None:
