@@ -891,6 +891,13 @@ def check_compare_arguments(systems: tuple[str, ...], result_files: tuple[Path, 
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the resampling.")
 @click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="End with one JSON object on stdout instead of the tables: the reference, each "
+    "system's headline figures, the challenger-vs-reference lines, the files, the seconds.",
+)
 @output_options("BUILD/compare.json", "BUILD/compare.md")
 @execution_options
 @pass_ctx
@@ -906,6 +913,7 @@ def compare_cmd(
     reference: str | None,
     seed: int,
     resamples: int,
+    as_json: bool,
     output: Path | None,
     report_path: Path | None,
     executor: str,
@@ -1013,6 +1021,30 @@ def compare_cmd(
             **{report_path.parent / name: svg for name, svg in plots.items()},
         }
     )
+    plotted = ", ".join(str(report_path.parent / name) for name in plots)
+    written = [output, report_path, page, *([plotted] if plotted else [])]
+    if as_json:
+        import json
+
+        from recallbench.report.summary import closing_json
+
+        seconds = time.perf_counter() - started
+        click.echo(
+            json.dumps(
+                {
+                    "reference": labels[0],
+                    "systems": [
+                        {"label": label, **closing_json(result, None, [], seconds)}
+                        for label, result in zip(labels, results, strict=True)
+                    ],
+                    "comparisons": render_markdown(doc, headline_only=True).splitlines(),
+                    "notes": list(doc["notes"]),
+                    "files": [str(f) for f in written],
+                    "seconds": round(seconds, 3),
+                }
+            )
+        )
+        return
     if not ctx.quiet:
         from recallbench.escape import terminal
         from recallbench.report.summary import summary_table
@@ -1026,10 +1058,7 @@ def compare_cmd(
     if not ctx.quiet:
         from recallbench.report.summary import closing_line, files_line
 
-        plotted = ", ".join(str(report_path.parent / name) for name in plots)
-        echo_line(
-            files_line([output, report_path, page, *([plotted] if plotted else [])]), err=True
-        )
+        echo_line(files_line(written), err=True)
         echo_line(
             closing_line(results, time.perf_counter() - started, ran=not result_files), err=True
         )

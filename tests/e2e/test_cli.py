@@ -1140,6 +1140,28 @@ def test_run_json_prints_one_object(tmp_path: Path) -> None:
     assert doc["seconds"] > 0
 
 
+def test_compare_json_prints_one_object(tmp_path: Path) -> None:
+    build = tmp_path / "b"
+    result = CliRunner().invoke(
+        main,
+        ["--build-dir", str(build), "compare", "--system", "bm25", "--system", "hotmem"]
+        + ["--resamples", "200", "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(result.stdout)  # stdout is the one object, nothing else
+    assert doc["reference"] == "bm25"
+    assert [s["label"] for s in doc["systems"]] == ["bm25", "hotmem"]
+    assert [s["system"] for s in doc["systems"]] == ["bm25", "hotmem"]
+    bm25, hotmem = (s["figures"][0]["values"]["ndcg@5"] for s in doc["systems"])
+    assert bm25 == pytest.approx(0.800, abs=5e-4) and hotmem == pytest.approx(0.648, abs=5e-4)
+    assert doc["systems"][0]["decision"] is None and doc["systems"][0]["queries_scored"] == 57
+    assert len(doc["comparisons"]) == 1 and doc["comparisons"][0].startswith("hotmem vs bm25: ")
+    assert doc["files"][:3] == [
+        str(build / n) for n in ("compare.json", "compare.md", "compare.html")
+    ]
+    assert doc["seconds"] > 0
+
+
 def _hostile_longmemeval(path: Path) -> Path:
     from recallbench.datasets.longmemeval.generator import generate
 
