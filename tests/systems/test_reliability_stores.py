@@ -155,6 +155,17 @@ def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def _validate_and_hydrate_slow(command: list[str], env: dict[str, str]) -> None:
+    """`validate` on the committed fixtures, then a transient `hydrate` of the slow plugin
+    (`evil-slow`), through `command` (recallbench with its --build-dir); both must succeed."""
+    for args in (
+        ["validate", "--corpus", str(CORPUS), "--queries", str(QUERIES)],
+        ["hydrate", "--system", "evil-slow", "--transient"],
+    ):
+        done = subprocess.run([*command, *args], capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+
+
 def _env(plugin_path: Path, tmp: Path | None = None) -> dict[str, str]:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "NO_PROGRESS": "1"}
     env.pop("RECALLBENCH_BUILD_DIR", None)
@@ -402,12 +413,7 @@ def test_sigterm_during_run_exits_143_and_removes_its_work(
         str(build),
     ]
     env = _env(plugin_path)
-    for args in (
-        ["validate", "--corpus", str(CORPUS), "--queries", str(QUERIES)],
-        ["hydrate", "--system", "evil-slow", "--transient"],
-    ):
-        done = subprocess.run([*validate, *args], capture_output=True, text=True, env=env)
-        assert done.returncode == 0, done.stderr
+    _validate_and_hydrate_slow(validate, env)
     before = sorted(p.name for p in build.iterdir())
     work = build / "work"
     code, err = _terminate_when_searching(
@@ -577,12 +583,7 @@ def test_sighup_during_query_with_workers_exits_129_and_removes_its_work(
     build = tmp_path / "build"
     base = [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build)]
     env = _env(plugin_path)
-    for args in (
-        ["validate", "--corpus", str(CORPUS), "--queries", str(QUERIES)],
-        ["hydrate", "--system", "evil-slow", "--transient"],
-    ):
-        done = subprocess.run([*base, *args], capture_output=True, text=True, env=env)
-        assert done.returncode == 0, done.stderr
+    _validate_and_hydrate_slow(base, env)
     before = sorted(p.name for p in build.iterdir())
     work = build / "work"
     proc = subprocess.Popen(
