@@ -364,7 +364,11 @@ def _describe_plugin(name: str, ep: importlib.metadata.EntryPoint) -> dict[str, 
 
 def systems_table(rows: Sequence[dict[str, Any]]) -> str:
     """The Markdown table of systems (name, description, extra, capabilities), as in
-    `docs/systems.md`."""
+    `docs/systems.md`. A built-in's description is the project's own Markdown; a plugin's
+    is escaped (`escape.markdown_cell`): it renders as the plugin's text and cannot break
+    the table or add links."""
+    from recallbench.escape import markdown_cell
+
     lines = [
         "| system | description | extra | capabilities |",
         "|---|---|---|---|",
@@ -372,7 +376,11 @@ def systems_table(rows: Sequence[dict[str, Any]]) -> str:
     for r in rows:
         caps = ", ".join(r["capabilities"]) or "-"
         extra = f"`{r['extra']}`" if r["extra"] else "core"
-        lines.append(f"| `{r['name']}` | {r['description']} | {extra} | {caps} |")
+        built_in = r.get("source", "built-in") == "built-in"
+        description = r["description"] if built_in else markdown_cell(r["description"])
+        extra = extra if built_in or not r["extra"] else markdown_cell(r["extra"])
+        name = f"`{r['name']}`" if built_in else markdown_cell(r["name"])
+        lines.append(f"| {name} | {description} | {extra} | {caps} |")
     return "\n".join(lines) + "\n"
 
 
