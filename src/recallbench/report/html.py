@@ -807,8 +807,10 @@ def _render_report(
             rates=rate_rows(result),
             notes=ds["notes"],
             drops=drops,
+            # in key order: the document read back from results.json has its keys sorted
             summary=[
-                (key.replace("_", " "), _format_setting(v)) for key, v in result["summary"].items()
+                (key.replace("_", " "), _format_setting(v))
+                for key, v in sorted(result["summary"].items())
             ],
             definitions=_definitions(result),
             tables=_metric_tables(result),
