@@ -1039,6 +1039,8 @@ def compare_cmd(
         made.data.close()
     plotted = ", ".join(str(report_path.parent / name) for name in plots)
     written = [output, report_path, page, *([plotted] if plotted else [])]
+    if made.data.names:  # compare.html's data files, which travel with it
+        written.append(f"{page.parent / made.data_dir}/")
     if as_json:
         import json
 
