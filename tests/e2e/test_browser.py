@@ -170,6 +170,17 @@ def test_compare_opens_filters_and_shows_each_systems_top_k(page: Any, tmp_path:
     assert suite_query["query"][:40] in detail.text
     best = max(suite_query["relevance"], key=lambda m: suite_query["relevance"][m])
     assert fact(best)[:40] in detail.text  # the expected memory's text
+    # a query whose texts and top-k are in compare-data/0001.js, past the page's first slice
+    browser.select(page, "f-outcome", "")
+    late = next(r["id"] for r in page_rows(page) if r["c"] == 1)
+    detail = opened(page, late)
+    late_query = next(
+        orjson.loads(x)
+        for x in (ROOT / "benchmarks/retrieval/queries.jsonl").read_bytes().splitlines()
+        if orjson.loads(x)["query_id"] == late
+    )
+    assert late_query["query"][:40] in detail.text
+    assert len(detail.find_elements("css selector", ".side > div")) == 2
     browser.screenshot(page, tmp_path / "compare.png")
     assert browser.console_errors(page) == []
 
@@ -200,7 +211,8 @@ def opened(page: Any, query_id: str) -> Any:
     """Open `query_id`'s row and wait until its detail is drawn (its data file read)."""
     from selenium.webdriver.support.ui import WebDriverWait
 
-    detail = browser.open_query(page, query_id)
+    browser.open_query(page, query_id)
+    detail = page.find_element("css selector", f'#q-table tr.detail[data-qid="{query_id}"]')
     WebDriverWait(page, 20).until(lambda d: "Reading the texts" not in detail.text)
     return detail
 
