@@ -516,7 +516,8 @@ def score_cmd(ctx: Context, ks: tuple[int, ...] | None, measures: tuple[str, ...
 @pass_ctx
 def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> None:
     """Write the result (results.json), the Markdown report and its plots (report-plots/
-    beside the report) and the HTML report (report.html beside it), together."""
+    beside the report) and the HTML report (report.html beside it, its data files in
+    report-data/), together."""
     from recallbench.artifacts import artifact_path
     from recallbench.outputs import Place, build_places, check_outputs, report_places
     from recallbench.stages.report import build_report, html_path, timings_for
