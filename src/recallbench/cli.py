@@ -997,6 +997,13 @@ def compare_cmd(
         if reference is not None:
             labels = [reference, *(name for name in labels if name != reference)]
         ctx.build_dir.mkdir(parents=True, exist_ok=True)
+
+        def keep_texts(run: Any) -> None:
+            """Each run's texts merged into one as the run ends (one copy held, not one
+            per system)."""
+            mine = texts_of_run(run)
+            texts[:] = [texts[0].merge(mine) if texts else mine]
+
         runs = run_compared(
             dataset,
             paths,
@@ -1006,7 +1013,7 @@ def compare_cmd(
             parent=ctx.build_dir,
             say=ctx.say,
             execution=_execution(executor, workers, ray_address, cache, call_timeout),
-            on_run=lambda run: texts.append(texts_of_run(run)),
+            on_run=keep_texts,
             ks=ks,
             measures=measures,
         )
