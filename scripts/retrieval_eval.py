@@ -184,7 +184,7 @@ def main(
         from recallbench.artifacts import dumps, publish
         from recallbench.baseline import gate
         from recallbench.pipeline import run_pipeline, write_run
-        from recallbench.stages.report import html_path
+        from recallbench.stages.report import report_paths
         from recallbench.stagework import Execution
 
         progress.configure(quiet)
@@ -214,8 +214,8 @@ def main(
                 with claimed_build_dir(build_dir, "scripts/retrieval_eval.py"):
                     run = evaluate(build_dir)
                     write_run(run, build_dir)
-                written += [build_dir / "results.json", build_dir / "report.md"]
-                written += [html_path(build_dir / "report.md"), build_dir / "decision.json"]
+                written += [build_dir / "results.json", *report_paths(build_dir / "report.md")]
+                written.append(build_dir / "decision.json")
             else:
                 work = stack.enter_context(tempfile.TemporaryDirectory(prefix="recallbench-"))
                 run = evaluate(Path(work))
@@ -227,7 +227,7 @@ def main(
             if report_path:
                 # report.md, report-plots/, report.html and report-data/ beside it
                 files.update(run.report_files(report_path))
-                written += [report_path, html_path(report_path)]
+                written += report_paths(report_path)
             if write_baseline:
                 files[write_baseline] = dumps(run.result)
                 written.append(write_baseline)

@@ -804,7 +804,7 @@ def run_cmd(
 
     from recallbench.artifacts import dumps
     from recallbench.pipeline import run_pipeline
-    from recallbench.stages.report import html_path
+    from recallbench.stages.report import report_paths
 
     started = time.perf_counter()
     paths, options, k, ks = run_arguments(dataset, dataset_args, preset, top_k, ks)
@@ -832,12 +832,12 @@ def run_cmd(
         ctx.publish(files)  # the build's artifacts and the copies, together
     finally:
         run.close()
-    written: list[Path | str] = [ctx.build_dir / name for name in ("results.json", "report.md")]
-    written += [html_path(ctx.build_dir / "report.md"), ctx.build_dir / "decision.json"]
+    written: list[Path | str] = [ctx.build_dir / "results.json"]
+    written += [*report_paths(ctx.build_dir / "report.md"), ctx.build_dir / "decision.json"]
     if output is not None:
         written.append(output)
     if report_path is not None:
-        written += [report_path, html_path(report_path)]
+        written += report_paths(report_path)
     echo_closing(
         run,
         written,

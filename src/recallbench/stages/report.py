@@ -98,6 +98,15 @@ def report_files(
     return files
 
 
+def report_paths(report_path: Path) -> list[Path | str]:
+    """What a report at `report_path` is, as the files line names it: the Markdown, the
+    HTML page beside it and its data directory (``report-data/``, with a trailing slash)."""
+    from recallbench.report import REPORT_DATA_DIR
+
+    report_path = Path(report_path)
+    return [report_path, html_path(report_path), f"{report_path.parent / REPORT_DATA_DIR}/"]
+
+
 def html_path(report_path: Path) -> Path:
     """Where the HTML report goes for the Markdown report at `report_path`: the same name
     with `.html` (`report.md` -> `report.html`; a Markdown path that already ends in .html
