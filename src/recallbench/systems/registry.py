@@ -54,6 +54,7 @@ BUILTIN: dict[str, str] = {
     "langgraph": "recallbench.systems.langgraph_store",
     "langmem": "recallbench.systems.langgraph_store",
     "mem0": "recallbench.systems.mem0_store",
+    "langgraph-postgres": "recallbench.systems.postgres_store",
     "vipune": "recallbench.systems.vipune_cli",
     "vipune-semantic": "recallbench.systems.vipune_cli",
 }
@@ -86,6 +87,10 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "mem0": (
         ("mem0", "faiss", "langchain", *_SEMANTIC),
         "pip install -e '.[semantic,mem0]' (or `make setup`)",
+    ),
+    "postgres": (
+        ("pgserver", "psycopg", "langgraph.store.postgres", "langgraph.store", *_SEMANTIC),
+        "pip install -e '.[semantic,langgraph,postgres]' (or `make setup`)",
     ),
     "vipune": (
         (f"{BINARY}vipune",),
