@@ -55,6 +55,9 @@ BUILTIN: dict[str, str] = {
     "langmem": "recallbench.systems.langgraph_store",
     "mem0": "recallbench.systems.mem0_store",
     "langgraph-postgres": "recallbench.systems.postgres_store",
+    "llamaindex-pgvector": "recallbench.systems.postgres_store",
+    "llamaindex-pgvector-hnsw": "recallbench.systems.postgres_store",
+    "mem0-pgvector": "recallbench.systems.postgres_store",
     "vipune": "recallbench.systems.vipune_cli",
     "vipune-semantic": "recallbench.systems.vipune_cli",
 }
@@ -89,8 +92,18 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
         "pip install -e '.[semantic,mem0]' (or `make setup`)",
     ),
     "postgres": (
-        ("pgserver", "psycopg", "langgraph.store.postgres", "langgraph.store", *_SEMANTIC),
-        "pip install -e '.[semantic,langgraph,postgres]' (or `make setup`)",
+        (
+            "pgserver",
+            "psycopg",
+            "psycopg_pool",
+            "psycopg2",
+            "langgraph.store.postgres",
+            "llama_index.vector_stores.postgres",
+            "mem0",
+            "langchain",
+            *_SEMANTIC,
+        ),
+        "pip install -e '.[semantic,langgraph,llamaindex,mem0,postgres]' (or `make setup`)",
     ),
     "vipune": (
         (f"{BINARY}vipune",),
