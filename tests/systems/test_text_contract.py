@@ -31,10 +31,6 @@ TOP_K = 100  # above every store's size: each query must get every memory of its
 #: (txtai: `embeddings/search/base.py` keeps `score > 0`; on the plain fixtures at top-k 100
 #: it returns 51 to 80 of the 80 memories)
 KEEPS_POSITIVE_SCORES = {"txtai"}
-#: systems on pgvector's HNSW index, which returns about its `hnsw.ef_search` candidates (40
-#: by default: LangGraph's PostgresStore sets no other) when PostgreSQL's planner takes the
-#: index, every memory when it scans the table (measured here: 40, 41 and 80 of 80)
-ABOUT_EF_SEARCH = {"langgraph-postgres"}
 
 
 def wrapped(text: str, n: int) -> str:
@@ -112,9 +108,7 @@ def test_every_builtin_system_returns_k_hits_on_texts_with_surrounding_whitespac
         ranking = q["levels"]["memory"]["ranking"]
         assert q["limit"] == memories
         assert len(ranking) == len(set(ranking))
-        if system in ABOUT_EF_SEARCH:  # completes; fewer hits, for that reason (docs/stores.md)
-            assert 0 < len(ranking) <= memories
-        elif system in KEEPS_POSITIVE_SCORES:  # fewer, and only for that reason
+        if system in KEEPS_POSITIVE_SCORES:  # fewer, and only for that reason
             assert 0 < len(ranking) <= memories
             assert all(score > 0 for score in q["levels"]["memory"]["scores"])
         else:

@@ -102,6 +102,11 @@ def _set_session(execute: Any, options: dict[str, Any], top_k: int) -> int:
 class DumpClone:
     """pg_dump / pg_restore clone path of a store on its own server (module docstring).
 
+    pg_restore builds an index anew; for pgvector's HNSW, whose node levels are random
+    (a fresh random state per backend), the restored graph is another graph: the system
+    says so (`clone_rebuilds_index`), and a restored store may order equal scores, or at
+    scale a near neighbour, differently (docs/stores.md).
+
     The store has `server` (its running `PostgresServer`); `delete_one` deletes the record
     with the smallest memory id through the store's own API."""
 
@@ -280,6 +285,7 @@ class PostgresLangGraphSystem(LangGraphSystem):
                 "hnsw, ivfflat or flat"
             )
         self.clone = DumpClone(self, "recallbench-langgraph-postgres-dump-v1")
+        self.clone_rebuilds_index = self.options["kind"] != "flat"
 
     def ann_index_config(self) -> dict[str, Any]:
         kind = self.options["kind"]
@@ -454,6 +460,7 @@ class PGVectorLlamaSystem(OpensDirectories, TimedCalls):
         self.embedder = MiniLMCapability(self)
         self.options = index_options(name, dict(PGVECTOR_HNSW)) if hnsw else {}
         self.clone = DumpClone(self, f"recallbench-{name}-dump-v1")
+        self.clone_rebuilds_index = hnsw
 
     def hnsw_kwargs(self) -> dict[str, Any] | None:
         if not self.hnsw:
@@ -558,6 +565,7 @@ class Mem0PgvectorSystem(Mem0System):
         self.name = "mem0-pgvector"
         self.options = index_options(self.name, {"hnsw": True, "ef_search": 40})
         self.clone = DumpClone(self, "recallbench-mem0-pgvector-dump-v1")
+        self.clone_rebuilds_index = self.options["hnsw"]
 
     def vector_store_config(self) -> dict[str, Any]:
         """mem0's pgvector configuration (every knob not at its default, the pool aside)."""
