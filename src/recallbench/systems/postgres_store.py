@@ -405,7 +405,7 @@ class PGVectorLlamaStore(ServerBacked):
     def search(self, query: str, top_k: int) -> list[Hit]:
         self._source.check(query)
         with self._system._inside():
-            if top_k <= 0 or not self._nodes():
+            if top_k <= 0:
                 return []
             kwargs: dict[str, Any] = {}
             if self._system.hnsw:
