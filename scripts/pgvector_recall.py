@@ -44,7 +44,7 @@ def texts(memories: int, queries: int, seed: int) -> tuple[list[str], list[str]]
     rng = random.Random(seed)
     rng.shuffle(turns)
     mems = turns[:memories]
-    asked = [q["question"] for q in doc] + [t[: len(t) // 2] for t in turns[memories:]]
+    asked = [q["question"] for q in doc] + [t[: len(t) // 2].strip() for t in turns[memories:]]
     return mems, asked[:queries]
 
 
@@ -83,6 +83,7 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--only", default="", help="run the systems whose name has this")
     args = parser.parse_args()
     mems, queries = texts(args.memories, args.queries, args.seed)
     vectors = shared_embedder().embed_batch(mems + queries)
@@ -113,6 +114,8 @@ def main() -> int:
     ]
     mem0_exact = None
     for name, env, against in runs:
+        if args.only not in name:
+            continue
         label = " ".join([name, *(v for v in env.values())])
         first, built, searched = ranked(name, env, records, lookup, queries, args.top_k)
         reference = mem0_exact if against else exact

@@ -483,3 +483,28 @@ def test_a_package_made_with_other_index_options_is_refused(
     with pytest.raises(SnapshotRejected) as caught:
         get_system("llamaindex-pgvector-hnsw").clone.verify(tmp_path / "package", tmp_path / "w")
     assert caught.value.reason == "index_mismatch"
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def test_compare_over_the_postgres_stores_on_a_generated_longmemeval_file(tmp_path: Path) -> None:
+    """bm25, minilm and every store on PostgreSQL side by side on conversational data (one
+    store, so one server, per question), with its round trip through pg_dump / pg_restore."""
+    from recallbench.datasets.longmemeval.generator import generate
+
+    data = tmp_path / "lme.json"
+    generate(data, shape="s", questions=3, seed=3, sessions_per_question=4, session_chars=200)
+    out = tmp_path / "compare.json"
+    systems = ("bm25", "minilm", *PG_SYSTEMS)
+    args: list[str | Path] = ["compare", "--dataset", "longmemeval", "--data", data,
+                              "--resamples", "200"]  # fmt: skip
+    for name in systems:
+        args += ["--system", name]
+    result = cli(tmp_path / "build", *args, "--output", out, "--report", tmp_path / "c.md")
+    assert "Traceback" not in result.output
+    doc = orjson.loads(out.read_bytes())
+    assert [s["label"] for s in doc["systems"]] == list(systems)
+    for c in doc["comparisons"]:
+        assert any(m["overall"]["queries"] > 0 for m in c["metrics"].values()), c["challenger"]
+    assert servers_under(tmp_path) == []
