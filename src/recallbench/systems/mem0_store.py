@@ -150,10 +150,7 @@ class Mem0Store:
                 return source.one(text)
 
         config = {
-            "vector_store": {
-                "provider": VECTOR_STORE["provider"],
-                "config": {**VECTOR_STORE["config"], "path": str(directory / SUBDIR)},
-            },
+            "vector_store": self._vector_store(system, directory),
             "embedder": {
                 "provider": "langchain",
                 "config": {"model": RecallbenchVectors(), "embedding_dims": DIMS},
@@ -163,10 +160,15 @@ class Mem0Store:
         }
         with system._inside():
             self._memory = memory_class.from_config(config)
-        if _bm25_active(self._memory) != BM25_ACTIVE:  # (another mem0 than the one tested)
+        if _bm25_active(self._memory) != system.bm25_active:  # (another mem0 than tested)
             raise RuntimeError(
-                f"mem0 {package_version('mem0ai')}: its faiss store searches keywords"
+                f"mem0 {package_version('mem0ai')}: {system.name}'s vector store's keyword "
+                f"search is {'missing' if system.bm25_active else 'present'}"
             )
+
+    def _vector_store(self, system: Mem0System, directory: Path) -> dict[str, Any]:
+        """mem0's `vector_store` configuration for this store (the system's)."""
+        return system.vector_store(directory)
 
     def _all(self) -> list[dict[str, Any]]:
         return self._memory.get_all(filters={"user_id": USER}, top_k=LIST_ALL)["results"]
@@ -234,12 +236,21 @@ class Mem0System(OpensDirectories, TimedCalls):
     MiniLM vectors, infer=False."""
 
     lexical = False
+    #: whether mem0's vector store has a keyword search (its BM25 half), checked at open
+    bm25_active = BM25_ACTIVE
 
     def __init__(self) -> None:
         self.name = "mem0"
         self.embedder = MiniLMCapability(self)
         self.embedder.text_transform = TEXT_TRANSFORM
         self.clone = DirectoryClone(self, PACKAGE_FORMAT, lambda s: s.delete_smallest())
+
+    def vector_store(self, directory: Path) -> dict[str, Any]:
+        """mem0's `vector_store` configuration for a store in `directory`."""
+        return {
+            "provider": VECTOR_STORE["provider"],
+            "config": {**VECTOR_STORE["config"], "path": str(directory / SUBDIR)},
+        }
 
     def configuration(self) -> dict[str, Any]:
         return {

@@ -54,6 +54,10 @@ BUILTIN: dict[str, str] = {
     "langgraph": "recallbench.systems.langgraph_store",
     "langmem": "recallbench.systems.langgraph_store",
     "mem0": "recallbench.systems.mem0_store",
+    "langgraph-postgres": "recallbench.systems.postgres_store",
+    "llamaindex-pgvector": "recallbench.systems.postgres_store",
+    "llamaindex-pgvector-hnsw": "recallbench.systems.postgres_store",
+    "mem0-pgvector": "recallbench.systems.postgres_store",
     "vipune": "recallbench.systems.vipune_cli",
     "vipune-semantic": "recallbench.systems.vipune_cli",
 }
@@ -86,6 +90,20 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "mem0": (
         ("mem0", "faiss", "langchain", *_SEMANTIC),
         "pip install -e '.[semantic,mem0]' (or `make setup`)",
+    ),
+    "postgres": (
+        (
+            "pgserver",
+            "psycopg",
+            "psycopg_pool",
+            "psycopg2",
+            "langgraph.store.postgres",
+            "llama_index.vector_stores.postgres",
+            "mem0",
+            "langchain",
+            *_SEMANTIC,
+        ),
+        "pip install -e '.[semantic,langgraph,llamaindex,mem0,postgres]' (or `make setup`)",
     ),
     "vipune": (
         (f"{BINARY}vipune",),

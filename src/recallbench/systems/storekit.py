@@ -339,3 +339,54 @@ class DirectoryClone:
                 stale,
             ),
         ]
+
+
+# --------------------------------------------------------------------------- index options
+
+#: the environment variable that sets a system's index options: `RECALLBENCH_INDEX_` and the
+#: system's name upper-cased, `-` as `_` (`RECALLBENCH_INDEX_LLAMAINDEX_PGVECTOR_HNSW`)
+INDEX_OPTIONS_PREFIX = "RECALLBENCH_INDEX_"
+
+
+def index_options_variable(system: str) -> str:
+    """The environment variable of `system`'s index options."""
+    return INDEX_OPTIONS_PREFIX + system.upper().replace("-", "_")
+
+
+def index_options(system: str, defaults: dict[str, Any]) -> dict[str, Any]:
+    """`defaults` (the store's own, as it ships them) with the values the user set in
+    `index_options_variable(system)`: `KEY=VALUE` pairs separated by commas, e.g.
+    `m=32,ef_construction=128,ef_search=100`. A value takes its default's type (int, bool
+    as true/false, str). An unknown key, a key given twice or a bad value is one
+    `RecallbenchError` line naming the variable. The result goes into the system's
+    configuration, so every result records the index it measured."""
+    from recallbench.errors import RecallbenchError
+
+    variable = index_options_variable(system)
+    given = os.environ.get(variable, "").strip()
+    out = dict(defaults)
+    seen: set[str] = set()
+    for item in filter(None, (part.strip() for part in given.split(","))):
+        key, eq, raw = (s.strip() for s in item.partition("="))
+        if not eq or key not in defaults or key in seen:
+            why = "given twice" if key in seen else "not KEY=VALUE" if not eq else "unknown"
+            raise RecallbenchError(
+                f"{variable}: {item!r}: {why} (keys: {', '.join(sorted(defaults))})"
+            )
+        seen.add(key)
+        default = defaults[key]
+        try:
+            if isinstance(default, bool):
+                if raw.lower() not in ("true", "false"):
+                    raise ValueError(raw)
+                out[key] = raw.lower() == "true"
+            elif isinstance(default, int):
+                out[key] = int(raw)
+                if out[key] < 1:
+                    raise ValueError(raw)
+            else:
+                out[key] = raw
+        except ValueError:
+            kind = "true or false" if isinstance(default, bool) else "a positive integer"
+            raise RecallbenchError(f"{variable}: {key}={raw!r} is not {kind}") from None
+    return out
