@@ -132,3 +132,75 @@ def test_a_suite_from_the_gzip_spool_era_is_refused(tmp_path: Path) -> None:
             next(read(old))
         assert "made by another recallbench version" in str(caught.value)
         assert str(caught.value).endswith("run `recallbench validate` again")
+
+
+# -- the query stage's rows on disk (RowSpool, SpooledRows) and their canonical JSON ----------
+
+
+def sample_rows() -> list[dict[str, Any]]:
+    """Rows of every shape the canonical writer must indent as orjson does: nested objects
+    and lists, empty ones, floats, None, non-ASCII and escaped text, keys out of order."""
+    return [
+        {
+            "z": 1,
+            "query_id": f"q{i}",
+            "hits": [{"score": 0.1 * i, "memory_id": 'm\u00e9\n"x"'}] * (i % 3),
+            "levels": {"session": {"ranking": [], "gold": {}, "scores": [1e-300, -0.0]}},
+            "missed": {} if i % 2 else {"session": [{"id": "s", "rank": None}]},
+        }
+        for i in range(5)
+    ]
+
+
+def spooled(tmp_path: Path, rows: list[dict[str, Any]]) -> Any:
+    from recallbench.spool import RowSpool
+
+    spool = RowSpool(tmp_path)
+    for row in rows:
+        spool.add(row)
+    return spool.rows()
+
+
+@pytest.mark.parametrize("count", [0, 1, 5])
+def test_spooled_rows_write_and_fingerprint_byte_for_byte_as_a_list(
+    tmp_path: Path, count: int
+) -> None:
+    from recallbench.artifacts import CanonicalFile, dumps, envelope, publish, stage_files
+
+    rows = sample_rows()[:count]
+    lazy = spooled(tmp_path, rows)
+    assert lazy == rows and len(lazy) == count and list(lazy) == rows
+    data = {"a": [1, {"b": []}], "queries": lazy, "scopes": [{"x": {}}], "top_k": 5}
+    plain = {**data, "queries": rows}
+    env, plain_env = envelope("runs", data, {"suite": "f"}), envelope("runs", plain, {"suite": "f"})
+    assert env["fingerprint"] == plain_env["fingerprint"]
+    assert dumps(env) == dumps(plain_env)
+    # deeper and at several places, compact too
+    nested = {"outer": {"inner": lazy, "again": lazy}}
+    assert dumps(nested) == dumps({"outer": {"inner": rows, "again": rows}})
+    files = stage_files(tmp_path / "build", env)
+    (payload,) = files.values()
+    assert isinstance(payload, CanonicalFile)  # written in pieces, never joined first
+    publish(files)
+    assert (tmp_path / "build" / "runs.json").read_bytes() == dumps(plain_env)
+
+
+def test_spooled_rows_read_one_at_a_time_and_index_like_a_list(tmp_path: Path) -> None:
+    rows = sample_rows()
+    lazy = spooled(tmp_path, rows)
+    assert lazy[0] == rows[0] and lazy[-1] == rows[-1] and lazy[1:3] == rows[1:3]
+    with pytest.raises(IndexError):
+        lazy[5]
+    assert lazy != rows[:4] and lazy != [*rows[:4], {"other": 1}]
+    # the file is unnamed: nothing is left in the directory it was made in
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_copy_of_spooled_rows_is_the_list_of_its_rows(tmp_path: Path) -> None:
+    import copy
+    import pickle
+
+    rows = sample_rows()
+    lazy = spooled(tmp_path, rows)
+    for copied in (copy.deepcopy(lazy), copy.copy(lazy), pickle.loads(pickle.dumps(lazy))):
+        assert type(copied) is list and copied == rows
