@@ -529,12 +529,21 @@ def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> N
     )
     envs = [ctx.read(k) for k in ("suite", "hydrate", "runs", "roundtrip")]
     envs.append(ctx.read_current("scores"))
-    report = build_report(*envs, timings=timings_for(ctx.build_dir, *envs))
-    ctx.publish(report.files(output, report_path, ctx.build_dir))
-    no_texts = "" if report.timing["html"]["texts_available"] else "; no texts: no scopes.jsonl"
+    report = build_report(*envs, timings=timings_for(ctx.build_dir, *envs), scratch=ctx.build_dir)
+    try:
+        ctx.publish(report.files(output, report_path, ctx.build_dir))
+    finally:
+        report.close()
+    html_timing = report.timing["html"]
+    no_texts = "" if html_timing["texts_available"] else "; no texts: no scopes.jsonl"
+    data = (
+        f"; {html_timing['data_files']:,} data files beside it, {html_timing['data_bytes']:,} bytes"
+        if html_timing["data_files"]
+        else ""
+    )
     ctx.say(
         f"wrote {output}, {report_path} ({len(report.plots)} plots beside it) and "
-        f"{html_path(report_path)} ({len(report.html):,} bytes{no_texts})"
+        f"{html_path(report_path)} ({len(report.html):,} bytes{no_texts}{data})"
     )
     if not ctx.quiet:
         from recallbench.report.summary import summary_table
@@ -818,7 +827,10 @@ def run_cmd(
         files[output] = dumps(run.envelopes["results"])
     if report_path is not None:
         files.update(run.report_files(report_path))
-    ctx.publish(files)  # the build's artifacts and the copies, together
+    try:
+        ctx.publish(files)  # the build's artifacts and the copies, together
+    finally:
+        run.close()
     written: list[Path | str] = [ctx.build_dir / name for name in ("results.json", "report.md")]
     written += [html_path(ctx.build_dir / "report.md"), ctx.build_dir / "decision.json"]
     if output is not None:
@@ -951,7 +963,7 @@ def compare_cmd(
             "--k and --measure score runs: give them with --system, not --result"
         )
     from recallbench.outputs import check_compare_outputs
-    from recallbench.report.html import render_compare_html, texts_beside, texts_of_run
+    from recallbench.report.html import render_compare_page, texts_beside, texts_of_run
     from recallbench.stages.report import html_path
 
     paths = {} if result_files else dataset_inputs(dataset, dataset_args)[0]
@@ -1010,17 +1022,21 @@ def compare_cmd(
         sidecar[ctx.build_dir / "timings" / "compare.json"] = dumps(
             {"label": "local diagnostic: wall time on this machine, not a result", **timing}
         )
-    html = render_compare_html(doc, results, texts, plots=plots)  # compare.html beside it
+    # compare.html beside it, its data files in compare-data/
+    made = render_compare_page(doc, results, texts, plots=plots, scratch=ctx.build_dir)
     page = html_path(report_path)
-    ctx.publish(
-        {
-            **sidecar,
-            output: dumps(doc),
-            report_path: markdown.encode("utf-8"),
-            page: html,
-            **{report_path.parent / name: svg for name, svg in plots.items()},
-        }
-    )
+    try:
+        ctx.publish(
+            {
+                **sidecar,
+                output: dumps(doc),
+                report_path: markdown.encode("utf-8"),
+                **made.files(page),
+                **{report_path.parent / name: svg for name, svg in plots.items()},
+            }
+        )
+    finally:
+        made.data.close()
     plotted = ", ".join(str(report_path.parent / name) for name in plots)
     written = [output, report_path, page, *([plotted] if plotted else [])]
     if as_json:
