@@ -371,11 +371,26 @@ def check_envelope(env: Any, kind: str, where: str, command: str) -> dict[str, A
     return env
 
 
+#: the artifacts whose rows are read one at a time (`spool.lazy_rows_envelope`): runs.json
+LAZY_ROWS = frozenset({"runs"})
+
+
 def load_envelope(path: Path, kind: str, command: str) -> dict[str, Any]:
     """Read the envelope at `path`, checking that it exists, is a `kind` artifact of our
-    schema version and matches its fingerprint. Errors name `command` as the fix."""
+    schema version and matches its fingerprint. Errors name `command` as the fix. A
+    canonical runs.json's rows stay in the file, read one at a time (`LAZY_ROWS`); its
+    fingerprint is checked over them all the same."""
     path = Path(path)
     try:
+        if kind in LAZY_ROWS:
+            from recallbench.spool import lazy_rows_envelope
+
+            lazy = lazy_rows_envelope(path)
+            if lazy is not None:
+                try:
+                    return check_envelope(lazy, kind, str(path), command)
+                except orjson.JSONDecodeError:
+                    pass  # a damaged row: read whole below, which names the fault
         raw = path.read_bytes()
     except FileNotFoundError:
         raise ArtifactError(f"{path}: missing; run `{command}` first") from None

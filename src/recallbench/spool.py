@@ -183,14 +183,18 @@ class RowSpool:
 
 
 class SpooledRows(Sequence):
-    """A read-only sequence of the rows a `RowSpool` wrote, each parsed when it is read
+    """A read-only sequence of the rows a `RowSpool` wrote (or of the items of a canonical
+    runs.json, see `artifacts.load_envelope`), each parsed when it is read
     (iterating holds one row at a time). `recallbench.artifacts` writes it and computes
     fingerprints over it item by item, as it would over a list; it equals a list of the
     same rows, and a copy of it (`copy.deepcopy`, pickle) is that list."""
 
     def __init__(self, file: Any, places: list[tuple[int, int]]) -> None:
+        import weakref
+
         self._file = file  # kept open: the unnamed file lives as long as this sequence
         self._places = places
+        weakref.finalize(self, file.close)
 
     def __len__(self) -> int:
         return len(self._places)
@@ -225,3 +229,57 @@ class SpooledRows(Sequence):
 
     def __repr__(self) -> str:
         return f"SpooledRows({len(self)} rows)"
+
+
+#: where the query rows' list starts in a canonical runs.json (`artifacts.dumps`: 2-space
+#: indent, sorted keys), and how its items and its end look there
+_ROWS_START = b'    "queries": [\n'
+_ROW_START = b"      {\n"
+_ROW_ENDS = (b"      }\n", b"      },\n")
+_ROWS_ENDS = (b"    ]\n", b"    ],\n")
+
+
+def lazy_rows_envelope(path: Path) -> dict[str, Any] | None:
+    """A canonical runs.json read without its rows in memory: the envelope with
+    `data.queries` a `SpooledRows` over the rows' places in the file (found by their lines:
+    canonical JSON has no newline inside a string), or None when the file is not laid out
+    so (the caller then reads it whole). The fingerprint is not checked here."""
+    handle = open(path, "rb")  # noqa: SIM115 - kept open by the rows when it succeeds
+    try:
+        env = _scan_rows(handle)
+    except BaseException:
+        handle.close()
+        raise
+    if env is None:
+        handle.close()
+    return env
+
+
+def _scan_rows(handle: Any) -> dict[str, Any] | None:
+    head, places = bytearray(), []
+    offset, start, in_list = 0, None, False
+    for line in handle:
+        if not in_list:
+            in_list = line == _ROWS_START
+            head += line[:-2] if in_list else line  # up to `"queries": `
+        elif start is None:
+            if line == _ROW_START:
+                start = offset
+            elif line in _ROWS_ENDS:
+                try:
+                    env = orjson.loads(bytes(head) + b"[]" + line[5:] + handle.read())
+                except orjson.JSONDecodeError:
+                    return None
+                if not isinstance(env, dict) or not isinstance(env.get("data"), dict):
+                    return None
+                if env["data"].get("queries") != []:
+                    return None
+                env["data"]["queries"] = SpooledRows(handle, places)
+                return env
+            else:
+                return None  # not the canonical layout
+        elif line in _ROW_ENDS:
+            places.append((start, offset + 7 - start))  # to the row's closing brace
+            start = None
+        offset += len(line)
+    return None

@@ -7,6 +7,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from recallbench.errors import ArtifactError
@@ -204,3 +205,32 @@ def test_a_copy_of_spooled_rows_is_the_list_of_its_rows(tmp_path: Path) -> None:
     lazy = spooled(tmp_path, rows)
     for copied in (copy.deepcopy(lazy), copy.copy(lazy), pickle.loads(pickle.dumps(lazy))):
         assert type(copied) is list and copied == rows
+
+
+def test_a_canonical_runs_json_is_read_with_its_rows_left_in_the_file(tmp_path: Path) -> None:
+    from recallbench.artifacts import dumps, envelope, load_envelope
+    from recallbench.errors import ArtifactError
+    from recallbench.spool import SpooledRows
+
+    rows = sample_rows()
+    data = {"ks": [1, 5], "levels": ["session"], "queries": rows, "scopes": [{"x": 1}]}
+    env = envelope("runs", data, {"suite": "f"})
+    path = tmp_path / "runs.json"
+    path.write_bytes(dumps(env))
+    read = load_envelope(path, "runs", "recallbench query")
+    assert isinstance(read["data"]["queries"], SpooledRows)
+    assert read == env and dumps(read) == path.read_bytes()
+    # no rows, or a layout that is not the canonical one: read whole, the same envelope
+    empty = envelope("runs", {**data, "queries": []}, {"suite": "f"})
+    path.write_bytes(dumps(empty))
+    assert load_envelope(path, "runs", "recallbench query") == empty
+    path.write_bytes(orjson.dumps(env))
+    assert load_envelope(path, "runs", "recallbench query") == env
+    # an edited row is refused by the fingerprint, a broken one as JSON
+    text = dumps(env)
+    path.write_bytes(text.replace(b'"q3"', b'"q9"'))
+    with pytest.raises(ArtifactError, match="does not match its fingerprint"):
+        load_envelope(path, "runs", "recallbench query")
+    path.write_bytes(text.replace(b'"query_id": "q3"', b'"query_id": q3'))
+    with pytest.raises(ArtifactError, match="not valid JSON"):
+        load_envelope(path, "runs", "recallbench query")
