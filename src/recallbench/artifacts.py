@@ -63,7 +63,7 @@ _DUMP_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEND_N
 
 def _is_lazy(obj: Any) -> bool:
     """A lazy list of JSON values: a Sequence that is not a list, tuple or string (such as
-    `recallbench.spool.SpooledRows`, the query stage's rows read back from disk)."""
+    `recallbench.rows.SpooledRows`, the query stage's rows read back from disk)."""
     return isinstance(obj, Sequence) and not isinstance(obj, (list, tuple, str, bytes))
 
 
@@ -371,7 +371,7 @@ def check_envelope(env: Any, kind: str, where: str, command: str) -> dict[str, A
     return env
 
 
-#: the artifacts whose rows are read one at a time (`spool.lazy_rows_envelope`): runs.json
+#: the artifacts whose rows are read one at a time (`rows.lazy_rows_envelope`): runs.json
 LAZY_ROWS = frozenset({"runs"})
 
 
@@ -383,7 +383,7 @@ def load_envelope(path: Path, kind: str, command: str) -> dict[str, Any]:
     path = Path(path)
     try:
         if kind in LAZY_ROWS:
-            from recallbench.spool import lazy_rows_envelope
+            from recallbench.rows import lazy_rows_envelope
 
             lazy = lazy_rows_envelope(path)
             if lazy is not None:

@@ -1,5 +1,5 @@
 """What `run` keeps in memory outside the report does not grow with the results: the query
-stage's rows go to disk as they come back (`spool.RowSpool`) and are read back one at a
+stage's rows go to disk as they come back (`rows.RowSpool`) and are read back one at a
 time by the round trip, score and the report. Measured with tracemalloc (bytes still allocated after a stage returns, its output kept):
 no timing is asserted."""
 

@@ -24,7 +24,7 @@ parent hands out only where each scope's line lies; several scopes per task when
 many). Kept stores (see hydrate) are opened read-only and checked first (record count and
 content digest through the system's own API); transient stores are built, searched and
 removed inside the task, in the worker's own directory (`recallbench.worker`). The parent
-keeps the rows on disk as they come back (`spool.RowSpool`), so its memory does not grow with
+keeps the rows on disk as they come back (`rows.RowSpool`), so its memory does not grow with
 queries x top-k; the envelope's `queries` reads them back one at a time, and runs.json is
 written from them in pieces. runs.json holds, per query, the ranked hits, each level's ranking and gold, and the facts that explain
 misses; latencies, the time inside the system and the harness's parts go to the timing
@@ -44,7 +44,8 @@ from recallbench.buildpaths import safe_child
 from recallbench.errors import RecallbenchError
 from recallbench.metrics import percentile
 from recallbench.model import Memory, Query, Scope, level_firsts, level_ranking
-from recallbench.spool import RowSpool, scope_refs
+from recallbench.rows import RowSpool
+from recallbench.spool import scope_refs
 from recallbench.stagework import (
     Execution,
     Stopwatch,
