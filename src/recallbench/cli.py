@@ -516,7 +516,8 @@ def score_cmd(ctx: Context, ks: tuple[int, ...] | None, measures: tuple[str, ...
 @pass_ctx
 def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> None:
     """Write the result (results.json), the Markdown report and its plots (report-plots/
-    beside the report) and the HTML report (report.html beside it), together."""
+    beside the report) and the HTML report (report.html beside it, its data files in
+    report-data/), together."""
     from recallbench.artifacts import artifact_path
     from recallbench.outputs import Place, build_places, check_outputs, report_places
     from recallbench.stages.report import build_report, html_path, timings_for
@@ -996,6 +997,13 @@ def compare_cmd(
         if reference is not None:
             labels = [reference, *(name for name in labels if name != reference)]
         ctx.build_dir.mkdir(parents=True, exist_ok=True)
+
+        def keep_texts(run: Any) -> None:
+            """Each run's texts merged into one as the run ends (one copy held, not one
+            per system)."""
+            mine = texts_of_run(run)
+            texts[:] = [texts[0].merge(mine) if texts else mine]
+
         runs = run_compared(
             dataset,
             paths,
@@ -1005,7 +1013,7 @@ def compare_cmd(
             parent=ctx.build_dir,
             say=ctx.say,
             execution=_execution(executor, workers, ray_address, cache, call_timeout),
-            on_run=lambda run: texts.append(texts_of_run(run)),
+            on_run=keep_texts,
             ks=ks,
             measures=measures,
         )
@@ -1039,6 +1047,8 @@ def compare_cmd(
         made.data.close()
     plotted = ", ".join(str(report_path.parent / name) for name in plots)
     written = [output, report_path, page, *([plotted] if plotted else [])]
+    if made.data.names:  # compare.html's data files, which travel with it
+        written.append(f"{page.parent / made.data_dir}/")
     if as_json:
         import json
 

@@ -85,11 +85,13 @@ def test_valid_fixtures_exit_0_and_write_every_output(tmp_path: Path) -> None:
         assert f"]({plot['file']})" in markdown  # linked from the report
     assert sorted(p.name for p in out_dir.iterdir()) == [
         "baseline.json",
+        "report-data",
         "report-plots",
         "report.html",
         "report.md",
         "result.json",
     ]
+    assert [p.name for p in (out_dir / "report-data").iterdir()] == ["0001.js"]
     # the HTML report beside report.md: written inside the run, while its spool was there
     assert "q-semantic-001" in (out_dir / "report.html").read_text(encoding="utf-8")
 

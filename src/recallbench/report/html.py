@@ -1,22 +1,28 @@
 """The HTML views: `report.html` beside report.md and `compare.html` beside compare.md.
 
-Each is one self-contained file: the styles, the script and the plots (SVG, as data: URIs) are
-inside it, nothing is fetched, and it works opened from `file://`. The bytes are a function of
-the documents, the validated texts and the plots only (no clock, no timings, no paths), so the
-same inputs give byte-identical files.
+Each page holds its styles, its script and its plots (SVG, as data: URIs), fetches nothing
+from the network and works opened from `file://`. It carries the summary and the per-query
+table of every query, and the texts (the query's text, the expected and returned items'
+texts, the diagnostics) of a bounded first slice; the other queries' texts are in data files
+beside it (``report-data/``, ``compare-data/``: `report.pagedata`), loaded as script
+elements when such a query is opened. The bytes of the page and of its data files are a
+function of the documents, the validated texts and the plots only (no clock, no timings, no
+paths), so the same inputs give byte-identical files.
 
 The static parts (headline tables, configuration, dataset facts, the decision) are rendered
 by Jinja2 templates (`templates/`) with autoescaping on, after every control and format
 character of a string (bidi overrides, zero-width characters) is replaced by its visible
-``U+XXXX`` form. The per-query part is data: one JSON document inside a
-``<script type="application/json">`` element with ``<``, ``>`` and ``&`` written as JSON
-escapes (so no text can close the element), drawn by plain JavaScript that inserts every
-string as text (``textContent``), never as markup.
+``U+XXXX`` form. The per-query part is data: JSON inside a ``<script type="application/json">``
+element and in each data file, written by `escape.script_json` (so no text can close the
+element), drawn by plain JavaScript that inserts every string as text (``textContent``),
+never as markup.
 
-Texts come from the validated scope spool (`collect_texts`): the text of every scored query
-and of every unit (memory, session) at the primary level. A dataset whose spool is larger than
-`ALL_TEXTS_BYTES` (LongMemEval S: hundreds of thousands of turns) contributes only the texts
-of its scored queries and of the units they expected or returned; the page says which.
+Texts come from the validated scope spool: report.html's are read one scope at a time
+(`stream_report_records`), compare.html's are collected per run (`collect_texts`): the text
+of every scored query and of every unit (memory, session) at the primary level. A dataset
+whose spool is larger than `ALL_TEXTS_BYTES` (LongMemEval S: hundreds of thousands of turns)
+contributes only the texts of its scored queries and of the units they expected or returned;
+the page says which.
 """
 
 from __future__ import annotations
@@ -149,17 +155,6 @@ def collect_texts(
             texts.queries[query["query_id"]] = (query["text"], query.get("notes") or "")
     texts.totals = {"queries": len(texts.queries), "units": units_total}
     return texts
-
-
-def report_texts(suite_env: Mapping[str, Any], result: Mapping[str, Any]) -> Texts:
-    """The texts of the report page: from the suite's spool, or none when the spool is not
-    there at all (artifacts copied without scopes.jsonl: the page shows ids and says why).
-    A spool that is there but not the one suite.json describes is refused."""
-    from recallbench.spool import spool_path
-
-    if not spool_path(suite_env).is_file():
-        return no_texts(suite_env["data"]["levels"][0]["name"])
-    return collect_texts(suite_env, [result])
 
 
 def texts_of_run(run: Any) -> Texts:
@@ -477,7 +472,9 @@ def stream_report_records(
         for i in positions:
             used.update(queries[i]["expected"])
             used.update(h["id"] for h in queries[i]["returned"])
-        stats["units_shown"] += len(units) if everything else len(used & units.keys())
+        # a scope without a scored query has no record to carry its units
+        shown = len(units) if everything and positions else len(used & units.keys())
+        stats["units_shown"] += shown
         for n, i in enumerate(positions):
             q = queries[i]
             others = (
@@ -737,7 +734,7 @@ def render_report_page(
         stats = TextStats(
             level,
             True,
-            counts["complete"],
+            counts["complete"] and counts["units_shown"] == counts["units"],
             {"queries": counts["queries"], "units": counts["units"]},
             counts["units_shown"],
         )
@@ -807,8 +804,10 @@ def _render_report(
             rates=rate_rows(result),
             notes=ds["notes"],
             drops=drops,
+            # in key order: the document read back from results.json has its keys sorted
             summary=[
-                (key.replace("_", " "), _format_setting(v)) for key, v in result["summary"].items()
+                (key.replace("_", " "), _format_setting(v))
+                for key, v in sorted(result["summary"].items())
             ],
             definitions=_definitions(result),
             tables=_metric_tables(result),
