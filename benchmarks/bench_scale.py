@@ -222,6 +222,13 @@ def dense_systems() -> set[str]:
     }
 
 
+def add_cpu_ratio(result: dict[str, Any], oracle: dict[str, Any]) -> None:
+    """Our run's CPU seconds over the oracle's (both whole processes, imports included):
+    on a loaded machine a steadier ratio than the wall times'."""
+    result["oracle_cpu_s"] = oracle["cpu_s"]
+    result["run_cpu_over_oracle_cpu"] = result["run"]["cpu_s"] / oracle["cpu_s"]
+
+
 def say(msg: str) -> None:
     print(f"  {msg}", file=sys.stderr, flush=True)
 
@@ -237,9 +244,10 @@ def _s(x: float | None) -> str:
 def table(doc: dict[str, Any]) -> str:
     """The Markdown tables of a benchmark document: one row per cell."""
     lines = [
-        "| file | questions | system | top-k | run s | run peak RSS MB | report.html MB "
-        "| data files (MB) | first paint ms | oracle s | run / oracle | load avg |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| file | questions | system | top-k | run s | run CPU s | run peak RSS MB "
+        "| report.html MB | data files (MB) | first paint ms | oracle s (CPU s) "
+        "| run / oracle, wall (CPU) | load avg |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in doc["cells"]:
         rep, paint = c["report"], c.get("paint") or {}
@@ -249,19 +257,23 @@ def table(doc: dict[str, Any]) -> str:
             if rep["data_files"]
             else "-"
         )
-        ratio = c.get("run_over_oracle")
+        ratio, cpu_ratio = c.get("run_over_oracle"), c.get("run_cpu_over_oracle_cpu")
+        oracle = (
+            "-" if c.get("oracle_s") is None else f"{c['oracle_s']:.1f} ({c['oracle_cpu_s']:.1f})"
+        )
+        ratios = "-" if ratio is None else f"{ratio:.2f}x ({cpu_ratio:.2f}x)"
         lines.append(
             f"| {c['file']} | {c['counts']['queries']} | {c['system']} | {c['top_k']} "
-            f"| {_s(c['run']['wall_s'])} | {_mb(c['run']['peak_rss_mb'])} "
+            f"| {_s(c['run']['wall_s'])} | {_s(c['run'].get('cpu_s'))} "
+            f"| {_mb(c['run']['peak_rss_mb'])} "
             f"| {'-' if html is None else f'{html / 1e6:.1f}'} | {data} "
-            f"| {_mb(paint.get('first_contentful_paint_ms'))} "
-            f"| {_s(c.get('oracle_s'))} | {'-' if ratio is None else f'{ratio:.2f}x'} "
+            f"| {_mb(paint.get('first_contentful_paint_ms'))} | {oracle} | {ratios} "
             f"| {c['machine_before']['load1']:.1f} |"
         )
     names = [s for s in STAGES if any(s in c["stages"] for c in doc["cells"])]
     lines += [
         "",
-        "Per stage, wall s / peak RSS MB (each stage its own process):",
+        "Per stage, wall s (CPU s) / peak RSS MB (each stage its own process):",
         "",
         "| file | system | top-k | " + " | ".join(names) + " |",
         "|---|---|---:|" + "---:|" * len(names),
@@ -275,7 +287,7 @@ def table(doc: dict[str, Any]) -> str:
             elif x.get("reused"):
                 row.append("(cached)")
             else:
-                row.append(f"{_s(x['wall_s'])} / {_mb(x['peak_rss_mb'])}")
+                row.append(f"{_s(x['wall_s'])} ({_s(x.get('cpu_s'))}) / {_mb(x['peak_rss_mb'])}")
         lines.append(f"| {c['file']} | {c['system']} | {c['top_k']} | " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -299,10 +311,20 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "build" / "bench_scale.json")
     parser.add_argument("--keep", action="store_true", help="keep the generated files")
     parser.add_argument("--oracle", type=Path, help=argparse.SUPPRESS)  # the oracle's process
+    parser.add_argument(
+        "--table", type=Path, help="print the tables of a JSON this script wrote, and exit"
+    )
     add_cache_options(parser)
     args = parser.parse_args()
     if args.oracle:
         oracle_main(args.oracle)
+        return
+    if args.table:
+        doc = orjson.loads(args.table.read_bytes())
+        for c in doc["cells"]:
+            if c.get("oracle_s") is not None and "oracle_cpu_s" not in c:
+                add_cpu_ratio(c, doc["files"][c["file"]]["oracle"])
+        print(table(doc))
         return
     warm_caches(args)
     cells = parse_cells(args.cells)
@@ -332,6 +354,8 @@ def main() -> None:
             "first_contentful_paint_ms": "ms from navigation start, median of the loads",
             "oracle_s": "seconds the oracle spends reading the file and ranking every question",
             "run_over_oracle": "our bm25-okapi run's wall s (the whole process) / oracle_s",
+            "run_cpu_over_oracle_cpu": "our run's CPU s / the oracle process's CPU s "
+            "(user + system, both whole processes, imports included)",
         },
         "files": {},
         "cells": [],
@@ -365,6 +389,7 @@ def main() -> None:
                 if system == "bm25-okapi" and "oracle" in info:
                     result["oracle_s"] = info["oracle"]["oracle_s"]
                     result["run_over_oracle"] = result["run"]["wall_s"] / result["oracle_s"]
+                    add_cpu_ratio(result, info["oracle"])
                 doc["cells"].append(result)
                 write_json(args.json, doc)  # what is done so far survives an interruption
         for cache in work.glob(f"cache-{data.stem}-*"):
