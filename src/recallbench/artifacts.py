@@ -248,10 +248,12 @@ def publish(files: Mapping[Path, bytes | CanonicalFile | StagedTree]) -> None:
 
     from recallbench.buildpaths import check_dir_target
 
+    # the directories first: checking a file makes its missing parent directories
     for path, payload in files.items():
         if isinstance(payload, StagedTree):
             check_dir_target(Path(path))
-        else:
+    for path, payload in files.items():
+        if not isinstance(payload, StagedTree):
             check_target(Path(path))
     staged: list[tuple[str, Path]] = []
     trees: list[tuple[Path | None, Path]] = []

@@ -226,3 +226,24 @@ def test_data_files_are_staged_under_the_scratch_directory_and_removed(tmp_path:
     assert os.listdir(staged[0]) == ["0001.js"]
     data.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_report_refuses_a_symlinked_data_dir_beside_its_page_writing_nothing(
+    generated: Path, tmp_path: Path
+) -> None:
+    """`report --report out/r.md` where out/report-data is a symlink: one line naming it,
+    exit 1, nothing written beside it (not even report-plots/) nor where the link points."""
+    from conftest import cli
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / REPORT_DATA_DIR).symlink_to(elsewhere)
+    result = cli(generated / "build", "report", "--report", out / "r.md")
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"recallbench report: error: {out / REPORT_DATA_DIR} is a symlink (to {elsewhere}); "
+        "recallbench does not write through links, so remove it or give another path"
+    ]
+    assert os.listdir(out) == [REPORT_DATA_DIR] and os.listdir(elsewhere) == []
