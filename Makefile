@@ -110,7 +110,7 @@ bench-embed: $(STAMP)  # prep at 1/2 workers and on Ray against a plain encode (
 
 # generated LongMemEval S/M files x bm25-okapi/minilm x top-k 10/50: time and peak RSS per
 # stage and of `run`, report.html's size and first paint, the official oracle's time beside
-bench-scale: $(STAMP)  # about 15 minutes on 2 cores; M at 500 questions: --cells m:500
+bench-scale: $(STAMP)  # 50 minutes on 2 cores under load 6-16 (minilm prep 26); M 500: --cells m:500
 	$(BIN)/python benchmarks/bench_scale.py
 
 bench-large: $(STAMP)  # 20,000 memories x 200 queries, a few minutes
