@@ -20,7 +20,7 @@ RB := $(BIN)/recallbench --build-dir "$(BUILD)"
 # Material for MkDocs prints a notice about MkDocs 2.0 on every build; it is not a warning of ours.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup setup-core eval test test-portable bench-tests lint docs screenshot baseline bench bench-longmemeval bench-generators bench-embed bench-peer bench-large bench-large-full clean
+.PHONY: setup setup-core eval test test-portable bench-tests lint docs screenshot baseline bench bench-longmemeval bench-generators bench-embed bench-scale bench-peer bench-large bench-large-full clean
 
 setup: $(STAMP)
 setup-core: $(CORE_STAMP)
@@ -107,6 +107,11 @@ bench-peer: $(STAMP)  # the script reads MCEVAL=path/to/mceval (environment or m
 
 bench-embed: $(STAMP)  # prep at 1/2 workers and on Ray against a plain encode (--all: the older lanes)
 	$(BIN)/python benchmarks/bench_embed.py
+
+# generated LongMemEval S/M files x bm25-okapi/minilm x top-k 10/50: time and peak RSS per
+# stage and of `run`, report.html's size and first paint, the official oracle's time beside
+bench-scale: $(STAMP)  # 50 minutes on 2 cores under load 6-16 (minilm prep 26); M 500: --cells m:500
+	$(BIN)/python benchmarks/bench_scale.py
 
 bench-large: $(STAMP)  # 20,000 memories x 200 queries, a few minutes
 	$(BIN)/python benchmarks/bench_large_fixture.py

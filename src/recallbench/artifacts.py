@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -60,14 +61,98 @@ TIMINGS_DIR = "timings"
 _DUMP_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
 
 
+def _is_lazy(obj: Any) -> bool:
+    """A lazy list of JSON values: a Sequence that is not a list, tuple or string (such as
+    `recallbench.rows.SpooledRows`, the query stage's rows read back from disk)."""
+    return isinstance(obj, Sequence) and not isinstance(obj, (list, tuple, str, bytes))
+
+
+def canonical_chunks(obj: Any, *, indented: bool = True) -> Iterator[bytes]:
+    """The canonical JSON of `obj` in pieces, byte for byte what `orjson.dumps` gives for it
+    with every lazy list (`_is_lazy`) a list: indented (`dumps`) or compact (`fingerprint`).
+
+    A lazy list is written one item at a time, so its items are never all in memory: the
+    document is dumped with a unique placeholder string for each lazy list, and each
+    placeholder is replaced by the list's items, indented to the placeholder's depth."""
+    option = _DUMP_OPTIONS if indented else orjson.OPT_SORT_KEYS
+    item_option = orjson.OPT_SORT_KEYS | (orjson.OPT_INDENT_2 if indented else 0)
+    token = f"recallbench-lazy-{os.urandom(12).hex()}-"
+    lazy: list[Sequence[Any]] = []
+
+    def placeholder(value: Any) -> str:
+        if not _is_lazy(value):
+            raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
+        lazy.append(value)
+        return f"{token}{len(lazy) - 1}"
+
+    skeleton = orjson.dumps(obj, option=option, default=placeholder)
+    if not lazy:
+        yield skeleton
+        return
+    done = 0
+    for match in re.finditer(rb'"' + re.escape(token.encode()) + rb'(\d+)"', skeleton):
+        yield skeleton[done : match.start()]
+        items = lazy[int(match.group(1))]
+        if not indented:
+            yield b"["
+            for i, item in enumerate(items):
+                yield (b"," if i else b"") + orjson.dumps(item, option=item_option)
+            yield b"]"
+        else:
+            line = skeleton.rfind(b"\n", 0, match.start()) + 1
+            outer = len(skeleton[line:]) - len(skeleton[line:].lstrip(b" "))
+            pad = b"\n" + b" " * (outer + 2)
+            empty = True
+            for item in items:
+                text = orjson.dumps(item, option=item_option).replace(b"\n", pad)
+                yield (b"[" if empty else b",") + pad + text
+                empty = False
+            yield b"[]" if empty else b"\n" + b" " * outer + b"]"
+        done = match.end()
+    yield skeleton[done:]
+
+
 def dumps(obj: Any) -> bytes:
     """Canonical JSON bytes: sorted keys, 2-space indent, trailing newline."""
+    if _holds_lazy(obj):
+        return b"".join(canonical_chunks(obj))
     return orjson.dumps(obj, option=_DUMP_OPTIONS)
 
 
+def _holds_lazy(obj: Any) -> bool:
+    """Whether a lazy list lies in the dicts (and lists) of `obj`."""
+    if isinstance(obj, dict):
+        return any(_is_lazy(v) or (isinstance(v, dict) and _holds_lazy(v)) for v in obj.values())
+    return _is_lazy(obj)
+
+
 def fingerprint(obj: Any) -> str:
-    """sha256 of the canonical compact JSON of `obj`."""
-    return hashlib.sha256(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    """sha256 of the canonical compact JSON of `obj` (lazy lists read one item at a time)."""
+    digest = hashlib.sha256()
+    for chunk in canonical_chunks(obj, indented=False):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+class CanonicalFile:
+    """A payload for `publish`: the canonical JSON of an object that holds a lazy list,
+    written in pieces (`canonical_chunks`) instead of made into one bytes object first."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def write_to(self, handle: Any) -> None:
+        for chunk in canonical_chunks(self.obj):
+            handle.write(chunk)
+
+    def __bytes__(self) -> bytes:
+        return b"".join(canonical_chunks(self.obj))
+
+
+def canonical_payload(obj: Any) -> bytes | CanonicalFile:
+    """What `publish` is given for `obj`: its bytes, or a `CanonicalFile` when it holds a
+    lazy list (written in pieces, never all in memory)."""
+    return CanonicalFile(obj) if _holds_lazy(obj) else dumps(obj)
 
 
 def envelope_fingerprint(kind: str, inputs: Mapping[str, str], data: Any) -> str:
@@ -146,8 +231,9 @@ def _temp_dir_beside(path: Path) -> Path:
     raise FileExistsError(f"{path}: cannot create a temp directory beside it")
 
 
-def publish(files: Mapping[Path, bytes | StagedTree]) -> None:
-    """Write every file to a temp file beside it, then rename them all into place.
+def publish(files: Mapping[Path, bytes | CanonicalFile | StagedTree]) -> None:
+    """Write every file to a temp file beside it, then rename them all into place (a
+    `CanonicalFile` payload is written in pieces).
 
     Nothing is renamed until every payload is fully written, so a failure (a full disk, a
     read-only directory) leaves the previous files as they were and no temp file behind.
@@ -184,7 +270,10 @@ def publish(files: Mapping[Path, bytes | StagedTree]) -> None:
             fd, tmp = create_temp(path)
             staged.append((tmp, path))
             with os.fdopen(fd, "wb") as handle:
-                handle.write(payload)
+                if isinstance(payload, CanonicalFile):
+                    payload.write_to(handle)
+                else:
+                    handle.write(payload)
         for tmp_dir, path in trees:
             if os.path.lexists(path):
                 old = _temp_dir_beside(path)
@@ -251,9 +340,10 @@ def inputs_of(*upstreams: Mapping[str, Any]) -> dict[str, str]:
 
 def stage_files(
     build_dir: Path, env: Mapping[str, Any], timing: Mapping[str, Any] | None = None
-) -> dict[Path, bytes]:
-    """The files a stage publishes for envelope `env`: the artifact and its timing sidecar."""
-    files = {artifact_path(build_dir, env["artifact"]): dumps(env)}
+) -> dict[Path, bytes | CanonicalFile]:
+    """The files a stage publishes for envelope `env`: the artifact (a `CanonicalFile` when
+    it holds a lazy list, such as the query stage's rows) and its timing sidecar."""
+    files = {artifact_path(build_dir, env["artifact"]): canonical_payload(env)}
     if timing is not None:
         sidecar = {
             "label": "local diagnostic: wall time on this machine, not a result",
@@ -283,11 +373,26 @@ def check_envelope(env: Any, kind: str, where: str, command: str) -> dict[str, A
     return env
 
 
+#: the artifacts whose rows are read one at a time (`rows.lazy_rows_envelope`): runs.json
+LAZY_ROWS = frozenset({"runs"})
+
+
 def load_envelope(path: Path, kind: str, command: str) -> dict[str, Any]:
     """Read the envelope at `path`, checking that it exists, is a `kind` artifact of our
-    schema version and matches its fingerprint. Errors name `command` as the fix."""
+    schema version and matches its fingerprint. Errors name `command` as the fix. A
+    canonical runs.json's rows stay in the file, read one at a time (`LAZY_ROWS`); its
+    fingerprint is checked over them all the same."""
     path = Path(path)
     try:
+        if kind in LAZY_ROWS:
+            from recallbench.rows import lazy_rows_envelope
+
+            lazy = lazy_rows_envelope(path)
+            if lazy is not None:
+                try:
+                    return check_envelope(lazy, kind, str(path), command)
+                except orjson.JSONDecodeError:
+                    pass  # a damaged row: read whole below, which names the fault
         raw = path.read_bytes()
     except FileNotFoundError:
         raise ArtifactError(f"{path}: missing; run `{command}` first") from None

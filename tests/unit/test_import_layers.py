@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "recallbench.model",
             "recallbench.metrics.*",
             "recallbench.artifacts",
+            "recallbench.rows",
             "recallbench.spool",
             "recallbench.lock",
             "recallbench.embedding",

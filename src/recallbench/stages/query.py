@@ -23,8 +23,10 @@ Each task (`query_scope`, a worker task) reads its own scope from validate's spo
 parent hands out only where each scope's line lies; several scopes per task when there are
 many). Kept stores (see hydrate) are opened read-only and checked first (record count and
 content digest through the system's own API); transient stores are built, searched and
-removed inside the task, in the worker's own directory (`recallbench.worker`). runs.json
-holds, per query, the ranked hits, each level's ranking and gold, and the facts that explain
+removed inside the task, in the worker's own directory (`recallbench.worker`). The parent
+keeps the rows on disk as they come back (`rows.RowSpool`), so its memory does not grow with
+queries x top-k; the envelope's `queries` reads them back one at a time, and runs.json is
+written from them in pieces. runs.json holds, per query, the ranked hits, each level's ranking and gold, and the facts that explain
 misses; latencies, the time inside the system and the harness's parts go to the timing
 sidecar.
 """
@@ -42,6 +44,7 @@ from recallbench.buildpaths import safe_child
 from recallbench.errors import RecallbenchError
 from recallbench.metrics import percentile
 from recallbench.model import Memory, Query, Scope, level_firsts, level_ranking
+from recallbench.rows import RowSpool
 from recallbench.spool import scope_refs
 from recallbench.stagework import (
     Execution,
@@ -334,7 +337,8 @@ def run_query(
     batch = batch_size(execution, counts["scopes"] * slices)
     execution, made = vector_cache(execution, system, suite_env, build_dir)
     cache = cache_spec(execution, system, suite_env)
-    rows, scopes, latency = [], [], {}
+    # the rows go to disk as each task's come back: never all in memory (see `RowSpool`)
+    rows, scopes, latency = RowSpool(Path(build_dir)), [], {}
     inside = task_seconds = ingest = 0.0
     harness = dict.fromkeys(HARNESS_PARTS, 0.0)
     try:
@@ -350,7 +354,8 @@ def run_query(
             window=QUERY_WINDOW,
             batch=batch,
         ):
-            rows.extend(result["rows"])
+            for row in result["rows"]:
+                rows.add(row)
             if not scopes or scopes[-1]["scope_id"] != result["scope_id"]:
                 scopes.append({"scope_id": result["scope_id"], **result["store"]})
             latency.update(result["latency_ms"])
@@ -370,7 +375,7 @@ def run_query(
         "store_mode": hyd["mode"],
         "call_timeout": execution.call_timeout,
         "scopes": scopes,
-        "queries": rows,
+        "queries": rows.rows(),
     }
     wall = watch.seconds()
     workers = execution.workers

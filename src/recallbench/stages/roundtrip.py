@@ -314,8 +314,9 @@ def run_roundtrip(
         return envelope("roundtrip", data, inputs_of(suite_env, hydrate_env, runs_env)), {}
     kept = hyd["mode"] == "kept"
     rows_of: dict[str, list[dict[str, Any]]] = {}
-    for row in runs["queries"]:
-        rows_of.setdefault(row["scope_id"], []).append(row)
+    for row in runs["queries"]:  # only the sampled scopes' rows are kept
+        if row["scope_id"] in chosen:
+            rows_of.setdefault(row["scope_id"], []).append(row)
     stores, work_root = stores_root(build_dir).resolve(), work.resolve()
     # only the sampled scopes' lines of the spool are read, each by its task
     items = (
