@@ -35,15 +35,25 @@ def fixture_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return validated_with_cache(tmp_path_factory)
 
 
-def test_prep_writes_the_same_cache_for_any_workers_and_engine(fixture_cache, tmp_path) -> None:
+def test_prep_writes_the_same_cache_for_any_workers_and_engine(
+    fixture_cache, tmp_path, monkeypatch
+) -> None:
+    """1 process x 1 thread (the reference), 1 process x 2 threads (2 local workers' plan),
+    2 processes x 1 thread and 2 Ray actors: the same bytes."""
+    from recallbench.vectorprep import PLAN_ENV
+
     reference = cache_bytes(fixture_cache["cache"])
-    for name, extra in (
-        ("two-local", ["--workers", "2"]),
-        ("ray", ["--executor", "ray", "--workers", "2"]),
+    for name, extra, plan, summary in (
+        ("two-local", ["--workers", "2"], "threads", "1 process x 2 threads"),
+        ("two-processes", ["--workers", "2"], "processes", "2 processes x 1 thread"),
+        ("ray", ["--executor", "ray", "--workers", "2"], "threads", "2 processes x 1 thread"),
     ):
+        monkeypatch.setenv(PLAN_ENV, plan)
         cache = tmp_path / name
         ok(cli(fixture_cache["build"], "prep", "--cache", cache, "--system", "minilm", *extra))
         assert cache_bytes(cache) == reference, name
+        timing = orjson.loads((fixture_cache["build"] / "timings" / "prep.json").read_bytes())
+        assert timing["plan"]["summary"] == summary, name
     manifest = orjson.loads(reference[MANIFEST])
     assert manifest["batching"]["batch"] == 64
     assert manifest["texts"] == {"seen": 137, "distinct": 136}
