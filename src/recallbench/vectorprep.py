@@ -251,6 +251,7 @@ def make_vector_cache(
     started = time.perf_counter()
     inside = 0.0
     builds: list[dict[str, Any]] = []
+    loads: dict[int, float] = {}  # each embedding process's model load, seconds
 
     row_tokens: list[int] = []  # each distinct text's token count, by row (tokenized once)
     boundary = Boundary(system.name)
@@ -353,6 +354,8 @@ def make_vector_cache(
             inside += result["seconds_inside"]
             if result.get("build") and result["build"] not in builds:
                 builds.append(result["build"])
+            if result.get("model_load"):
+                loads[result["model_load"]["pid"]] = result["model_load"]["seconds"]
             flush()
     except BaseException:
         writer.abort()
@@ -377,7 +380,11 @@ def make_vector_cache(
         **manifest,
         "timing": {
             "wall_seconds": wall,
+            # summed over the threads that embed at once
             "seconds_inside_system": inside,
+            # each process's import and load of the model (on a thread, while the spool was
+            # read and tokenized), the longest first
+            "model_load_seconds": sorted(loads.values(), reverse=True),
             "execution": execution.describe(),
             "plan": plan.describe(build.get("torch_threads") if build else None),
             "texts_embedded": len(rows),
@@ -396,7 +403,7 @@ def embed_batches(group: list[list[str]]) -> dict[str, Any]:
     from recallbench.embedding import embedder_build
 
     started = time.perf_counter()
-    worker.embedder_ready()
+    load = worker.embedder_ready()
     system = worker.system()
     inside_before = worker.inside()
     if len(group) == 1:
@@ -407,6 +414,7 @@ def embed_batches(group: list[list[str]]) -> dict[str, Any]:
         "batches": parts,
         "texts": sum(len(texts) for texts in group),
         "build": embedder_build(system.embedder),
+        "model_load": None if load is None else {"pid": os.getpid(), "seconds": load},
         # summed over the threads that embedded at once
         "seconds_inside": worker.inside() - inside_before,
         "seconds_task": time.perf_counter() - started,

@@ -121,6 +121,7 @@ class _Loading:
         import threading
 
         self._error: BaseException | None = None
+        self.seconds: float | None = None  # how long the load took, once done
         self._thread = threading.Thread(
             target=self._run, args=(guard, embedder), name="recallbench-load", daemon=True
         )
@@ -129,10 +130,12 @@ class _Loading:
     def _run(self, guard: Boundary, embedder: Any) -> None:
         from recallbench.embedding import preload
 
+        started = time.perf_counter()
         try:
             guard.call("load", "the embedder's model", preload, embedder)
         except BaseException as exc:  # raised in the task that waits for it
             self._error = exc
+        self.seconds = time.perf_counter() - started
 
     def wait(self) -> None:
         self._thread.join()
@@ -140,11 +143,14 @@ class _Loading:
             raise self._error
 
 
-def embedder_ready() -> None:
-    """Wait for the model load `init_worker` started (a no-op when none was started)."""
+def embedder_ready() -> float | None:
+    """Wait for the model load `init_worker` started; the seconds it took (None when none
+    was started)."""
     loading = _STATE.get("loading")
-    if loading is not None:
-        loading.wait()
+    if loading is None:
+        return None
+    loading.wait()
+    return loading.seconds
 
 
 def lanes(count: int) -> Any:
