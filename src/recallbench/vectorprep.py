@@ -184,13 +184,19 @@ def machine_cores() -> int:
 
 
 def embedding_plan(
-    execution: Execution, batches: int, cores: int | None = None, prefer: str | None = None
+    execution: Execution,
+    batches: int,
+    cores: int | None = None,
+    prefer: str | None = None,
+    *,
+    thread_safe: bool = True,
 ) -> EmbeddingPlan:
     """How `batches` batches (at least that many) are embedded: the workers asked for,
     capped at the batches and, locally, at the cores; locally one process with that many
-    threads (one model load; `prefer="processes"` or $RECALLBENCH_EMBEDDING_PLAN=processes:
-    a process per worker instead), on Ray an actor per worker. The vectors never depend on
-    it: every batch's forward pass runs on one torch thread whoever runs it."""
+    threads (one model load) when the embedder is `thread_safe` (`prefer="processes"` or
+    $RECALLBENCH_EMBEDDING_PLAN=processes: a process per worker instead), on Ray an actor
+    per worker. The vectors never depend on it: every batch's forward pass runs on one
+    torch thread whoever runs it."""
     cores = machine_cores() if cores is None else cores
     prefer = prefer or os.environ.get(PLAN_ENV) or "threads"
     if prefer not in ("threads", "processes"):
@@ -207,6 +213,9 @@ def embedding_plan(
         return EmbeddingPlan(budget, requested, "; ".join(reasons) or "as asked")
     if prefer == "processes":
         reasons.append(f"a process per worker (${PLAN_ENV}=processes)")
+        return EmbeddingPlan(budget, requested, "; ".join(reasons))
+    if not thread_safe:
+        reasons.append("a process per worker (the embedder does not say it is thread-safe)")
         return EmbeddingPlan(budget, requested, "; ".join(reasons))
     reasons.append(f"one model load, {budget} batches at a time")
     return EmbeddingPlan(1, requested, "; ".join(reasons), threads=budget)
@@ -232,7 +241,7 @@ def make_vector_cache(
     The previous cache in `cache_dir`, if any, stays valid until the new one is complete
     (see `recallbench.cache.CacheWriter`)."""
     from recallbench.cache import CacheWriter, text_key
-    from recallbench.embedding import text_transforms, transformed
+    from recallbench.embedding import text_transforms, thread_safe, transformed
     from recallbench.systems import get_system
 
     execution = execution or Execution()
@@ -321,7 +330,7 @@ def make_vector_cache(
         # the plan, from the count of distinct texts (one quick pass over the spool): never
         # more processes or threads than batches, so none loads the model for nothing
         total = distinct_texts(suite_env, transforms)
-        plan = embedding_plan(execution, -(-total // BATCH))
+        plan = embedding_plan(execution, -(-total // BATCH), thread_safe=thread_safe(embedder))
         if total:
             progress.say(f"embedding {total:,} texts: {plan.summary} ({IDENTITY})")
         for result in run_tasks(

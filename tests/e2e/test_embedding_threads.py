@@ -37,6 +37,9 @@ def test_the_plan_never_starts_a_process_without_a_batch_nor_more_than_the_cores
     # the diagnostic plan: a process per worker, one thread each
     apart = embedding_plan(Execution("local", 2), batches=10, cores=2, prefer="processes")
     assert (apart.processes, apart.threads) == (2, 1)
+    # an embedder that does not say it is thread-safe (a plugin's): a process per worker
+    unsafe = embedding_plan(Execution("local", 2), batches=10, cores=2, thread_safe=False)
+    assert (unsafe.processes, unsafe.threads) == (2, 1) and "thread-safe" in unsafe.reason
     # a Ray cluster's CPUs are not this machine's: only the batches cap it, an actor each
     ray = embedding_plan(Execution("ray", 4), batches=10, cores=2)
     assert (ray.processes, ray.threads) == (4, 1)

@@ -80,6 +80,9 @@ class MiniLMEmbedder:
 
     #: its vectors depend on the batch's shape in the last bits (see the module docstring)
     batch_invariant = False
+    #: threads may embed batches at once: one load (locked), each forward pass on its
+    #: calling thread with one torch thread, so a batch's bytes never depend on the others
+    thread_safe = True
 
     def __init__(self) -> None:
         from hotmem.embed import EmbeddingDescriptor
