@@ -4,7 +4,7 @@ Worker-local state (the system under test, its boundary, the vector cache) is bu
 worker by `init_worker` (the executor's initializer, `recallbench.executor`) and dropped by
 `close_worker`. The tasks themselves live beside their stage (`stages.hydrate.hydrate_scope`,
 `stages.query.query_scope`, `stages.roundtrip.roundtrip_scope` and `requery_clone`,
-`vectorprep.embed_batch`): module-level functions of plain data, so any executor (in process,
+`vectorprep.embed_batches`): module-level functions of plain data, so any executor (in process,
 local processes by fork or spawn, Ray) ships them by name and returns results in order.
 
 Every call into the system goes through the worker's `recallbench.boundary.Boundary`
