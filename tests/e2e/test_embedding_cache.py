@@ -183,3 +183,35 @@ def test_prep_reports_texts_and_tokens_per_second(fixture_cache, tmp_path) -> No
         and "texts/s" in result.stderr
         and "tokens/s" in result.stderr
     )
+
+
+def test_a_stage_remakes_a_build_cache_of_other_batches(fixture_cache, tmp_path) -> None:
+    """BUILD/vectors made in other batches (an older recallbench's batches of 64: vectors
+    that differ in the last bits) is remade by the stage that finds it, never reused."""
+    import shutil
+
+    from recallbench.embedding import cache_dir_name
+    from recallbench.systems import get_system
+    from recallbench.vectorprep import BATCHING
+
+    build = tmp_path / "build"
+    shutil.copytree(fixture_cache["build"], build)
+    shutil.rmtree(build / "timings", ignore_errors=True)
+    identity = get_system("minilm").embedder.identity()
+    cache = build / "vectors" / cache_dir_name(identity)
+    shutil.copytree(fixture_cache["cache"], cache)
+    manifest = orjson.loads((cache / MANIFEST).read_bytes())
+    (cache / MANIFEST).write_bytes(
+        orjson.dumps({**manifest, "batching": {**manifest["batching"], "batch": 64}})
+    )
+
+    def embedded() -> int:
+        ok(cli(build, "hydrate", "--system", "minilm", "--workers", "1"))
+        timing = orjson.loads((build / "timings" / "hydrate.json").read_bytes())
+        made = timing["vector_cache"]
+        return made["texts_embedded"] if made else 0
+
+    assert embedded() == 136
+    assert orjson.loads((cache / MANIFEST).read_bytes())["batching"] == BATCHING
+    assert cache_bytes(cache) == cache_bytes(fixture_cache["cache"])
+    assert embedded() == 0  # made in these batches: reused
