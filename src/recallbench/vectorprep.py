@@ -329,8 +329,10 @@ def make_vector_cache(
             writer.add(window.keys, b"".join(window.vectors), window.dimension)  # type: ignore[arg-type]
 
     try:
-        # the plan, from the count of distinct texts (one quick pass over the spool): never
-        # more processes or threads than batches, so none loads the model for nothing
+        # the plan, from the count of distinct texts (one pass over the spool, reading and
+        # hashing: a small fraction of tokenizing it): never more processes or threads than
+        # batches, so none loads the model for nothing; the workers start (and start
+        # loading the model) before the spool is read again for the batches
         total = distinct_texts(suite_env, transforms)
         plan = embedding_plan(execution, -(-total // BATCH), thread_safe=thread_safe(embedder))
         if total:
