@@ -8,8 +8,11 @@ token count, 1 torch thread and 2 torch threads). Each prep figure is texts/s an
 (tokens the model sees: capped at its 256-token window) over the prep process's whole wall
 time; the plain encode's over its `encode` call alone (`x of encode`: the issue's figure)
 and over its whole process, import and model load included (`x of encode+load`: what a
-user of a plain script waits for too). Ratios are of figures measured back to back in this
-run; `--repeat N` takes medians.
+user of a plain script waits for too). Each prep figure is measured right after the plain
+encode it is compared with (pairs interleaved, so both see the same load; the 1-minute load
+average before and after each pair is recorded beside it: on a shared machine these are
+loaded figures). `2 local workers as 2 processes` is the plan prep no longer chooses
+(`RECALLBENCH_EMBEDDING_PLAN=processes`), measured to show why. `--repeat N` takes medians.
 
 `--all` adds the older lanes: prep of a LongMemEval S-shaped file and a LoCoMo turn-unit
 file with and without length sorting, and `compare` of three learned systems with the shared
@@ -21,6 +24,7 @@ cache against three separate runs. Written to build/bench_embed.json.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -32,10 +36,14 @@ from typing import Any
 import orjson
 from common import RB, ROOT, add_cache_options, machine, measured, warm_caches, write_json
 
+from recallbench.vectorprep import PLAN_ENV
+
 LEARNED = ("minilm", "hybrid-rrf", "hotmem-minilm")
 
 
-def prep_figures(build: Path, cache: Path, extra: list[str], repeat: int) -> dict[str, Any]:
+def prep_figures(
+    build: Path, cache: Path, extra: list[str], repeat: int, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Median wall seconds of `prep` and its texts/s and tokens/s (from the manifest)."""
     walls = []
     manifest: dict[str, Any] = {}
@@ -52,12 +60,14 @@ def prep_figures(build: Path, cache: Path, extra: list[str], repeat: int) -> dic
                 "--system",
                 "minilm",
                 *extra,
-            ]
+            ],
+            env={**os.environ, **(env or {})},
         )
         walls.append(fig["wall_s"])
         manifest = orjson.loads((cache / "manifest.json").read_bytes())
         said = [line for line in fig["stderr"].splitlines() if " vectors (" in line]
         plan = said[-1].rpartition(" with ")[2].strip() if said else "?"
+        timing = orjson.loads((build / "timings" / "prep.json").read_bytes())
     wall = statistics.median(walls)
     tokens = manifest["truncation"]  # stored texts only; the texts/s below count every text
     return {
@@ -67,6 +77,8 @@ def prep_figures(build: Path, cache: Path, extra: list[str], repeat: int) -> dic
         "stored_tokens": tokens["tokens_total"] if tokens else None,
         "batching": manifest["batching"]["order"],
         "plan": plan,
+        "plan_recorded": timing.get("plan"),
+        "model_load_s": timing.get("model_load_seconds"),
     }
 
 
@@ -147,8 +159,14 @@ def plain_figures(build: Path, threads: int, work: Path, repeat: int) -> dict[st
     }
 
 
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
 def headline(data: Path, work: Path, repeat: int, ray: bool) -> dict[str, Any]:
-    """prep at 1 and 2 local workers and on Ray beside the plain encode at 1 and 2 threads."""
+    """prep at 1 and 2 local workers and on Ray, each measured right after the plain encode
+    at as many torch threads (pairs interleaved: the ratio is of figures measured back to
+    back, under the same load; the 1-minute load average is recorded beside each)."""
     build = work / "headline-build"
     measured(
         [
@@ -163,35 +181,36 @@ def headline(data: Path, work: Path, repeat: int, ray: bool) -> dict[str, Any]:
             str(data),
         ]
     )
-    out: dict[str, Any] = {"plain encode": {}, "prep": {}}
-    for threads in (1, 2):
-        fig = out["plain encode"][f"{threads} thread(s)"] = plain_figures(
-            build, threads, work, repeat
-        )
-        print(
-            f"plain encode, {threads} thread(s): {fig['texts_per_s']:.1f} texts/s, "
-            f"{fig['tokens_per_s']:.0f} tokens/s (encode {fig['encode_s']:.1f} s, "
-            f"load {fig['load_s']:.1f} s, process {fig['process_wall_s']:.1f} s)"
-        )
-    variants = {
-        "1 local worker": (["--workers", "1"], 1),
-        "2 local workers": (["--workers", "2"], 2),
+    variants: dict[str, tuple[list[str], int, dict[str, str]]] = {
+        "1 local worker": (["--workers", "1"], 1, {}),
+        "2 local workers": (["--workers", "2"], 2, {}),
+        # the plan prep no longer chooses locally, measured to show why
+        "2 local workers as 2 processes": (["--workers", "2"], 2, {PLAN_ENV: "processes"}),
     }
     if ray:
-        variants["ray, 2 workers"] = (["--executor", "ray", "--workers", "2"], 2)
-    tokens = out["plain encode"]["1 thread(s)"]["tokens_seen_by_model"]
-    for name, (extra, threads) in variants.items():
-        fig = prep_figures(build, work / "headline-cache", extra, repeat)
-        plain = out["plain encode"][f"{threads} thread(s)"]
-        fig["tokens_per_s"] = tokens / fig["wall_s"]
-        fig["reference"] = f"plain encode, {threads} thread(s)"
+        variants["ray, 2 workers"] = (["--executor", "ray", "--workers", "2"], 2, {})
+    out: dict[str, Any] = {"plain encode": {}, "prep": {}, "pairs": []}
+    for name, (extra, threads, env) in variants.items():
+        load_before = load_average()
+        plain = plain_figures(build, threads, work, repeat)
+        fig = prep_figures(build, work / "headline-cache", extra, repeat, env)
+        fig["tokens_per_s"] = plain["tokens_seen_by_model"] / fig["wall_s"]
+        fig["reference"] = f"plain encode, {threads} thread(s), measured just before"
+        fig["reference_texts_per_s"] = plain["texts_per_s"]
         fig["x of encode"] = fig["texts_per_s"] / plain["texts_per_s"]
         fig["x of encode+load"] = fig["texts_per_s"] / plain["texts_per_s_with_load"]
+        fig["load_average_1min"] = [load_before, load_average()]
         out["prep"][name] = fig
+        out["plain encode"].setdefault(f"{threads} thread(s)", []).append(plain)
         print(
+            f"plain encode, {threads} thread(s): {plain['texts_per_s']:.1f} texts/s, "
+            f"{plain['tokens_per_s']:.0f} tokens/s (encode {plain['encode_s']:.1f} s, "
+            f"load {plain['load_s']:.1f} s, process {plain['process_wall_s']:.1f} s)\n"
             f"prep {name}: {fig['texts_per_s']:.1f} texts/s, {fig['tokens_per_s']:.0f} tokens/s "
             f"({fig['wall_s']:.1f} s; {fig['plan']}): {fig['x of encode']:.2f}x of the plain "
-            f"{threads}-thread encode, {fig['x of encode+load']:.2f}x of it with its load"
+            f"{threads}-thread encode, {fig['x of encode+load']:.2f}x of it with its load "
+            f"(load average {fig['load_average_1min'][0]:.2f} -> {fig['load_average_1min'][1]:.2f})",
+            flush=True,
         )
     return out
 

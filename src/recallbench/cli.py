@@ -579,8 +579,9 @@ def decide_cmd(ctx: Context) -> None:
     "--workers",
     type=click.IntRange(min=1),
     default=None,
-    help="Parallel embedding processes, one torch thread each (the cache is byte-identical "
-    "for any number) [default: this machine's cores].",
+    help="Batches embedded at once: locally one process with a thread each, on Ray an actor "
+    "each; every batch on one torch thread, so the cache is byte-identical for any number "
+    "[default: this machine's cores].",
 )
 @ray_address_option
 @click.option(

@@ -16,6 +16,10 @@ object along that chain that knows:
   prep embeds the text as the store will ask for it, and a store's check looks up that form.
 * `preload()` - load the model now rather than on the first text (a worker that is about
   to embed calls it when it starts, so the load is paid once per process, up front).
+* `thread_safe` - True when several threads of one process may embed batches at once, each
+  batch's vectors the same as when it is embedded alone (MiniLM: each forward pass on one
+  torch thread). prep then embeds locally in one process with a thread per worker; an
+  embedder that does not say so gets a process per worker (`vectorprep.embedding_plan`).
 """
 
 from __future__ import annotations
@@ -47,6 +51,12 @@ def _first(embedder: Any, attribute: str) -> Any:
 def batch_invariant(embedder: Any) -> bool:
     """Whether the embedder's vector of a text is independent of its batch (default: no)."""
     value = _first(embedder, "batch_invariant")
+    return bool(value) if value is not None else False
+
+
+def thread_safe(embedder: Any) -> bool:
+    """Whether threads of one process may embed batches at once (default: no)."""
+    value = _first(embedder, "thread_safe")
     return bool(value) if value is not None else False
 
 

@@ -144,8 +144,13 @@ def make_executor(
     *,
     ray_address: str | None = None,
     max_in_flight: int | None = None,
+    own_process: bool = False,
 ) -> SerialExecutor | ProcessExecutor | RayExecutor:
     """The executor for ``--executor KIND --workers N [--ray-address ADDR]``.
+
+    ``own_process``: a local worker is a process of its own even when there is one (prep's
+    plan of one process embedding on several threads: this process only plans the batches,
+    reads the data and writes the rows meanwhile, and never loads the model).
 
     ``initializer(*initargs)`` runs once in every worker before its first task and
     ``finalizer()`` once when it shuts down cleanly. ``max_in_flight`` bounds how many items
@@ -168,7 +173,7 @@ def make_executor(
         )
     if ray_address:
         raise RecallbenchError("--ray-address needs --executor ray")
-    if workers == 1:
+    if workers == 1 and not own_process:
         return SerialExecutor(initializer, initargs, finalizer)
     return ProcessExecutor(workers, initializer, initargs, finalizer, max_in_flight=max_in_flight)
 
@@ -380,8 +385,8 @@ class ProcessExecutor:
         max_in_flight: int | None = None,
         start_method: str | None = None,
     ) -> None:
-        if workers < 2:
-            raise ValueError("ProcessExecutor needs at least 2 workers; use SerialExecutor")
+        if workers < 1:
+            raise ValueError("ProcessExecutor needs at least 1 worker")
         if start_method not in (None, "fork", "spawn"):
             raise ValueError(f"start_method must be 'fork' or 'spawn', not {start_method!r}")
         self.start_method = start_method

@@ -86,6 +86,7 @@ def run_tasks(
     window: int | None = None,
     batch: int = 1,
     preload: bool = False,
+    own_process: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """fn over items through the configured executor, results in item order.
 
@@ -96,8 +97,9 @@ def run_tasks(
     and not yet yielded (default: the executor's, 2); small items (a scope's place in the
     spool) afford a deeper one, so a slow task at the head of the order idles no worker.
     With `weight`, the bar advances by weight(result) per result (texts, say) instead of 1.
-    `preload`: every worker loads its system's embedder model when it starts (for tasks
-    that embed, so that each worker loads it once and before its first task).
+    `preload`: every worker starts loading its system's embedder model when it starts (for
+    tasks that embed, so that each worker loads it once, while its first tasks are read).
+    `own_process`: one local worker is still a process of its own (`make_executor`).
     """
     from recallbench.executor import make_executor
 
@@ -108,7 +110,7 @@ def run_tasks(
         "call_timeout": execution.call_timeout,
         "preload": preload,
     }
-    serial = execution.executor == "local" and execution.workers == 1
+    serial = execution.executor == "local" and execution.workers == 1 and not own_process
     by_query = serial and query_total is not None
     # the workers start before the bar: a bar's monitor thread would make local workers
     # spawn instead of fork (see `recallbench.executor.start_method`)
@@ -121,6 +123,7 @@ def run_tasks(
             worker.close_worker,
             ray_address=execution.ray_address,
             max_in_flight=window * execution.workers if window else None,
+            own_process=own_process,
         ) as engine,
         progress.bar(
             query_total if by_query else total, desc, "query" if by_query else unit

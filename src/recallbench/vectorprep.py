@@ -24,13 +24,21 @@ tokens), so the last tasks of a run are short ones and no worker idles long at t
 Each text is tokenized once here (its count both sorts it and feeds `Truncation`, which
 counts what the embedder never sees; hydrate counts it too).
 
-How many processes embed (`embedding_plan`): the workers asked for, but never more than
-the batches there are (a process that would embed nothing never starts, so never loads
-the model) nor, on the local engine, more than this machine's cores. Each process loads
-the model once, when it starts (`worker.init_worker` with `preload`), and computes on the
-torch threads its embedder fixes (one for MiniLM): the arithmetic of a batch is the same
-in every process, which is what keeps the bytes identical. The plan is reported in the
-timing (`timing.plan`), never in the manifest.
+How the batches are embedded (`embedding_plan`, said on stderr and kept in the timing,
+never in the manifest): the workers asked for, never more than the batches there are (a
+process or thread that would embed nothing never starts, so no process loads the model for
+nothing) nor, on the local engine, more than this machine's cores. Locally that is one
+process embedding that many batches at a time, each on a thread of its own (`worker.lanes`):
+one model load, and on 2 cores faster than two processes (which measured 73 texts/s
+against 102 for one process on both cores). On Ray, an actor per worker. Every batch's
+forward pass runs on one torch thread (MiniLM fixes `torch.set_num_threads(1)`; a lane runs
+its ops in its own thread), whichever process or thread runs it: the arithmetic of a batch
+is the same everywhere, which is what keeps the bytes identical. (torch's intra-op threads
+would split a batch's work by thread count; that they gave the same bytes on this machine
+is a property of its BLAS, not a guarantee, so prep never uses them.) Each process starts
+loading the model when it starts (`worker.init_worker` with `preload`, on a thread) while
+the spool is read and tokenized; with more than one thread the embedding runs in a process
+of its own and this one never imports torch.
 """
 
 from __future__ import annotations
@@ -54,10 +62,12 @@ from recallbench.stagework import Execution, run_tasks
 VECTORS_DIR = "vectors"
 
 
-#: texts per forward pass of the model
-BATCH = 64
+#: texts per forward pass of the model: 32 pads a length-sorted window of real texts about
+#: half as much as 64 did (generated LoCoMo, 1,865 texts: 6.6% padding tokens against 14.1%),
+#: what a plain sentence-transformers encode pays with its default batch of 32
+BATCH = 32
 #: distinct texts sorted by length together (a multiple of BATCH)
-WINDOW = 64 * BATCH
+WINDOW = 4096
 #: what the manifest records of the batching (a cache made otherwise is another cache)
 BATCHING = {
     "order": "distinct texts by first appearance; windows sorted by token count, then row",
@@ -132,22 +142,39 @@ def dispatch_order(
     return sorted(range(len(batches)), key=lambda index: (-cost(index), index))
 
 
+#: what keeps a batch's bytes whoever embeds it (said with the plan)
+IDENTITY = "each batch on one torch thread: identical by construction"
+#: `RECALLBENCH_EMBEDDING_PLAN=processes` makes a local plan of one process per worker (one
+#: thread each) instead of one process with a thread per worker (a diagnostic, to compare)
+PLAN_ENV = "RECALLBENCH_EMBEDDING_PLAN"
+
+
 @dataclass(frozen=True)
 class EmbeddingPlan:
-    """How the batches are embedded: `processes` (each loading the model once) and why."""
+    """How the batches are embedded: `processes`, each loading the model once and embedding
+    `threads` batches at a time (each batch on a thread of its own, with one torch thread),
+    and why."""
 
     processes: int
     requested: int
     reason: str
+    threads: int = 1
+
+    @property
+    def summary(self) -> str:
+        processes = f"{self.processes} process{'es' if self.processes > 1 else ''}"
+        return f"{processes} x {self.threads} thread{'s' if self.threads > 1 else ''}"
 
     def describe(self, torch_threads: int | None) -> dict[str, Any]:
-        threads = "?" if torch_threads is None else torch_threads
         return {
             "processes": self.processes,
+            "threads_per_process": self.threads,
             "workers_requested": self.requested,
-            "torch_threads_per_process": torch_threads,
+            # what each batch's forward pass runs on, whichever thread runs it
+            "torch_threads_per_batch": torch_threads,
+            "identity": IDENTITY,
             "reason": self.reason,
-            "summary": f"{self.processes} process(es) x {threads} torch thread(s)",
+            "summary": self.summary,
         }
 
 
@@ -158,20 +185,49 @@ def machine_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def embedding_plan(execution: Execution, batches: int, cores: int | None = None) -> EmbeddingPlan:
-    """How many processes embed `batches` batches (at least that many, or all of them when
-    fewer): the workers asked for, capped at the batches and, locally, at the cores. The
-    vectors never depend on it (see the module docstring)."""
+def embedding_plan(
+    execution: Execution,
+    batches: int,
+    cores: int | None = None,
+    prefer: str | None = None,
+    *,
+    thread_safe: bool = True,
+) -> EmbeddingPlan:
+    """How `batches` batches (at least that many) are embedded: the workers asked for,
+    capped at the batches and, locally, at the cores; locally one process with that many
+    threads (one model load) when the embedder is `thread_safe` (`prefer="processes"` or
+    $RECALLBENCH_EMBEDDING_PLAN=processes: a process per worker instead), on Ray an actor
+    per worker. The vectors never depend on it: every batch's forward pass runs on one
+    torch thread whoever runs it."""
     cores = machine_cores() if cores is None else cores
+    prefer = prefer or os.environ.get(PLAN_ENV) or "threads"
+    if prefer not in ("threads", "processes"):
+        raise RecallbenchError(f"{PLAN_ENV}: threads or processes, not {prefer!r}")
     requested = execution.workers
-    processes, reasons = requested, []
-    if execution.executor == "local" and processes > cores:
-        processes = cores
+    budget, reasons = requested, []
+    if execution.executor == "local" and budget > cores:
+        budget = cores
         reasons.append(f"--workers {requested} capped at this machine's {cores} core(s)")
-    if processes > max(batches, 1):
-        processes = max(batches, 1)
+    if budget > max(batches, 1):
+        budget = max(batches, 1)
         reasons.append(f"only {batches} batch(es) to embed")
-    return EmbeddingPlan(processes, requested, "; ".join(reasons) or "as asked")
+    if execution.executor != "local" or budget == 1:
+        return EmbeddingPlan(budget, requested, "; ".join(reasons) or "as asked")
+    if prefer == "processes":
+        reasons.append(f"a process per worker (${PLAN_ENV}=processes)")
+        return EmbeddingPlan(budget, requested, "; ".join(reasons))
+    if not thread_safe:
+        reasons.append("a process per worker (the embedder does not say it is thread-safe)")
+        return EmbeddingPlan(budget, requested, "; ".join(reasons))
+    reasons.append(f"one model load, {budget} batches at a time")
+    return EmbeddingPlan(1, requested, "; ".join(reasons), threads=budget)
+
+
+def grouped(batches: Iterator[list[str]], size: int) -> Iterator[list[list[str]]]:
+    """Consecutive batches (in dispatch order: of like cost) in groups of `size`, each group
+    one task whose batches a worker embeds at once (`embed_batches`)."""
+    while group := list(itertools.islice(batches, size)):
+        yield group
 
 
 def make_vector_cache(
@@ -187,7 +243,7 @@ def make_vector_cache(
     The previous cache in `cache_dir`, if any, stays valid until the new one is complete
     (see `recallbench.cache.CacheWriter`)."""
     from recallbench.cache import CacheWriter, text_key
-    from recallbench.embedding import text_transforms, transformed
+    from recallbench.embedding import text_transforms, thread_safe, transformed
     from recallbench.systems import get_system
 
     execution = execution or Execution()
@@ -206,6 +262,7 @@ def make_vector_cache(
     started = time.perf_counter()
     inside = 0.0
     builds: list[dict[str, Any]] = []
+    loads: dict[int, float] = {}  # each embedding process's model load, seconds
 
     row_tokens: list[int] = []  # each distinct text's token count, by row (tokenized once)
     boundary = Boundary(system.name)
@@ -272,39 +329,46 @@ def make_vector_cache(
             writer.add(window.keys, b"".join(window.vectors), window.dimension)  # type: ignore[arg-type]
 
     try:
-        stream = batches()
-        # the first batches are planned before any process starts: never more processes
-        # than batches (the spool's first window is read and tokenized for that)
-        head = list(itertools.islice(stream, execution.workers))
-        plan = embedding_plan(execution, len(head))
+        # the plan, from the count of distinct texts (one pass over the spool, reading and
+        # hashing: a small fraction of tokenizing it): never more processes or threads than
+        # batches, so none loads the model for nothing; the workers start (and start
+        # loading the model) before the spool is read again for the batches
+        total = distinct_texts(suite_env, transforms)
+        plan = embedding_plan(execution, -(-total // BATCH), thread_safe=thread_safe(embedder))
+        if total:
+            progress.say(f"embedding {total:,} texts: {plan.summary} ({IDENTITY})")
         for result in run_tasks(
-            embed_batch,
-            itertools.chain(head, stream),
+            embed_batches,
+            grouped(batches(), plan.threads),
             system=system_name,
             execution=replace(execution, workers=plan.processes),
-            preload=bool(head),
+            # the workers load the model while this process reads and tokenizes the spool
+            preload=total > 0,
+            own_process=plan.threads > 1,
             cache=None,
-            # the bar's total, so it shows an ETA from the start; counted only when shown
-            total=distinct_texts(suite_env, transforms) if progress.enabled() else None,
+            total=total,
             desc=f"prep {system.name}",
             unit="text",
             weight=lambda result: result["texts"],
         ):
-            window, positions = placed.popleft()
-            size = result["dimension"] * 4
-            blob = result["blob"]
-            if len(blob) != size * len(positions):
-                raise RecallbenchError(
-                    f"{system.name}: the embedder returned {len(blob) // max(size, 1)} "
-                    f"vectors for {len(positions)} texts"
-                )
-            window.dimension = result["dimension"]
-            for n, i in enumerate(positions):
-                window.vectors[i] = blob[n * size : (n + 1) * size]
-            window.pending -= 1
+            for part in result["batches"]:
+                window, positions = placed.popleft()
+                size = part["dimension"] * 4
+                blob = part["blob"]
+                if len(blob) != size * len(positions):
+                    raise RecallbenchError(
+                        f"{system.name}: the embedder returned {len(blob) // max(size, 1)} "
+                        f"vectors for {len(positions)} texts"
+                    )
+                window.dimension = part["dimension"]
+                for n, i in enumerate(positions):
+                    window.vectors[i] = blob[n * size : (n + 1) * size]
+                window.pending -= 1
             inside += result["seconds_inside"]
             if result.get("build") and result["build"] not in builds:
                 builds.append(result["build"])
+            if result.get("model_load"):
+                loads[result["model_load"]["pid"]] = result["model_load"]["seconds"]
             flush()
     except BaseException:
         writer.abort()
@@ -329,7 +393,11 @@ def make_vector_cache(
         **manifest,
         "timing": {
             "wall_seconds": wall,
+            # summed over the threads that embed at once
             "seconds_inside_system": inside,
+            # each process's import and load of the model (on a thread, while the spool was
+            # read and tokenized), the longest first
+            "model_load_seconds": sorted(loads.values(), reverse=True),
             "execution": execution.describe(),
             "plan": plan.describe(build.get("torch_threads") if build else None),
             "texts_embedded": len(rows),
@@ -341,27 +409,52 @@ def make_vector_cache(
     }
 
 
-def embed_batch(texts: list[str]) -> dict[str, Any]:
-    """A worker task: embed one fixed batch with the system's own embedder (one forward pass);
-    float32 bytes, row after row, and the build that made them (device, torch, CPU)."""
-    from recallbench.cache import pack_vectors
+def embed_batches(group: list[list[str]]) -> dict[str, Any]:
+    """A worker task: embed fixed batches at once, each on a thread of its own (one batch:
+    on this thread), each one forward pass with the system's own embedder; per batch its
+    float32 bytes, row after row; the build that made them (device, torch, CPU)."""
     from recallbench.embedding import embedder_build
 
     started = time.perf_counter()
-    system, guard = worker.system(), worker.guard()
+    load = worker.embedder_ready()
+    system = worker.system()
     inside_before = worker.inside()
-    where = f"{len(texts)} texts"
-    vectors = guard.vectors(
-        guard.call("embed_texts", where, system.embedder.embed_texts, texts), texts, where
-    )
-    dimension = len(vectors[0]) if vectors else 0
+    if len(group) == 1:
+        parts = [_embed_one(group[0])]
+    else:
+        parts = list(worker.lanes(len(group)).map(_embed_one, group))
     return {
-        "blob": pack_vectors(vectors),
-        "dimension": dimension,
-        "texts": len(texts),
+        "batches": parts,
+        "texts": sum(len(texts) for texts in group),
         "build": embedder_build(system.embedder),
+        "model_load": None if load is None else {"pid": os.getpid(), "seconds": load},
+        # summed over the threads that embedded at once
         "seconds_inside": worker.inside() - inside_before,
         "seconds_task": time.perf_counter() - started,
+    }
+
+
+def embed_batch(texts: list[str]) -> dict[str, Any]:
+    """A worker task: one fixed batch (`embed_batches` of one), as one result."""
+    result = embed_batches([texts])
+    return {**result.pop("batches")[0], **result}
+
+
+def _embed_one(texts: list[str]) -> dict[str, Any]:
+    """One batch, one forward pass: {"blob", "dimension", "texts"}."""
+    from recallbench.cache import pack_vectors
+
+    guard = worker.guard()
+    where = f"{len(texts)} texts"
+    vectors = guard.vectors(
+        guard.call("embed_texts", where, worker.system().embedder.embed_texts, texts),
+        texts,
+        where,
+    )
+    return {
+        "blob": pack_vectors(vectors),
+        "dimension": len(vectors[0]) if vectors else 0,
+        "texts": len(texts),
     }
 
 
@@ -399,8 +492,11 @@ def vector_cache(
             source=cache_source(suite_env),
             verify_files=False,  # `cache_spec` checks the files' sha256 next
         )
-        # made without the forms this store embeds (`text_transform`): ours to remake
-        if covers(manifest.get("text_transforms"), text_transforms(system.embedder)):
+        # made without the forms this store embeds (`text_transform`), or in other batches
+        # (an older recallbench's: its vectors differ in the last bits): ours to remake
+        if manifest.get("batching") == BATCHING and covers(
+            manifest.get("text_transforms"), text_transforms(system.embedder)
+        ):
             return chosen, None
     except RecallbenchError:
         pass  # none yet, or made for other data: ours to remake

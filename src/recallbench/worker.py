@@ -4,7 +4,7 @@ Worker-local state (the system under test, its boundary, the vector cache) is bu
 worker by `init_worker` (the executor's initializer, `recallbench.executor`) and dropped by
 `close_worker`. The tasks themselves live beside their stage (`stages.hydrate.hydrate_scope`,
 `stages.query.query_scope`, `stages.roundtrip.roundtrip_scope` and `requery_clone`,
-`vectorprep.embed_batch`): module-level functions of plain data, so any executor (in process,
+`vectorprep.embed_batches`): module-level functions of plain data, so any executor (in process,
 local processes by fork or spawn, Ray) ships them by name and returns results in order.
 
 Every call into the system goes through the worker's `recallbench.boundary.Boundary`
@@ -71,7 +71,9 @@ def init_worker(config: Mapping[str, Any]) -> None:
     config: {"system": name, "cache": None | {"directory", "embedder_identity", "source"},
     "device": where a learned embedder computes (auto, cpu, cuda),
     "call_timeout": None | seconds per call into the system,
-    "preload": load the embedder's model now (a worker that will embed: prep's)}
+    "preload": load the embedder's model now, on a thread of its own, while the worker's
+    first tasks are read and tokenized (a worker that will embed: prep's; its tasks wait for
+    the load with `embedder_ready`)}
     """
     from recallbench.embedding import use_device
     from recallbench.systems import get_system
@@ -79,12 +81,11 @@ def init_worker(config: Mapping[str, Any]) -> None:
     close_worker()
     system = get_system(config["system"])
     guard = Boundary(config["system"], config.get("call_timeout"))
+    loading = None
     if getattr(system, "embedder", None) is not None:
         use_device(system.embedder, config.get("device") or "auto")
         if config.get("preload"):
-            from recallbench.embedding import preload
-
-            guard.call("load", "the embedder's model", preload, system.embedder)
+            loading = _Loading(guard, system.embedder)
     cache = scope_lookup = None
     if config.get("cache"):
         from recallbench.cache import ScopeLookup, VectorCache
@@ -108,10 +109,71 @@ def init_worker(config: Mapping[str, Any]) -> None:
         scope_lookup=scope_lookup,
         lookup=lookup,
         progress=None,
+        loading=loading,
     )
 
 
+class _Loading:
+    """The embedder's model loading on a daemon thread (`init_worker` with preload);
+    `wait()` returns once it has loaded, or raises what the load raised."""
+
+    def __init__(self, guard: Boundary, embedder: Any) -> None:
+        import threading
+
+        self._error: BaseException | None = None
+        self.seconds: float | None = None  # how long the load took, once done
+        self._thread = threading.Thread(
+            target=self._run, args=(guard, embedder), name="recallbench-load", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, guard: Boundary, embedder: Any) -> None:
+        from recallbench.embedding import preload
+
+        started = time.perf_counter()
+        try:
+            guard.call("load", "the embedder's model", preload, embedder)
+        except BaseException as exc:  # raised in the task that waits for it
+            self._error = exc
+        self.seconds = time.perf_counter() - started
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+def embedder_ready() -> float | None:
+    """Wait for the model load `init_worker` started; the seconds it took (None when none
+    was started)."""
+    loading = _STATE.get("loading")
+    if loading is None:
+        return None
+    loading.wait()
+    return loading.seconds
+
+
+def lanes(count: int) -> Any:
+    """This worker's pool of `count` threads, each embedding a batch of its own at once
+    (prep's plan: one process, several batches at a time, each on one torch thread)."""
+    size, pool = _STATE.get("lanes", (0, None))
+    if pool is None or size != count:
+        from concurrent.futures import ThreadPoolExecutor
+
+        if pool is not None:
+            pool.shutdown(wait=True)
+        pool = ThreadPoolExecutor(count, thread_name_prefix="recallbench-lane")
+        _STATE["lanes"] = (count, pool)
+    return pool
+
+
 def close_worker() -> None:
+    loading, (_, pool) = _STATE.get("loading"), _STATE.get("lanes", (0, None))
+    if loading is not None:
+        with contextlib.suppress(BaseException):  # its failure was raised by a task, if any
+            loading.wait()
+    if pool is not None:
+        pool.shutdown(wait=True)
     finish_removals()
     cache = _STATE.get("cache")
     if cache is not None:

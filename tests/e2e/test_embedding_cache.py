@@ -35,17 +35,27 @@ def fixture_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return validated_with_cache(tmp_path_factory)
 
 
-def test_prep_writes_the_same_cache_for_any_workers_and_engine(fixture_cache, tmp_path) -> None:
+def test_prep_writes_the_same_cache_for_any_workers_and_engine(
+    fixture_cache, tmp_path, monkeypatch
+) -> None:
+    """1 process x 1 thread (the reference), 1 process x 2 threads (2 local workers' plan),
+    2 processes x 1 thread and 2 Ray actors: the same bytes."""
+    from recallbench.vectorprep import PLAN_ENV
+
     reference = cache_bytes(fixture_cache["cache"])
-    for name, extra in (
-        ("two-local", ["--workers", "2"]),
-        ("ray", ["--executor", "ray", "--workers", "2"]),
+    for name, extra, plan, summary in (
+        ("two-local", ["--workers", "2"], "threads", "1 process x 2 threads"),
+        ("two-processes", ["--workers", "2"], "processes", "2 processes x 1 thread"),
+        ("ray", ["--executor", "ray", "--workers", "2"], "threads", "2 processes x 1 thread"),
     ):
+        monkeypatch.setenv(PLAN_ENV, plan)
         cache = tmp_path / name
         ok(cli(fixture_cache["build"], "prep", "--cache", cache, "--system", "minilm", *extra))
         assert cache_bytes(cache) == reference, name
+        timing = orjson.loads((fixture_cache["build"] / "timings" / "prep.json").read_bytes())
+        assert timing["plan"]["summary"] == summary, name
     manifest = orjson.loads(reference[MANIFEST])
-    assert manifest["batching"]["batch"] == 64
+    assert manifest["batching"]["batch"] == 32
     assert manifest["texts"] == {"seen": 137, "distinct": 136}
     build = manifest["embedder_build"]
     assert build["device"] == "cpu" and build["torch_threads"] == 1 and build["cpu_capability"]
@@ -145,7 +155,7 @@ def test_the_batches_depend_on_the_texts_alone() -> None:
     texts = [f"text {i}" for i in range(150)]
     tokens = [(i * 7) % 13 + 1 for i in range(150)]
     batches = plan_batches(texts, 0, tokens, cap=10)
-    assert [len(b) for b in batches] == [BATCH, BATCH, 150 - 2 * BATCH]
+    assert [len(b) for b in batches] == [BATCH] * (150 // BATCH) + [150 % BATCH]
     flat = [i for b in batches for i in b]
     assert sorted(flat) == list(range(150))
     assert [min(tokens[i], 10) for i in flat] == sorted(min(t, 10) for t in tokens)
@@ -173,3 +183,35 @@ def test_prep_reports_texts_and_tokens_per_second(fixture_cache, tmp_path) -> No
         and "texts/s" in result.stderr
         and "tokens/s" in result.stderr
     )
+
+
+def test_a_stage_remakes_a_build_cache_of_other_batches(fixture_cache, tmp_path) -> None:
+    """BUILD/vectors made in other batches (an older recallbench's batches of 64: vectors
+    that differ in the last bits) is remade by the stage that finds it, never reused."""
+    import shutil
+
+    from recallbench.embedding import cache_dir_name
+    from recallbench.systems import get_system
+    from recallbench.vectorprep import BATCHING
+
+    build = tmp_path / "build"
+    shutil.copytree(fixture_cache["build"], build)
+    shutil.rmtree(build / "timings", ignore_errors=True)
+    identity = get_system("minilm").embedder.identity()
+    cache = build / "vectors" / cache_dir_name(identity)
+    shutil.copytree(fixture_cache["cache"], cache)
+    manifest = orjson.loads((cache / MANIFEST).read_bytes())
+    (cache / MANIFEST).write_bytes(
+        orjson.dumps({**manifest, "batching": {**manifest["batching"], "batch": 64}})
+    )
+
+    def embedded() -> int:
+        ok(cli(build, "hydrate", "--system", "minilm", "--workers", "1"))
+        timing = orjson.loads((build / "timings" / "hydrate.json").read_bytes())
+        made = timing["vector_cache"]
+        return made["texts_embedded"] if made else 0
+
+    assert embedded() == 136
+    assert orjson.loads((cache / MANIFEST).read_bytes())["batching"] == BATCHING
+    assert cache_bytes(cache) == cache_bytes(fixture_cache["cache"])
+    assert embedded() == 0  # made in these batches: reused

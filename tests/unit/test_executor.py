@@ -82,6 +82,9 @@ def test_make_executor_picks_the_engine() -> None:
     assert isinstance(make_executor(), SerialExecutor)
     assert isinstance(make_executor("local", 1), SerialExecutor)
     assert isinstance(make_executor("local", 2), ProcessExecutor)
+    # prep's plan of one process with several threads: one worker, a process of its own
+    own = make_executor("local", 1, own_process=True)
+    assert isinstance(own, ProcessExecutor) and own.workers == 1
     assert make_executor("local", 3).max_in_flight == 6
     assert make_executor("local", 2, max_in_flight=5).max_in_flight == 5
     assert isinstance(make_executor("ray", 2), RayExecutor)  # Ray starts only on __enter__

