@@ -275,6 +275,24 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def check_same_options(hyd: Mapping[str, Any], system: Any) -> None:
+    """Refuse (one line) a query whose system options (its configuration's `options`, set by
+    the user: index parameters) are not the ones hydrate recorded: transient stores are
+    built here, and the result would name hydrate's (a kept store's marker is checked too,
+    when it is reopened)."""
+    held = (hyd.get("configuration") or {}).get("options")
+    if held is None:
+        return
+    now = system.configuration().get("options")
+    if now != held:
+        from recallbench.systems.storekit import options_variable
+
+        raise RecallbenchError(
+            f"{hyd['system']}: hydrate ran with options {held}, {options_variable(hyd['system'])} "
+            f"now gives {now}: set it as it was, or run hydrate again"
+        )
+
+
 def run_query(
     suite_env: Mapping[str, Any],
     hydrate_env: Mapping[str, Any],
@@ -307,6 +325,7 @@ def run_query(
     watch = Stopwatch()
     hyd = hydrate_env["data"]
     system = get_system(hyd["system"])
+    check_same_options(hyd, system)
     kept = hyd["mode"] == "kept"
     levels = [lv["name"] for lv in suite_env["data"]["levels"]]
     root = stores_root(build_dir) if kept else safe_child(Path(build_dir), WORK_DIR)

@@ -1,0 +1,234 @@
+"""`milvus` and `milvus-flat` (Milvus Lite through pymilvus): the index and its options in the
+configuration and in each store (a store built under other options is refused), FLAT ranks
+as `minilm` does on the fixtures (the same cosine of the same vectors, up to float32 bits),
+the default index too (Milvus Lite searches exhaustively at this size), and a run killed
+while Milvus Lite's server runs leaves no server process, however it is ended."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner, Result
+from signalling import default_signals, signal_when
+
+pytest.importorskip("pymilvus")
+pytest.importorskip("milvus_lite")
+
+from recallbench.cli import main  # noqa: E402
+from recallbench.errors import RecallbenchError  # noqa: E402
+from recallbench.systems import get_system  # noqa: E402
+from recallbench.systems.base import StoreRecord  # noqa: E402
+
+#: two computation paths (Milvus's float32 kernels, numpy's): never float equality
+SCORE_TOLERANCE = 1e-5
+
+
+def test_the_configuration_records_the_index_each_system_ships(monkeypatch) -> None:
+    monkeypatch.delenv("RECALLBENCH_OPTIONS_MILVUS", raising=False)
+    monkeypatch.delenv("RECALLBENCH_OPTIONS_MILVUS_FLAT", raising=False)
+    default = get_system("milvus").configuration()
+    assert default["index"] == {
+        "field": "vector",
+        "index_type": "AUTOINDEX",
+        "metric_type": "COSINE",
+        "params": {},
+    }
+    assert default["options"] == {"index_type": "AUTOINDEX"}
+    assert default["options_variable"] == "RECALLBENCH_OPTIONS_MILVUS"
+    assert default["implementation_version"] == "3.0.2"
+    assert "milvus-lite 2.5.1" in default["server"]
+    flat = get_system("milvus-flat").configuration()
+    assert flat["index"]["index_type"] == "FLAT" and flat["exact"].startswith("yes")
+
+
+def test_options_set_the_index_and_are_refused_in_one_line_when_wrong(monkeypatch) -> None:
+    monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", "index_type=ivf_flat, nprobe=16")
+    config = get_system("milvus").configuration()
+    assert config["options"] == {"index_type": "IVF_FLAT", "nlist": 128, "nprobe": 16}
+    assert config["index"]["params"] == {"nlist": 128}  # Milvus's default nlist
+    assert config["search_params"] == {"nprobe": 16}
+    for given, says in [
+        ("index_type=HNSW", "one of FLAT, IVF_FLAT, AUTOINDEX"),
+        ("M=16", "is not KEY=VALUE with KEY one of index_type, nlist, nprobe"),
+        ("nprobe", "is not KEY=VALUE"),
+        ("index_type=IVF_FLAT,nlist=0", "between 1 and 65536"),
+        ("nprobe=8", "nprobe applies to IVF_FLAT only, not AUTOINDEX"),
+    ]:
+        monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", given)
+        with pytest.raises(RecallbenchError) as refused:
+            get_system("milvus")
+        assert says in str(refused.value) and "RECALLBENCH_OPTIONS_MILVUS" in str(refused.value)
+        assert "\n" not in str(refused.value)
+
+
+def test_a_store_built_under_other_options_is_refused_when_reopened(
+    monkeypatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", "index_type=IVF_FLAT,nlist=4")
+    system = get_system("milvus")
+    store = system.open_store(tmp_path / "s")
+    store.ingest([StoreRecord("a", "x", "alpha"), StoreRecord("b", "y", "beta")])
+    assert store._client.describe_index("memories", "vector")["nlist"] == "4"  # Milvus's own
+    package = tmp_path / "package"
+    system.clone.snapshot(store, package)
+    store.close()
+    monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", "index_type=IVF_FLAT,nlist=4,nprobe=2")
+    other = get_system("milvus")
+    with pytest.raises(RecallbenchError, match="was built with options"):
+        other.attach(tmp_path / "s")
+    with pytest.raises(RecallbenchError, match="was built with options"):
+        other.clone.restore(package, tmp_path / "restored")
+    monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", "index_type=IVF_FLAT,nlist=4")
+    again = get_system("milvus").attach(tmp_path / "s")
+    assert again.count() == 2
+    again.close()
+
+
+# --------------------------------------------------------------------------- the fixtures
+
+
+def cli(build: Path, *args: str | Path) -> Result:
+    result = CliRunner().invoke(main, ["--build-dir", str(build), "-q", *map(str, args)])
+    assert result.exit_code == 0, (args, result.output, result.exception)
+    return result
+
+
+@pytest.fixture(scope="module")
+def fixture_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """hydrate + query of minilm, milvus-flat and milvus on the fixtures, one prep cache."""
+    root = tmp_path_factory.mktemp("milvus-fixtures")
+    cli(root / "base", "validate")
+    cli(root / "base", "prep", "--cache", root / "cache", "--system", "minilm")
+    out = {}
+    for system in ("minilm", "milvus-flat", "milvus"):
+        build = root / system
+        shutil.copytree(root / "base", build)
+        cli(build, "hydrate", "--system", system, "--cache", root / "cache")
+        cli(build, "query", "--cache", root / "cache", "--top-k", "20")
+        out[system] = orjson.loads((build / "runs.json").read_bytes())["data"]
+    return out
+
+
+def assert_ranks_as_minilm(exact: dict[str, Any], other: dict[str, Any]) -> None:
+    """The same hits for every query, each score within SCORE_TOLERANCE of minilm's; two ids
+    may trade places only when their scores are that close (a near-tie)."""
+    assert len(exact["queries"]) == len(other["queries"]) > 0
+    for a, b in zip(exact["queries"], other["queries"], strict=True):
+        assert a["query_id"] == b["query_id"]
+        assert len(a["hits"]) == len(b["hits"]) > 0
+        for x, y in zip(a["hits"], b["hits"], strict=True):
+            assert abs(x["score"] - y["score"]) <= SCORE_TOLERANCE, (a["query_id"], x, y)
+            if x["memory_id"] != y["memory_id"]:
+                scores = {h["memory_id"]: h["score"] for h in a["hits"]}
+                assert abs(scores[x["memory_id"]] - scores.get(y["memory_id"], 9)) <= (
+                    SCORE_TOLERANCE
+                ), (a["query_id"], x, y)
+
+
+def test_flat_ranks_as_minilm_on_the_fixtures(fixture_runs: dict[str, Any]) -> None:
+    assert_ranks_as_minilm(fixture_runs["minilm"], fixture_runs["milvus-flat"])
+
+
+def test_the_default_index_ranks_as_minilm_on_the_fixtures(fixture_runs: dict[str, Any]) -> None:
+    """AUTOINDEX is approximate by kind; Milvus Lite 2.5.1 searches 80 memories exhaustively."""
+    assert_ranks_as_minilm(fixture_runs["minilm"], fixture_runs["milvus"])
+
+
+# --------------------------------------------------------------------------- the server's end
+
+
+def milvus_servers(under: Path) -> list[int]:
+    """Pids of Milvus Lite servers whose data file is under `under`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            argv
+            and argv[0].endswith(b"milvus_lite/lib/milvus")
+            and any(str(under).encode() in a for a in argv[1:])
+        ):
+            found.append(int(entry.name))
+    return found
+
+
+def gone_within(under: Path, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while milvus_servers(under):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+@pytest.mark.parametrize(
+    ("signum", "codes"),
+    [
+        (signal.SIGTERM, {143}),
+        (signal.SIGHUP, {129}),
+        (signal.SIGINT, {130}),
+        (signal.SIGKILL, {-signal.SIGKILL}),
+    ],
+    ids=["sigterm", "sighup", "ctrl-c", "killed"],
+)
+def test_a_run_ended_while_milvus_serves_leaves_no_server(
+    tmp_path: Path, signum: int, codes: set[int]
+) -> None:
+    """hydrate is signalled once its store's Milvus Lite server is up (seen while the run is
+    stopped, so the signal lands during the work); afterwards no server of its build is left
+    (SIGKILL included: the server stops when the lock its parent held is released)."""
+    build = tmp_path / "build"
+    cli(build, "validate")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build), "-q", "hydrate"]
+        + ["--system", "milvus"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=default_signals,
+    )
+    signal_when(proc, lambda pid: bool(milvus_servers(build)), signum)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode in codes, err.decode()[-2000:]
+    assert b"Traceback" not in err
+    assert gone_within(build, 60), f"Milvus Lite servers left: {milvus_servers(build)}"
+
+
+def test_query_refuses_options_other_than_hydrates(monkeypatch, tmp_path: Path) -> None:
+    """Transient stores (a dataset of many scopes) are built by query: under other options
+    than hydrate recorded, the result would name hydrate's, so query refuses in one line."""
+    from recallbench.datasets.longmemeval.generator import generate
+
+    data = tmp_path / "lme.json"
+    generate(data, shape="s", questions=2, seed=3, sessions_per_question=2, session_chars=120)
+    build = tmp_path / "build"
+    cli(build, "validate", "--dataset", "longmemeval", "--data", data)
+    monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", "index_type=IVF_FLAT")
+    cli(build, "hydrate", "--system", "milvus")
+    hydrate = orjson.loads((build / "hydrate.json").read_bytes())["data"]
+    assert hydrate["mode"] == "transient"
+    assert hydrate["configuration"]["options"] == {
+        "index_type": "IVF_FLAT",
+        "nlist": 128,
+        "nprobe": 8,
+    }
+    monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", "index_type=IVF_FLAT,nprobe=1")
+    result = CliRunner().invoke(main, ["--build-dir", str(build), "-q", "query"])
+    assert result.exit_code == 1, result.output
+    assert "hydrate ran with options" in result.output and "Traceback" not in result.output
+    monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", "index_type=IVF_FLAT")
+    cli(build, "query")
