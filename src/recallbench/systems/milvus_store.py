@@ -38,7 +38,6 @@ closes any descriptor of it, and the server would stop).
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -120,9 +119,9 @@ def search_params(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _quiet() -> None:
-    """milvus-lite 2.5 imports `pkg_resources` (a deprecation warning) and logs through the
-    root logger; neither is ours to show."""
-    warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
+    """pymilvus logs each failed call with its traceback before it raises (the store's
+    error is the one line); milvus-lite's pkg_resources warning is silenced by
+    `storekit.offline_environment`."""
     logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
 
 

@@ -28,6 +28,7 @@ import io
 import os
 import shutil
 import tarfile
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -85,6 +86,10 @@ def offline_environment() -> None:
     as here, writes a home or cache directory: `tests/e2e/test_no_outside_writes.py` checks.)"""
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
+    # milvus-lite 2.5 imports pkg_resources, which warns; txtai imports milvus-lite too
+    warnings.filterwarnings(
+        "ignore", message="pkg_resources is deprecated", category=UserWarning, module="milvus_lite"
+    )
 
 
 @contextlib.contextmanager
