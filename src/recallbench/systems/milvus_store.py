@@ -37,8 +37,10 @@ closes any descriptor of it, and the server would stop).
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +134,24 @@ def milvus_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+@contextlib.contextmanager
+def server_home(directory: Path) -> Iterator[None]:
+    """HOME pointed at `.store-cache/milvus-home` beside the store (inside the build
+    directory) while the server starts: Milvus Lite's server creates `~/.cache/milvus` in
+    the home it inherits."""
+    home = Path(directory).resolve().parent / ".store-cache" / "milvus-home"
+    home.mkdir(parents=True, exist_ok=True)
+    previous = os.environ.get("HOME")
+    os.environ["HOME"] = str(home)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = previous
+
+
 def _too_long(r: StoreRecord) -> str | None:
     for field, value in (("id", r.memory_id), ("identifier", r.identifier), ("text", r.text)):
         size = len(value.encode("utf-8"))
@@ -154,7 +174,8 @@ class MilvusStore:
         self._client = None
         with system._inside():
             try:
-                self._client = MilvusClient(str(self._db))
+                with server_home(directory):
+                    self._client = MilvusClient(str(self._db))
             except Exception as exc:  # pymilvus raises its own on a server that did not start
                 self._stop_server()
                 raise RecallbenchError(
