@@ -80,7 +80,9 @@ def test_a_store_built_under_other_options_is_refused_when_reopened(
     assert store._client.describe_index("memories", "vector")["nlist"] == "4"  # Milvus's own
     package = tmp_path / "package"
     system.clone.snapshot(store, package)
+    assert milvus_servers(tmp_path / "s")  # the store's server runs while it is open
     store.close()
+    assert milvus_servers(tmp_path / "s") == []  # and close stops it, there and then
     monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", "index_type=IVF_FLAT,nlist=4,nprobe=2")
     other = get_system("milvus")
     with pytest.raises(RecallbenchError, match="was built with options"):
