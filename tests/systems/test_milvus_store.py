@@ -110,7 +110,7 @@ def fixture_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("milvus-fixtures")
     cli(root / "base", "validate")
     cli(root / "base", "prep", "--cache", root / "cache", "--system", "minilm")
-    out = {}
+    out: dict[str, Any] = {"root": root}
     for system in ("minilm", "milvus-flat", "milvus"):
         build = root / system
         shutil.copytree(root / "base", build)
@@ -147,6 +147,28 @@ def test_flat_ranks_as_minilm_on_the_fixtures(fixture_runs: dict[str, Any]) -> N
 def test_the_default_index_ranks_as_minilm_on_the_fixtures(fixture_runs: dict[str, Any]) -> None:
     """AUTOINDEX is approximate by kind; Milvus Lite 2.5.1 searches 80 memories exhaustively."""
     assert_ranks_as_minilm(fixture_runs["minilm"], fixture_runs["milvus"])
+
+
+@pytest.mark.parametrize("system", ["milvus", "mem0-qdrant"])
+def test_two_workers_give_the_same_results_though_a_store_takes_one_process(
+    fixture_runs: dict[str, Any], system: str
+) -> None:
+    """Milvus Lite and Qdrant local lock a store to one process: with two workers and one
+    scope, query and the round trip must not search one store from both (they do for
+    stores several processes may open), and the results are the same as with one."""
+    root = fixture_runs["root"]
+    runs = {}
+    for workers in ("1", "2"):
+        build = root / f"{system}-w{workers}"
+        shutil.copytree(root / "base", build)
+        options = ("--cache", root / "cache", "--workers", workers)
+        cli(build, "hydrate", "--system", system, *options)
+        cli(build, "query", *options, "--top-k", "20")
+        cli(build, "snapshot-roundtrip", *options)
+        runs[workers] = orjson.loads((build / "runs.json").read_bytes())["data"]
+        equivalence = orjson.loads((build / "roundtrip.json").read_bytes())["data"]["equivalence"]
+        assert equivalence["numerator"] == equivalence["denominator"] > 0
+    assert runs["2"] == runs["1"]
 
 
 # --------------------------------------------------------------------------- the server's end

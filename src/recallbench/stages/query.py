@@ -48,6 +48,7 @@ from recallbench.stagework import (
     Stopwatch,
     query_spans,
     run_tasks,
+    shares_stores,
     slice_count,
     stores_root,
 )
@@ -330,7 +331,7 @@ def run_query(
     levels = [lv["name"] for lv in suite_env["data"]["levels"]]
     root = stores_root(build_dir) if kept else safe_child(Path(build_dir), WORK_DIR)
     counts = suite_env["data"]["counts"]
-    slices = slice_count(execution, kept, counts["scopes"])
+    slices = slice_count(execution, kept and shares_stores(system), counts["scopes"])
     index = suite_env["data"]["scopes"]
     root = root.resolve()  # once: resolving a path costs a system call per component
     # each task reads its own scope from the spool: the parent hands out only where it lies

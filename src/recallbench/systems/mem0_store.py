@@ -332,6 +332,8 @@ class Mem0QdrantSystem(Mem0System):
     # added the points and another after a reload. Reopened after every ingest, every
     # search (hydrate's, a reopened store's, a restored clone's) runs on the loaded order.
     reopen_after_ingest = True
+    #: Qdrant local locks its path to one client (one process)
+    one_process_per_store = True
 
     def __init__(self) -> None:
         super().__init__()

@@ -322,6 +322,8 @@ class MilvusSystem(OpensDirectories, TimedCalls):
     """Milvus Lite (pymilvus MilvusClient on a local file): COSINE over MiniLM vectors."""
 
     lexical = False
+    #: Milvus Lite's server locks its file to the process that started it
+    one_process_per_store = True
 
     def __init__(self, name: str, index_type: str) -> None:
         self.name = name
