@@ -95,6 +95,37 @@ def test_a_store_built_under_other_options_is_refused_when_reopened(
     again.close()
 
 
+HOLD = """
+import sys, time
+from pathlib import Path
+from recallbench.systems import get_system
+store = get_system("milvus").open_store(Path(sys.argv[1]))
+print("open", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_server_that_does_not_start_is_one_line_with_milvus_lites_reason(
+    tmp_path: Path,
+) -> None:
+    """Another process holds the store (Milvus Lite takes one): opening it here is one line
+    with what Milvus Lite said, nothing else on the terminal."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path / "s")], stdout=subprocess.PIPE, env=env
+    )
+    try:
+        assert holder.stdout.readline() == b"open\n"
+        with pytest.raises(RecallbenchError) as refused:
+            get_system("milvus").attach(tmp_path / "s")
+    finally:
+        holder.kill()
+        holder.wait()
+    message = str(refused.value)
+    assert "Milvus Lite did not start" in message and "\n" not in message
+    assert "opened by another program" in message
+
+
 # --------------------------------------------------------------------------- the fixtures
 
 

@@ -152,6 +152,25 @@ def server_home(directory: Path) -> Iterator[None]:
             os.environ["HOME"] = previous
 
 
+@contextlib.contextmanager
+def milvus_lite_log(said: list[str]) -> Iterator[None]:
+    """What milvus-lite logs while its server starts, into `said` (its first error: why it
+    did not start) instead of the terminal: it logs through the root logger."""
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "milvus_lite" in record.pathname:
+                said.append(record.getMessage().strip().splitlines()[0])
+
+    root = logging.getLogger()
+    handler = Keep(logging.ERROR)
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+
+
 def _too_long(r: StoreRecord) -> str | None:
     for field, value in (("id", r.memory_id), ("identifier", r.identifier), ("text", r.text)):
         size = len(value.encode("utf-8"))
@@ -173,14 +192,14 @@ class MilvusStore:
         self._vectors = VectorSource(system.embedder, lookup)
         self._client = None
         with system._inside():
+            said: list[str] = []
             try:
-                with server_home(directory):
+                with server_home(directory), milvus_lite_log(said):
                     self._client = MilvusClient(str(self._db))
             except Exception as exc:  # pymilvus raises its own on a server that did not start
                 self._stop_server()
-                raise RecallbenchError(
-                    f"{self._db}: Milvus Lite did not start: {str(exc).strip().splitlines()[-1]}"
-                ) from None
+                why = said[0] if said else str(exc).strip().splitlines()[-1]
+                raise RecallbenchError(f"{self._db}: Milvus Lite did not start: {why}") from None
             try:
                 if not load:
                     schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
