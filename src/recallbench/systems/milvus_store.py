@@ -235,7 +235,7 @@ class MilvusStore:
     def _stop_server(self) -> None:
         from milvus_lite.server_manager import server_manager_instance
 
-        if str(self._db.resolve()) in getattr(server_manager_instance, "_servers", {}):
+        with milvus_lite_log([]):  # (its warning when the server is stopped already)
             server_manager_instance.release_server(str(self._db))
 
     def _pairs(self) -> list[tuple[str, str]]:
