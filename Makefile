@@ -35,7 +35,7 @@ $(CORE_STAMP): pyproject.toml
 $(STAMP): pyproject.toml examples/plugin-system/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) 'torch==2.13.0'
-	$(PIP) -e '.[dev,docs,semantic,ray,okapi,chroma,txtai,llamaindex,langgraph,mem0,milvus]' -e examples/plugin-system
+	$(PIP) -e '.[dev,docs,semantic,ray,okapi,chroma,txtai,llamaindex,langgraph,mem0,milvus,postgres]' -e examples/plugin-system
 	@touch $(STAMP) $(CORE_STAMP)
 
 # The seven stages, one command each, in the order `recallbench stages` prints (its one

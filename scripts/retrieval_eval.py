@@ -22,6 +22,7 @@ temporary directory is removed in every case but SIGKILL.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import tempfile
 import time
@@ -183,7 +184,7 @@ def main(
         from recallbench.artifacts import dumps, publish
         from recallbench.baseline import gate
         from recallbench.pipeline import run_pipeline, write_run
-        from recallbench.stages.report import html_path
+        from recallbench.stages.report import report_paths
         from recallbench.stagework import Execution
 
         progress.configure(quiet)
@@ -204,28 +205,33 @@ def main(
             )
 
         written: list[Path | str] = []
-        if build_dir is not None:
-            from recallbench.workspace import claimed_build_dir
+        # a run without --build-dir works in a temporary directory, kept until the files
+        # (report.html's data files staged in it among them) are published
+        with contextlib.ExitStack() as stack:
+            if build_dir is not None:
+                from recallbench.workspace import claimed_build_dir
 
-            with claimed_build_dir(build_dir, "scripts/retrieval_eval.py"):
-                run = evaluate(build_dir)
-                write_run(run, build_dir)
-            written += [build_dir / "results.json", build_dir / "report.md"]
-            written += [html_path(build_dir / "report.md"), build_dir / "decision.json"]
-        else:
-            with tempfile.TemporaryDirectory(prefix="recallbench-") as work:
+                with claimed_build_dir(build_dir, "scripts/retrieval_eval.py"):
+                    run = evaluate(build_dir)
+                    write_run(run, build_dir)
+                written += [build_dir / "results.json", *report_paths(build_dir / "report.md")]
+                written.append(build_dir / "decision.json")
+            else:
+                work = stack.enter_context(tempfile.TemporaryDirectory(prefix="recallbench-"))
                 run = evaluate(Path(work))
-        files: dict[Path, bytes] = {}
-        if output:
-            files[output] = dumps(run.envelopes["results"])
-            written.append(output)
-        if report_path:
-            files.update(run.report_files(report_path))  # report.md and report-plots/ beside it
-            written += [report_path, html_path(report_path)]
-        if write_baseline:
-            files[write_baseline] = dumps(run.result)
-            written.append(write_baseline)
-        publish(files)
+            stack.callback(run.close)
+            files: dict[Path, Any] = {}
+            if output:
+                files[output] = dumps(run.envelopes["results"])
+                written.append(output)
+            if report_path:
+                # report.md, report-plots/, report.html and report-data/ beside it
+                files.update(run.report_files(report_path))
+                written += report_paths(report_path)
+            if write_baseline:
+                files[write_baseline] = dumps(run.result)
+                written.append(write_baseline)
+            publish(files)
         if write_baseline and not as_json:
             click.echo(f"wrote baseline {write_baseline}", err=True)
         echo_closing(

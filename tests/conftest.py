@@ -156,6 +156,22 @@ def run_fixtures(work: Path, **kwargs) -> Run:
     return run_pipeline("fixtures", {"corpus": CORPUS, "queries": QUERIES}, work, **kwargs)
 
 
+def run_generated_longmemeval(work: Path, questions: int = 120, **kwargs) -> Run:
+    """The seven stages in process on generated LongMemEval data (`questions` questions of
+    4 short sessions each, seed 1) with bm25: a suite of more queries than report.html's
+    first slice (`report.pagedata.FIRST_SLICE_QUERIES`), quick to run."""
+    from recallbench.datasets.longmemeval import generator
+
+    data = Path(work) / "lme.json"
+    if not data.exists():
+        generator.generate(
+            data, shape="s", questions=questions, seed=1, sessions_per_question=4, session_chars=200
+        )
+    kwargs.setdefault("system", "bm25")
+    kwargs.setdefault("top_k", 10)
+    return run_pipeline("longmemeval", {"data": data}, Path(work) / "build", **kwargs)
+
+
 @pytest.fixture(scope="session")
 def lane(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """One in-process run of the whole fixture suite (read-only): `.result` is the result

@@ -110,31 +110,103 @@ def create_temp(path: Path) -> tuple[int, str]:
     raise FileExistsError(f"{path}: cannot create a temp file beside it")
 
 
-def publish(files: Mapping[Path, bytes]) -> None:
+class StagedTree:
+    """A directory output whose files are already written elsewhere (`files`: name ->
+    the file holding its bytes). `publish` copies them into a new directory beside the
+    target and renames that into place, so the target directory is replaced whole: a file
+    of the previous one that the new one lacks does not remain. No files: the target is
+    removed if it is there (nothing of a previous output is left beside the new page)."""
+
+    def __init__(self, files: Mapping[str, Path]) -> None:
+        for name in files:
+            if not name or "/" in name or name.startswith("."):
+                raise ValueError(f"a staged file's name must be a plain file name, got {name!r}")
+        self.files = dict(sorted(files.items()))
+
+    def write_into(self, directory: Path) -> None:
+        """Copy every file into `directory` (a new, empty directory)."""
+        import shutil
+
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+        for name, source in self.files.items():
+            fd = os.open(Path(directory) / name, flags, 0o666)
+            with open(source, "rb") as src, os.fdopen(fd, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+
+
+def _temp_dir_beside(path: Path) -> Path:
+    """A new empty directory beside `path`, named like `create_temp`'s files."""
+    for _ in range(100):
+        tmp = path.parent / f"{TEMP_PREFIX}{os.urandom(8).hex()}.tmp"
+        try:
+            os.mkdir(tmp)
+            return tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{path}: cannot create a temp directory beside it")
+
+
+def publish(files: Mapping[Path, bytes | StagedTree]) -> None:
     """Write every file to a temp file beside it, then rename them all into place.
 
     Nothing is renamed until every payload is fully written, so a failure (a full disk, a
     read-only directory) leaves the previous files as they were and no temp file behind.
     Every target is checked before anything is written (`buildpaths.check_target`), so a
     symlinked or hard-linked target, or a symlinked directory on the way inside a claimed
-    build directory, is refused with nothing written.
+    build directory, is refused with nothing written. A `StagedTree` payload is a directory:
+    built complete in a temp directory beside its target (`buildpaths.check_dir_target`:
+    the target is no link and no file), then the previous directory is moved aside, the new
+    one renamed into place and the previous one removed.
     """
-    for path in files:
-        check_target(Path(path))
+    import shutil
+
+    from recallbench.buildpaths import check_dir_target
+
+    # the directories first: checking a file makes its missing parent directories
+    for path, payload in files.items():
+        if isinstance(payload, StagedTree):
+            check_dir_target(Path(path))
+    for path, payload in files.items():
+        if not isinstance(payload, StagedTree):
+            check_target(Path(path))
     staged: list[tuple[str, Path]] = []
+    trees: list[tuple[Path | None, Path]] = []
+    aside: list[tuple[Path, Path]] = []
     try:
         for path, payload in files.items():
             path = Path(path)
+            if isinstance(payload, StagedTree):
+                tmp_dir = _temp_dir_beside(path) if payload.files else None
+                trees.append((tmp_dir, path))
+                if tmp_dir is not None:
+                    payload.write_into(tmp_dir)
+                continue
             fd, tmp = create_temp(path)
             staged.append((tmp, path))
             with os.fdopen(fd, "wb") as handle:
                 handle.write(payload)
+        for tmp_dir, path in trees:
+            if os.path.lexists(path):
+                old = _temp_dir_beside(path)
+                os.rmdir(old)
+                os.rename(path, old)
+                aside.append((old, path))
+            if tmp_dir is not None:
+                os.rename(tmp_dir, path)
         for tmp, path in staged:
             os.replace(tmp, path)
     except BaseException:
         for tmp, _ in staged:
             Path(tmp).unlink(missing_ok=True)
+        for tmp_dir, _ in trees:
+            if tmp_dir is not None and os.path.isdir(tmp_dir):
+                shutil.rmtree(tmp_dir, ignore_errors=True)
+        for old, path in aside:  # put the previous directories back
+            if not os.path.lexists(path):
+                os.rename(old, path)
         raise
+    for old, _ in aside:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def atomic_write_bytes(path: Path, payload: bytes) -> None:

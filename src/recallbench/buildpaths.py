@@ -274,6 +274,29 @@ def check_target(path: Path) -> None:
         )
 
 
+def check_dir_target(path: Path) -> None:
+    """Make sure the directory `path` can be replaced whole (`artifacts.publish` of a
+    `StagedTree`): its parents are real (`make_dirs`), and `path`, when it exists, is a real
+    directory, not a symlink or a file. Its old contents are moved aside and removed, never
+    written through. A refusal is one line naming the path; nothing is written."""
+    path = Path(path)
+    make_dirs(path.parent)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise RecallbenchError(
+            f"{path} is a symlink (to {_link_text(str(path))}); recallbench does not write "
+            "through links, so remove it or give another path"
+        )
+    if not stat.S_ISDIR(st.st_mode):
+        raise RecallbenchError(
+            f"{path} is a file, not a directory; recallbench writes a directory there, so "
+            "remove it or give another path"
+        )
+
+
 def check_tree(directory: Path) -> None:
     """Refuse a directory recallbench (or a library it lets write there: matplotlib's font
     cache) writes files into, when a part of it below its claimed directory, or anything

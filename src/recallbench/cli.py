@@ -516,7 +516,8 @@ def score_cmd(ctx: Context, ks: tuple[int, ...] | None, measures: tuple[str, ...
 @pass_ctx
 def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> None:
     """Write the result (results.json), the Markdown report and its plots (report-plots/
-    beside the report) and the HTML report (report.html beside it), together."""
+    beside the report) and the HTML report (report.html beside it, its data files in
+    report-data/), together."""
     from recallbench.artifacts import artifact_path
     from recallbench.outputs import Place, build_places, check_outputs, report_places
     from recallbench.stages.report import build_report, html_path, timings_for
@@ -529,12 +530,21 @@ def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> N
     )
     envs = [ctx.read(k) for k in ("suite", "hydrate", "runs", "roundtrip")]
     envs.append(ctx.read_current("scores"))
-    report = build_report(*envs, timings=timings_for(ctx.build_dir, *envs))
-    ctx.publish(report.files(output, report_path, ctx.build_dir))
-    no_texts = "" if report.timing["html"]["texts_available"] else "; no texts: no scopes.jsonl"
+    report = build_report(*envs, timings=timings_for(ctx.build_dir, *envs), scratch=ctx.build_dir)
+    try:
+        ctx.publish(report.files(output, report_path, ctx.build_dir))
+    finally:
+        report.close()
+    html_timing = report.timing["html"]
+    no_texts = "" if html_timing["texts_available"] else "; no texts: no scopes.jsonl"
+    data = (
+        f"; {html_timing['data_files']:,} data files beside it, {html_timing['data_bytes']:,} bytes"
+        if html_timing["data_files"]
+        else ""
+    )
     ctx.say(
         f"wrote {output}, {report_path} ({len(report.plots)} plots beside it) and "
-        f"{html_path(report_path)} ({len(report.html):,} bytes{no_texts})"
+        f"{html_path(report_path)} ({len(report.html):,} bytes{no_texts}{data})"
     )
     if not ctx.quiet:
         from recallbench.report.summary import summary_table
@@ -794,7 +804,7 @@ def run_cmd(
 
     from recallbench.artifacts import dumps
     from recallbench.pipeline import run_pipeline
-    from recallbench.stages.report import html_path
+    from recallbench.stages.report import report_paths
 
     started = time.perf_counter()
     paths, options, k, ks = run_arguments(dataset, dataset_args, preset, top_k, ks)
@@ -818,13 +828,16 @@ def run_cmd(
         files[output] = dumps(run.envelopes["results"])
     if report_path is not None:
         files.update(run.report_files(report_path))
-    ctx.publish(files)  # the build's artifacts and the copies, together
-    written: list[Path | str] = [ctx.build_dir / name for name in ("results.json", "report.md")]
-    written += [html_path(ctx.build_dir / "report.md"), ctx.build_dir / "decision.json"]
+    try:
+        ctx.publish(files)  # the build's artifacts and the copies, together
+    finally:
+        run.close()
+    written: list[Path | str] = [ctx.build_dir / "results.json"]
+    written += [*report_paths(ctx.build_dir / "report.md"), ctx.build_dir / "decision.json"]
     if output is not None:
         written.append(output)
     if report_path is not None:
-        written += [report_path, html_path(report_path)]
+        written += report_paths(report_path)
     echo_closing(
         run,
         written,
@@ -951,7 +964,7 @@ def compare_cmd(
             "--k and --measure score runs: give them with --system, not --result"
         )
     from recallbench.outputs import check_compare_outputs
-    from recallbench.report.html import render_compare_html, texts_beside, texts_of_run
+    from recallbench.report.html import render_compare_page, texts_beside, texts_of_run
     from recallbench.stages.report import html_path
 
     paths = {} if result_files else dataset_inputs(dataset, dataset_args)[0]
@@ -984,6 +997,13 @@ def compare_cmd(
         if reference is not None:
             labels = [reference, *(name for name in labels if name != reference)]
         ctx.build_dir.mkdir(parents=True, exist_ok=True)
+
+        def keep_texts(run: Any) -> None:
+            """Each run's texts merged into one as the run ends (one copy held, not one
+            per system)."""
+            mine = texts_of_run(run)
+            texts[:] = [texts[0].merge(mine) if texts else mine]
+
         runs = run_compared(
             dataset,
             paths,
@@ -993,7 +1013,7 @@ def compare_cmd(
             parent=ctx.build_dir,
             say=ctx.say,
             execution=_execution(executor, workers, ray_address, cache, call_timeout),
-            on_run=lambda run: texts.append(texts_of_run(run)),
+            on_run=keep_texts,
             ks=ks,
             measures=measures,
         )
@@ -1010,19 +1030,25 @@ def compare_cmd(
         sidecar[ctx.build_dir / "timings" / "compare.json"] = dumps(
             {"label": "local diagnostic: wall time on this machine, not a result", **timing}
         )
-    html = render_compare_html(doc, results, texts, plots=plots)  # compare.html beside it
+    # compare.html beside it, its data files in compare-data/
+    made = render_compare_page(doc, results, texts, plots=plots, scratch=ctx.build_dir)
     page = html_path(report_path)
-    ctx.publish(
-        {
-            **sidecar,
-            output: dumps(doc),
-            report_path: markdown.encode("utf-8"),
-            page: html,
-            **{report_path.parent / name: svg for name, svg in plots.items()},
-        }
-    )
+    try:
+        ctx.publish(
+            {
+                **sidecar,
+                output: dumps(doc),
+                report_path: markdown.encode("utf-8"),
+                **made.files(page),
+                **{report_path.parent / name: svg for name, svg in plots.items()},
+            }
+        )
+    finally:
+        made.data.close()
     plotted = ", ".join(str(report_path.parent / name) for name in plots)
     written = [output, report_path, page, *([plotted] if plotted else [])]
+    if made.data.names:  # compare.html's data files, which travel with it
+        written.append(f"{page.parent / made.data_dir}/")
     if as_json:
         import json
 

@@ -12,6 +12,8 @@ output call it where the string meets the output, never at their callers' sites.
 - `markdown_code(text)`: a Markdown code span showing `text` literally (never in a table
   cell: GFM splits a cell on a pipe even inside a code span).
 - `plot_text(text)`: a string matplotlib draws (labels, titles, legends, tick labels).
+- `script_json(obj)`: JSON that stands inside a ``<script>`` element of a page or in a
+  JavaScript file the page loads (report.html's data files).
 """
 
 from __future__ import annotations
@@ -122,3 +124,29 @@ def plot_text(text: Any) -> str:
     ``U+XXXX``. The figures are drawn with ``text.parse_math`` off (recallbench.report.plots'
     style), so a ``$`` is a dollar sign, never mathtext."""
     return _visible_controls(str(text))
+
+
+#: the characters JSON may hold literally that could end a <script> element, open an HTML
+#: comment or character reference, or end a JavaScript line in an older engine
+_SCRIPT_ESCAPES = (
+    ("&", "\\u0026"),
+    ("<", "\\u003c"),
+    (">", "\\u003e"),
+    ("\u2028", "\\u2028"),
+    ("\u2029", "\\u2029"),
+)
+
+
+def script_json(obj: Any) -> str:
+    """`obj` as JSON (sorted keys, no spaces) that can stand inside a ``<script>`` element or
+    a JavaScript file as an expression: ``<``, ``>``, ``&`` and the two JavaScript line
+    separators (U+2028, U+2029) are written as ``\\u`` escapes, so no string can end the
+    element (``</script>``), open a comment (``<!--``) or break a line. The same value
+    parses back (`JSON.parse`, `orjson.loads`)."""
+    import orjson
+
+    text = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+    for ch, esc in _SCRIPT_ESCAPES:
+        if ch in text:
+            text = text.replace(ch, esc)
+    return text

@@ -86,7 +86,7 @@ def build_places(build_dir: Path, makes: Iterable[str] = ()) -> tuple[list[Place
     command that makes the artifact kinds `makes` in `build_dir`: each artifact, with the
     scope spool beside suite.json and report.md/report.html/report-plots beside
     results.json; the lock file and the stages' directories are always protected."""
-    from recallbench.report import REPORT_PLOTS_DIR
+    from recallbench.report import REPORT_DATA_DIR, REPORT_PLOTS_DIR
 
     build_dir = Path(build_dir)
     makes = set(makes)
@@ -118,6 +118,12 @@ def build_places(build_dir: Path, makes: Iterable[str] = ()) -> tuple[list[Place
                     tree=True,
                     role="report-plots",
                 ),
+                Place(
+                    f"the build's {REPORT_DATA_DIR}/ (made by `{command}`)",
+                    build_dir / REPORT_DATA_DIR,
+                    tree=True,
+                    role="report-data",
+                ),
             ]
         (own if kind in makes else protected).extend(group)
     return own, protected
@@ -137,20 +143,31 @@ def input_places(
 
 
 def report_places(
-    report_path: Path, label: str = "--report", plots_dir: str | None = None
+    report_path: Path,
+    label: str = "--report",
+    plots_dir: str | None = None,
+    data_dir: str | None = None,
 ) -> list[Place]:
-    """The Markdown report at `report_path` and what lies beside it: the HTML page and the
-    plots' directory (`plots_dir`, default report-plots)."""
-    from recallbench.report import REPORT_PLOTS_DIR
+    """The Markdown report at `report_path` and what lies beside it: the HTML page, the
+    plots' directory (`plots_dir`, default report-plots) and the page's data files
+    (`data_dir`, default report-data)."""
+    from recallbench.report import REPORT_DATA_DIR, REPORT_PLOTS_DIR
     from recallbench.stages.report import html_path
 
     report_path = Path(report_path)
     plots = plots_dir or REPORT_PLOTS_DIR
+    data = data_dir or REPORT_DATA_DIR
     return [
         Place(label, report_path, role="report"),
         Place(f"the HTML report beside {label}", html_path(report_path), role="report-html"),
         Place(
             f"the plots beside {label}", report_path.parent / plots, tree=True, role="report-plots"
+        ),
+        Place(
+            f"the HTML report's data files beside {label}",
+            report_path.parent / data,
+            tree=True,
+            role="report-data",
         ),
     ]
 
@@ -195,11 +212,15 @@ def check_compare_outputs(
     --report, default BUILD/compare.md, with its HTML page and compare-plots/ beside it)
     that is one of its --result files or dataset files (`paths`), another of its outputs,
     or a file of the build (`check_outputs`)."""
-    from recallbench.report import COMPARE_PLOTS_DIR
+    from recallbench.report import COMPARE_DATA_DIR, COMPARE_PLOTS_DIR
 
     inputs = input_places(paths, cache, *((f"the --result file {p}", p) for p in result_files))
     outputs = [
         Place("--output", Path(output or Path(build_dir) / "compare.json")),
-        *report_places(report_path or Path(build_dir) / "compare.md", plots_dir=COMPARE_PLOTS_DIR),
+        *report_places(
+            report_path or Path(build_dir) / "compare.md",
+            plots_dir=COMPARE_PLOTS_DIR,
+            data_dir=COMPARE_DATA_DIR,
+        ),
     ]
     check_outputs(outputs, inputs, build_places(build_dir)[1])

@@ -24,6 +24,8 @@ class Run:
     plots: dict[str, bytes] = field(default_factory=dict)
     #: report.html's bytes
     html: bytes = b""
+    #: report.html's data files (report-data/ beside it; `report.pagedata.DataFiles`)
+    html_data: Any = None
 
     @property
     def result(self) -> dict[str, Any]:
@@ -44,7 +46,12 @@ class Run:
         HTML report beside it."""
         from recallbench.stages.report import report_files
 
-        return report_files(report_path, self.markdown, self.plots, self.html)
+        return report_files(report_path, self.markdown, self.plots, self.html, self.html_data)
+
+    def close(self) -> None:
+        """Remove the report's staged data files (after publishing)."""
+        if self.html_data is not None:
+            self.html_data.close()
 
 
 def run_pipeline(
@@ -97,7 +104,9 @@ def run_pipeline(
         execution=execution,
     )
     scores = run_score(suite, runs, measure_names=measures)
-    report = build_report(suite, hydrate, runs, roundtrip, scores, timings=timings)
+    report = build_report(
+        suite, hydrate, runs, roundtrip, scores, timings=timings, scratch=work_dir
+    )
     timings["results"] = report.timing
     decision = run_decide(suite, scores, roundtrip)
     envelopes = {
@@ -109,9 +118,10 @@ def run_pipeline(
         "results": report.envelope,
         "decision": decision,
     }
-    return Run(envelopes, timings, report.markdown, report.plots, report.html)
+    return Run(envelopes, timings, report.markdown, report.plots, report.html, report.html_data)
 
 
 def write_run(run: Run, build_dir: Path) -> None:
-    """Publish every file of `run` into `build_dir` together."""
+    """Publish every file of `run` into `build_dir` together (the report's data files
+    stay staged for another `write_run` until `run.close()` or the run is collected)."""
     publish(run.files(build_dir))

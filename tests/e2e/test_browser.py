@@ -21,7 +21,7 @@ from typing import Any
 import browser
 import orjson
 import pytest
-from conftest import CORPUS, ROOT, cli, load_json, run_fixtures
+from conftest import CORPUS, ROOT, cli, load_json, run_fixtures, run_generated_longmemeval
 from hostile import HOSTILE_ID, HOSTILE_TEXT, hostile_suite, run_pipeline_on
 
 from recallbench.pipeline import write_run
@@ -170,8 +170,124 @@ def test_compare_opens_filters_and_shows_each_systems_top_k(page: Any, tmp_path:
     assert suite_query["query"][:40] in detail.text
     best = max(suite_query["relevance"], key=lambda m: suite_query["relevance"][m])
     assert fact(best)[:40] in detail.text  # the expected memory's text
+    # a query whose texts and top-k are in compare-data/0001.js, past the page's first slice
+    browser.select(page, "f-outcome", "")
+    late = next(r["id"] for r in page_rows(page) if r["c"] == 1)
+    detail = opened(page, late)
+    late_query = next(
+        orjson.loads(x)
+        for x in (ROOT / "benchmarks/retrieval/queries.jsonl").read_bytes().splitlines()
+        if orjson.loads(x)["query_id"] == late
+    )
+    assert late_query["query"][:40] in detail.text
+    assert len(detail.find_elements("css selector", ".side > div")) == 2
     browser.screenshot(page, tmp_path / "compare.png")
     assert browser.console_errors(page) == []
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The build of 120 generated LongMemEval questions: report.html holds the texts of the
+    first 50, report-data/0001.js and 0002.js the others'."""
+    work = tmp_path_factory.mktemp("generated")
+    run = run_generated_longmemeval(work)
+    write_run(run, work / "build")
+    run.close()
+    assert sorted(p.name for p in (work / "build" / "report-data").iterdir()) == [
+        "0001.js",
+        "0002.js",
+    ]
+    return work
+
+
+def page_rows(page: Any) -> list[dict[str, Any]]:
+    """The table rows of the open page's data (id, chunk `c`, ...)."""
+    return page.execute_script(
+        "return JSON.parse(document.getElementById('rb-data').textContent).queries"
+    )
+
+
+def opened(page: Any, query_id: str) -> Any:
+    """Open `query_id`'s row and wait until its detail is drawn (its data file read)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.open_query(page, query_id)
+    detail = page.find_element("css selector", f'#q-table tr.detail[data-qid="{query_id}"]')
+    WebDriverWait(page, 20).until(lambda d: "Reading the texts" not in detail.text)
+    return detail
+
+
+def session_text(data: Path, question_id: str, session_id: str) -> str:
+    """A session's text as recallbench stores it (the user turns joined by spaces)."""
+    q = next(x for x in orjson.loads(data.read_bytes()) if x["question_id"] == question_id)
+    turns = q["haystack_sessions"][q["haystack_session_ids"].index(session_id)]
+    return " ".join(t["content"] for t in turns if t["role"] == "user")
+
+
+def test_a_query_past_the_first_slice_shows_its_texts_from_its_data_file(
+    page: Any, generated: Path
+) -> None:
+    """report.html opened from file:// with more queries than its first slice: a query
+    whose texts are in report-data/0002.js opens with its question, its expected session's
+    text and its top-k (issue 29); the Texts section reads every data file on request."""
+    browser.open_page(page, (generated / "build" / "report.html").as_uri())
+    rows = page_rows(page)
+    assert len(browser.query_rows(page)) == len(rows) > 100  # 113 scored of 120
+    last = next(r for r in reversed(rows) if r["c"] == 2 and r["rel"])
+    question = next(
+        x
+        for x in orjson.loads((generated / "lme.json").read_bytes())
+        if x["question_id"] == last["id"]
+    )
+    detail = opened(page, last["id"])
+    assert question["question"] in detail.text
+    answer = question["answer_session_ids"][0]
+    assert session_text(generated / "lme.json", last["id"], answer)[:60] in detail.text
+    assert "Returned top-10 (" in detail.text
+    count = page.find_element("id", "t-count")
+    assert "1 of 2 data files" in count.text
+    page.find_element("id", "t-load").click()
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(page, 20).until(lambda d: "2 of 2 data files" in count.text)
+    assert browser.console_errors(page) == []
+
+
+def test_a_missing_or_foreign_data_file_is_named_and_the_page_stays_usable(
+    page: Any, generated: Path, tmp_path: Path
+) -> None:
+    """report-data/0002.js removed and 0001.js replaced by another page's file: opening a
+    query of either names the file it could not use; the table, its filters and the
+    queries whose texts are in the page still work."""
+    import shutil
+
+    build = tmp_path / "build"
+    shutil.copytree(
+        generated / "build", build, ignore=shutil.ignore_patterns("stores", "roundtrip")
+    )
+    (build / "report-data" / "0002.js").unlink()
+    one = build / "report-data" / "0001.js"
+    token = orjson.loads(
+        (build / "report.html").read_text(encoding="utf-8").split('"token":', 1)[1].split("}", 1)[0]
+    )
+    one.write_text(one.read_text(encoding="utf-8").replace(token, "0" * 64), encoding="utf-8")
+    browser.open_page(page, (build / "report.html").as_uri())
+    rows = page_rows(page)
+    gone = next(r["id"] for r in rows if r["c"] == 2)
+    detail = opened(page, gone)
+    assert "Could not read report-data/0002.js (beside this page)" in detail.text
+    assert gone in detail.text  # the query's id and category are still shown
+    detail = opened(page, next(r["id"] for r in rows if r["c"] == 1))
+    assert "report-data/0001.js is not this page's data file" in detail.text
+    first = next(r for r in rows if r["c"] == 0 and r["rel"])
+    browser.open_query(page, gone)  # close it
+    detail = opened(page, first["id"])
+    assert "Expected (" in detail.text and "Returned top-10" in detail.text
+    browser.select(page, "f-outcome", "miss")
+    misses = sum(1 for r in rows if r["rel"] and r["missed"])
+    assert len(browser.query_rows(page)) == misses
+    errors = browser.console_errors(page)
+    assert len(errors) == 1 and "report-data/0002.js" in errors[0], errors
 
 
 @pytest.fixture(scope="module")

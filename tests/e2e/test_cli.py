@@ -1084,7 +1084,8 @@ def test_run_ends_with_the_table_the_files_and_the_closing_line(tmp_path: Path) 
     err = result.stderr.splitlines()
     assert err[-2] == (
         f"wrote {build}/results.json, {build}/report.md, {build}/report.html, "
-        f"{build}/decision.json, {out}, {report}, {tmp_path / 'copy' / 'r.html'}; "
+        f"{build}/report-data/, {build}/decision.json, {out}, {report}, "
+        f"{tmp_path / 'copy' / 'r.html'}, {tmp_path / 'copy' / 'report-data'}/; "
         f"the stage artifacts in {build}"
     )
     assert re.fullmatch(r"57 queries scored in \d+\.\d s \(memory level\)", err[-1]), err[-1]
@@ -1133,6 +1134,7 @@ def test_run_json_prints_one_object(tmp_path: Path) -> None:
     ]["categories"]
     assert doc["files"] == [str(build / n) for n in ("results.json", "report.md")] + [
         str(build / "report.html"),
+        f"{build / 'report-data'}/",
         str(build / "decision.json"),
     ]
     assert doc["decision"]["rule"] is None

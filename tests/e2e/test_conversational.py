@@ -704,9 +704,10 @@ def test_locomo_category_labels_in_the_markdown_and_the_html(locomo_build: Path)
         for m in scope["memories"]:
             for session in m["units"]["session"]:
                 suite_turns.setdefault((scope["scope_id"], session), []).append(m["text"])
-    q = data["queries"][0]
+    q = data["inline"][0]  # the first query's record: in the page itself
+    assert q["id"] == data["queries"][0]["id"]
     for unit, _grade, _rank, text in q["expected"]:
-        assert data["texts"][text] == "\n\n".join(suite_turns[(q["scope"], unit)])
+        assert q["texts"][text] == "\n\n".join(suite_turns[(q["scope"], unit)])
 
 
 def test_score_takes_cutoffs_and_measures_on_a_conversational_build(

@@ -90,21 +90,27 @@ def test_own_store_page_followed_verbatim(scratch_venv: Path, tmp_path: Path) ->
 
 
 def test_the_example_plugin_compares_with_the_reference(tmp_path: Path) -> None:
-    """`pip install ./examples/plugin-system` (make setup does) then
-    `recallbench compare --system lancedb --system bm25` works: the plugin is found through
-    its entry point and compared per query with paired statistics."""
+    """`pip install ./examples/plugin-system` (make setup does) then the compare line of
+    examples/plugin-system/README.md (`recallbench compare --system bm25 --system lancedb`)
+    works: the plugin is found through its entry point and compared per query with
+    paired statistics, bm25 the reference."""
     from click.testing import CliRunner
 
     from recallbench.cli import main
 
-    result = CliRunner().invoke(
-        main,
-        ["--build-dir", str(tmp_path), "compare", "--system", "lancedb", "--system", "bm25"],
+    readme = ROOT / "examples" / "plugin-system" / "README.md"
+    line = next(
+        c
+        for c in sh_blocks(readme)[0].splitlines()
+        if c.startswith(".venv/bin/recallbench compare")
     )
+    args = line.split("#")[0].split()[1:]
+    assert args == ["compare", "--system", "bm25", "--system", "lancedb"], line
+    result = CliRunner().invoke(main, ["--build-dir", str(tmp_path), *args])
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[-1].startswith("bm25 vs lancedb: ndcg@5 ")
+    assert result.stdout.splitlines()[-1].startswith("lancedb vs bm25: ndcg@5 ")
     compare_md = (tmp_path / "compare.md").read_text(encoding="utf-8")
-    assert "## bm25 against lancedb" in compare_md
+    assert "## lancedb against bm25" in compare_md
     assert "| lancedb | lancedb | " in compare_md
 
 

@@ -7,6 +7,7 @@ at fresh, empty directories, and compares file listings with mtimes before and a
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from conftest import (
 
 from recallbench.lock import LOCK_NAME
 from recallbench.pipeline import write_run
+from recallbench.report import REPORT_DATA_DIR
 from recallbench.report.plots import REPORT_PLOTS_DIR
 from recallbench.spool import SPOOL
 
@@ -80,9 +82,15 @@ def test_in_process_chain_in_a_temporary_directory(sandbox: Sandbox) -> None:
         assert Path(work).parent == sandbox.tmp
         out = run_fixtures(Path(work))
         inside = {p.relative_to(work).parts[0] for p in Path(work).rglob("*")}
-        # the scope spool, the stores and the round trip went into the work dir; the
-        # artifacts themselves are returned, not written
-        assert inside == {SPOOL, "stores", "roundtrip"}
+        # the scope spool, the stores and the round trip went into the work dir, and
+        # report.html's data files, staged there (not held in memory) until published or
+        # `Run.close`; the artifacts themselves are returned, not written
+        staged = {p for p in inside if p.startswith(".recallbench-")}
+        assert inside - staged == {SPOOL, "stores", "roundtrip"} and len(staged) == 1
+        files = [p.name for p in (Path(work) / staged.pop()).iterdir()]
+        assert files and all(re.fullmatch(r"\d{4}\.js", name) for name in files)
+        out.close()
+        assert not [p for p in Path(work).iterdir() if p.name.startswith(".recallbench-")]
     assert out.result["roundtrip"]["equivalence"]["numerator"] == 57
     after = sandbox.watched()
     assert after["tmp"] == {}  # the TemporaryDirectory is gone and nothing else is left
@@ -98,7 +106,10 @@ def test_in_process_chain_into_a_build_dir(sandbox: Sandbox) -> None:
     }
     assert {p.split(os.sep)[1] for p in after["cwd"] if os.sep in p} == {
         name for _, name in STAGE_OUTPUTS
-    } | {SPOOL, "report.md", "report.html", REPORT_PLOTS_DIR, "stores", "roundtrip", "timings"}
+    } | {SPOOL, "report.md", "report.html", REPORT_PLOTS_DIR, REPORT_DATA_DIR, "stores"} | {
+        "roundtrip",
+        "timings",
+    }
     assert after["tmp"] == {}  # HotMem's spool stayed inside the build dir
     assert after["home"] == before["home"] == {}
     assert after["benchmarks"] == before["benchmarks"]
@@ -118,8 +129,8 @@ def test_cli_stages_write_only_into_the_build_dir(sandbox: Sandbox) -> None:
     assert new and all(p == "build" or p.startswith("build" + os.sep) for p in new)
     top = {p.split(os.sep)[1] for p in new if os.sep in p}
     assert top == {name for _, name in STAGE_OUTPUTS} | {
-        SPOOL, "report.md", "report.html", REPORT_PLOTS_DIR, "stores", "roundtrip", "timings", "run.trec",
-        "qrels.trec", LOCK_NAME,
+        SPOOL, "report.md", "report.html", REPORT_PLOTS_DIR, REPORT_DATA_DIR, "stores", "roundtrip",
+        "timings", "run.trec", "qrels.trec", LOCK_NAME,
     }  # fmt: skip
     assert (Path("build") / LOCK_NAME).read_bytes() == b""  # released: no holder recorded
     assert not [p for p in new if p.endswith(".tmp")]  # every publish completed
@@ -150,9 +161,11 @@ def test_script_leaves_tmpdir_empty_and_writes_only_its_outputs(sandbox: Sandbox
     # the report's plots go beside it, where its links point (and results.json lists them)
     plots = [p["file"] for p in load_json(sandbox.cwd / "r.json")["plots"]]
     assert plots and all(p.startswith(REPORT_PLOTS_DIR + "/") for p in plots)
-    assert set(after["cwd"]) == {"r.json", "r.md", "r.html", REPORT_PLOTS_DIR} | {
-        os.path.join(*p.split("/")) for p in plots
-    }
+    data = {p for p in after["cwd"] if p.startswith(REPORT_DATA_DIR + os.sep)}
+    assert data and all(re.fullmatch(r"\d{4}\.js", os.path.basename(p)) for p in data)
+    assert set(after["cwd"]) - data == {"r.json", "r.md", "r.html", REPORT_PLOTS_DIR} | {
+        REPORT_DATA_DIR
+    } | {os.path.join(*p.split("/")) for p in plots}
     assert after["tmp"] == {}
     assert after["home"] == {}
     assert after["benchmarks"] == before["benchmarks"]

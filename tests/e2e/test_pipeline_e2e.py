@@ -312,8 +312,13 @@ def test_run_writes_copies_where_output_and_report_point(tmp_path: Path) -> None
     assert plots and all(
         (report.parent / p).read_bytes() == (build / p).read_bytes() for p in plots
     )
+    data = sorted(p.name for p in (build / "report-data").iterdir())
+    assert data and all(
+        (report.parent / "report-data" / n).read_bytes() == (build / "report-data" / n).read_bytes()
+        for n in data
+    )  # report.html's data files beside each copy of it
     assert sorted(p.name for p in out.rglob("*") if p.is_file()) == sorted(
-        ["r.json", "r.md", "r.html", *(p.name for p in plots)]
+        ["r.json", "r.md", "r.html", *(p.name for p in plots), *data]
     )
 
 

@@ -73,7 +73,10 @@ def test_valid_fixtures_exit_0_and_write_every_output(tmp_path: Path) -> None:
     assert out[-1].startswith("rule 2: Add portable semantic embeddings next")
     # stderr ends with every file written and the closing line
     err = proc.stderr.splitlines()
-    assert err[-2] == (f"wrote {output}, {report}, {out_dir / 'report.html'}, {baseline}"), err
+    assert err[-2] == (
+        f"wrote {output}, {report}, {out_dir / 'report.html'}, {out_dir / 'report-data'}/, "
+        f"{baseline}"
+    ), err
     assert re.fullmatch(r"57 queries scored in \d+\.\d s \(memory level\)", err[-1]), err
     # the report's plots go beside it (where its links point), listed in the envelope
     plots = [p["file"] for p in env["plots"]]
@@ -85,11 +88,13 @@ def test_valid_fixtures_exit_0_and_write_every_output(tmp_path: Path) -> None:
         assert f"]({plot['file']})" in markdown  # linked from the report
     assert sorted(p.name for p in out_dir.iterdir()) == [
         "baseline.json",
+        "report-data",
         "report-plots",
         "report.html",
         "report.md",
         "result.json",
     ]
+    assert [p.name for p in (out_dir / "report-data").iterdir()] == ["0001.js"]
     # the HTML report beside report.md: written inside the run, while its spool was there
     assert "q-semantic-001" in (out_dir / "report.html").read_text(encoding="utf-8")
 

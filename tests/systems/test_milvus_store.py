@@ -33,8 +33,8 @@ SCORE_TOLERANCE = 1e-5
 
 
 def test_the_configuration_records_the_index_each_system_ships(monkeypatch) -> None:
-    monkeypatch.delenv("RECALLBENCH_OPTIONS_MILVUS", raising=False)
-    monkeypatch.delenv("RECALLBENCH_OPTIONS_MILVUS_FLAT", raising=False)
+    monkeypatch.delenv("RECALLBENCH_INDEX_MILVUS", raising=False)
+    monkeypatch.delenv("RECALLBENCH_INDEX_MILVUS_FLAT", raising=False)
     default = get_system("milvus").configuration()
     assert default["index"] == {
         "field": "vector",
@@ -43,7 +43,7 @@ def test_the_configuration_records_the_index_each_system_ships(monkeypatch) -> N
         "params": {},
     }
     assert default["options"] == {"index_type": "AUTOINDEX"}
-    assert default["options_variable"] == "RECALLBENCH_OPTIONS_MILVUS"
+    assert default["options_variable"] == "RECALLBENCH_INDEX_MILVUS"
     assert default["implementation_version"] == "3.0.2"
     assert "milvus-lite 2.5.1" in default["server"]
     flat = get_system("milvus-flat").configuration()
@@ -51,7 +51,7 @@ def test_the_configuration_records_the_index_each_system_ships(monkeypatch) -> N
 
 
 def test_options_set_the_index_and_are_refused_in_one_line_when_wrong(monkeypatch) -> None:
-    monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", "index_type=ivf_flat, nprobe=16")
+    monkeypatch.setenv("RECALLBENCH_INDEX_MILVUS", "index_type=ivf_flat, nprobe=16")
     config = get_system("milvus").configuration()
     assert config["options"] == {"index_type": "IVF_FLAT", "nlist": 128, "nprobe": 16}
     assert config["index"]["params"] == {"nlist": 128}  # Milvus's default nlist
@@ -63,17 +63,17 @@ def test_options_set_the_index_and_are_refused_in_one_line_when_wrong(monkeypatc
         ("index_type=IVF_FLAT,nlist=0", "between 1 and 65536"),
         ("nprobe=8", "nprobe applies to IVF_FLAT only, not AUTOINDEX"),
     ]:
-        monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", given)
+        monkeypatch.setenv("RECALLBENCH_INDEX_MILVUS", given)
         with pytest.raises(RecallbenchError) as refused:
             get_system("milvus")
-        assert says in str(refused.value) and "RECALLBENCH_OPTIONS_MILVUS" in str(refused.value)
+        assert says in str(refused.value) and "RECALLBENCH_INDEX_MILVUS" in str(refused.value)
         assert "\n" not in str(refused.value)
 
 
 def test_a_store_built_under_other_options_is_refused_when_reopened(
     monkeypatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", "index_type=IVF_FLAT,nlist=4")
+    monkeypatch.setenv("RECALLBENCH_INDEX_MILVUS", "index_type=IVF_FLAT,nlist=4")
     system = get_system("milvus")
     store = system.open_store(tmp_path / "s")
     store.ingest([StoreRecord("a", "x", "alpha"), StoreRecord("b", "y", "beta")])
@@ -83,13 +83,13 @@ def test_a_store_built_under_other_options_is_refused_when_reopened(
     assert milvus_servers(tmp_path / "s")  # the store's server runs while it is open
     store.close()
     assert milvus_servers(tmp_path / "s") == []  # and close stops it, there and then
-    monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", "index_type=IVF_FLAT,nlist=4,nprobe=2")
+    monkeypatch.setenv("RECALLBENCH_INDEX_MILVUS", "index_type=IVF_FLAT,nlist=4,nprobe=2")
     other = get_system("milvus")
     with pytest.raises(RecallbenchError, match="was built with options"):
         other.attach(tmp_path / "s")
     with pytest.raises(RecallbenchError, match="was built with options"):
         other.clone.restore(package, tmp_path / "restored")
-    monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", "index_type=IVF_FLAT,nlist=4")
+    monkeypatch.setenv("RECALLBENCH_INDEX_MILVUS", "index_type=IVF_FLAT,nlist=4")
     again = get_system("milvus").attach(tmp_path / "s")
     assert again.count() == 2
     again.close()
@@ -283,7 +283,7 @@ def test_query_refuses_options_other_than_hydrates(monkeypatch, tmp_path: Path) 
     generate(data, shape="s", questions=2, seed=3, sessions_per_question=2, session_chars=120)
     build = tmp_path / "build"
     cli(build, "validate", "--dataset", "longmemeval", "--data", data)
-    monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", "index_type=IVF_FLAT")
+    monkeypatch.setenv("RECALLBENCH_INDEX_MILVUS", "index_type=IVF_FLAT")
     cli(build, "hydrate", "--system", "milvus")
     hydrate = orjson.loads((build / "hydrate.json").read_bytes())["data"]
     assert hydrate["mode"] == "transient"
@@ -292,11 +292,11 @@ def test_query_refuses_options_other_than_hydrates(monkeypatch, tmp_path: Path) 
         "nlist": 128,
         "nprobe": 8,
     }
-    monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", "index_type=IVF_FLAT,nprobe=1")
+    monkeypatch.setenv("RECALLBENCH_INDEX_MILVUS", "index_type=IVF_FLAT,nprobe=1")
     result = CliRunner().invoke(main, ["--build-dir", str(build), "-q", "query"])
     assert result.exit_code == 1, result.output
     assert "hydrate ran with options" in result.output and "Traceback" not in result.output
-    monkeypatch.setenv("RECALLBENCH_OPTIONS_MILVUS", "index_type=IVF_FLAT")
+    monkeypatch.setenv("RECALLBENCH_INDEX_MILVUS", "index_type=IVF_FLAT")
     cli(build, "query")
 
 

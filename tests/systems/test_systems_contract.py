@@ -63,6 +63,16 @@ def hits_of(store, queries=QUERIES) -> list[list[Hit]]:
     return [store.search(q, TOP_K) for q in queries]
 
 
+def tie_sets(hits: list[Hit]) -> list[tuple[float, frozenset[tuple[str, str]]]]:
+    """Hits as (score, the hits of that score) in rank order: a ranking up to tie order."""
+    out: list[tuple[float, frozenset[tuple[str, str]]]] = []
+    for score in dict.fromkeys(h.score for h in hits):
+        out.append(
+            (score, frozenset((h.memory_id, h.identifier) for h in hits if h.score == score))
+        )
+    return out
+
+
 def build(system, directory: Path, recs=None, **kw):
     store = system.open_store(directory, **kw)
     store.ingest(recs if recs is not None else records())
@@ -259,7 +269,12 @@ def test_clone_path_round_trip_and_tamper_rejection(system, tmp_path: Path) -> N
     restored = clone.restore(tmp_path / "pkg", tmp_path / "clone")
     assert restored.count() == len(TEXTS)
     assert restored.digest() == store.digest()
-    assert hits_of(restored) == hits_of(store)
+    if getattr(system, "clone_rebuilds_index", False):
+        # an approximate index the clone path rebuilds (pg_restore: pgvector's HNSW, whose
+        # levels are random): the same hits and scores, up to the order within equal scores
+        assert [tie_sets(h) for h in hits_of(restored)] == [tie_sets(h) for h in hits_of(store)]
+    else:
+        assert hits_of(restored) == hits_of(store)
 
     corruptions = clone.corruptions(tmp_path / "pkg", tmp_path / "corrupt")
     names = [c.name for c in corruptions]

@@ -382,3 +382,20 @@ def test_systems_json_is_the_listing_for_machines(entry_points) -> None:
     assert systems["gone"]["available"] is False
     assert "ModuleNotFoundError" in systems["gone"]["reason"]
     assert systems["minilm"]["extra"] == "semantic"
+
+
+def test_a_plugin_description_cannot_break_the_systems_table() -> None:
+    """A plugin's description, name and extra are the plugin's text, escaped: a pipe, a
+    link or a line-start marker in them renders as text inside one table row."""
+    row = {
+        "name": "evil",
+        "description": "| x | [click](http://example.invalid) <b>",
+        "extra": "a|b",
+        "capabilities": [],
+        "source": "evil-plugin 1.0",
+    }
+    table = systems_table([row]).splitlines()
+    assert len(table) == 3
+    cells = [c for c in re.split(r"(?<!\\)\|", table[2])]
+    assert len(cells) == 6, table[2]  # the two empty edges and four cells
+    assert "](" not in table[2].replace("\\](", "") and "<b>" not in table[2]

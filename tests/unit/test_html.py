@@ -1,5 +1,6 @@
-"""report.html and compare.html without a browser: self-contained, deterministic, escaped,
-their texts from the validated spool, their size in the report's timing sidecar."""
+"""report.html and compare.html without a browser: nothing from the network, deterministic,
+escaped, their texts from the validated spool (the first queries' in the page, the others'
+in the data files beside it), their size in the report's timing sidecar."""
 
 from __future__ import annotations
 
@@ -21,16 +22,42 @@ from recallbench.report.html import (
     no_texts,
     render_compare_html,
     render_report_html,
+    render_report_page,
     visible,
 )
 
 DATA = re.compile(r'<script type="application/json" id="rb-data">(.*?)</script>', re.S)
+CHUNK = re.compile(r'recallbenchPageData\("(\w+)",("[0-9a-f]*"),(\d+),(\[.*\])\);\n', re.S)
 
 
 def page_data(html: bytes) -> dict[str, Any]:
     match = DATA.search(html.decode("utf-8"))
     assert match, "no data element"
     return orjson.loads(match.group(1))
+
+
+def chunk_records(payload: bytes) -> list[dict[str, Any]]:
+    """The records of one data file (``recallbenchPageData(kind, token, n, [...]);``)."""
+    match = CHUNK.fullmatch(payload.decode("utf-8"))
+    assert match, payload[:80]
+    return orjson.loads(match.group(4))
+
+
+def records(html: bytes, read: Any) -> dict[str, dict[str, Any]]:
+    """query id -> its record (its texts), from the page's inline slice and every data file
+    it names (`read(name)` -> the file's bytes)."""
+    data = page_data(html)
+    out = {r["id"]: r for r in data["inline"]}
+    for name in data["chunks"]["files"]:
+        out.update((r["id"], r) for r in chunk_records(read(name)))
+    assert list(out) == [q["id"] for q in data["queries"]] or len(out) == len(data["queries"])
+    return out
+
+
+def records_beside(page: Path) -> dict[str, dict[str, Any]]:
+    """The records of a page written to disk, its data files read from beside it."""
+    directory = page.parent / page_data(page.read_bytes())["chunks"]["dir"]
+    return records(page.read_bytes(), lambda name: (directory / name).read_bytes())
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +70,13 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Run:
 # --- the page ----------------------------------------------------------------------------
 
 
-def test_report_html_is_one_self_contained_page(lane: Run) -> None:
+def test_report_html_fetches_nothing_from_the_network(lane: Run) -> None:
     html = lane.html.decode("utf-8")
     assert html.startswith('<!DOCTYPE html>\n<html lang="en">')
     # nothing is fetched: no external script, style, font or image, and a policy that
-    # forbids any
+    # forbids any but the page's own data files beside it
     assert "default-src 'none'; img-src data:" in html
+    assert "script-src 'unsafe-inline' 'self'" in html
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//|file:)""", html, re.I)
     assert not re.search(r"<link\b", html, re.I)
     assert "@import" not in html and "url(" not in html
@@ -64,31 +92,45 @@ def test_report_html_is_one_self_contained_page(lane: Run) -> None:
     assert len(data["queries"]) == 57
 
 
+def unit_texts(recs: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """unit id -> text of every unit the records carry (expected, returned, the others)."""
+    out: dict[str, str] = {}
+    for r in recs.values():
+        pool = r["texts"]
+        out.update((e[0], pool[e[-1]]) for e in r["expected"] if e[-1] is not None)
+        tops = [r.get("returned", [])] + [s["returned"] for s in r.get("systems", []) if s]
+        out.update((h[0], pool[h[3]]) for top in tops for h in top if h[3] is not None)
+        out.update((u[0], pool[u[1]]) for u in r.get("units", []))
+    return out
+
+
 def test_report_html_holds_every_text_of_the_small_suite(lane: Run) -> None:
     data = page_data(lane.html)
-    texts = data["texts"]
+    recs = records(lane.html, lane.html_data.read)
     corpus = {
         r["memory_id"]: r["fact"] for r in map(orjson.loads, CORPUS.read_bytes().splitlines())
     }
     queries = {
         r["query_id"]: r["query"] for r in map(orjson.loads, QUERIES.read_bytes().splitlines())
     }
-    assert {u[1]: texts[u[2]] for u in data["units"]} == corpus  # every memory, complete
+    assert unit_texts(recs) == corpus  # every memory, complete, in the page or its files
     by_id = {q["id"]: q for q in data["queries"]}
     for qid, text in queries.items():
-        assert texts[by_id[qid]["text"]] == text
-    q = by_id["q-semantic-001"]
-    expected = {e[0]: (e[1], e[2], texts[e[3]]) for e in q["expected"]}
+        assert recs[qid]["texts"][recs[qid]["text"]] == text
+        assert by_id[qid]["text"] == text[:480]  # what the table's search reads
+    q, rec = by_id["q-semantic-001"], recs["q-semantic-001"]
+    texts = rec["texts"]
+    expected = {e[0]: (e[1], e[2], texts[e[3]]) for e in rec["expected"]}
     assert expected["mem-fin-001"] == (3, 57, corpus["mem-fin-001"])  # rank in the whole store
     assert q["first"] == 47 and q["missed"] == ["mem-fin-001", "mem-fin-002"]
-    assert [r[0] for r in q["returned"]] == [
+    assert [r[0] for r in rec["returned"]] == [
         h["id"]
         for h in next(x for x in lane.result["queries"] if x["query_id"] == "q-semantic-001")[
             "returned"
         ]
     ]
-    assert q["lexical"] == {"matcher": "FTS5", "count": 0}
-    assert q["why"][0].startswith("mem-fin-001 (grade 3) ranked 57 of 80")
+    assert rec["lexical"] == {"matcher": "FTS5", "count": 0}
+    assert rec["why"][0].startswith("mem-fin-001 (grade 3) ranked 57 of 80")
     assert "every scored query (57) and every memory (80)" in lane.html.decode()
 
 
@@ -100,16 +142,20 @@ def test_a_large_spool_contributes_only_the_texts_the_page_uses(lane: Run) -> No
     used |= {(q["scope_id"], h["id"]) for q in lane.result["queries"] for h in q["returned"]}
     assert set(texts.units) == used and len(used) < 80
     assert not texts.complete and texts.totals == {"queries": 57, "units": 80}
-    html = render_report_html(lane.result, texts).decode("utf-8")
+    page = render_report_page(lane.result, texts)
+    html = page.html.decode("utf-8")
     assert f"only the texts of its 57 scored queries and of the {len(used)} memory units" in html
-    assert len(page_data(html.encode())["units"]) == len(used)
+    assert len(unit_texts(records(page.html, page.data.read))) == len(used)
+    page.data.close()
 
 
 def test_without_a_spool_the_page_shows_ids_and_says_why(lane: Run) -> None:
-    html = render_report_html(lane.result, no_texts("memory")).decode("utf-8")
-    assert "Texts are not shown: the validated scope spool" in html
-    data = page_data(html.encode())
-    assert data["texts"] == [] and all(q["text"] is None for q in data["queries"])
+    page = render_report_page(lane.result, no_texts("memory"))
+    assert "Texts are not shown: the validated scope spool" in page.html.decode("utf-8")
+    recs = records(page.html, page.data.read)
+    assert all(r["texts"] == [] and r["text"] is None for r in recs.values())
+    assert all(q["text"] is None for q in page_data(page.html)["queries"])
+    page.data.close()
 
 
 def test_the_html_size_is_in_the_report_timing_sidecar(tmp_path: Path) -> None:
@@ -154,9 +200,9 @@ def test_compare_writes_a_deterministic_compare_html(tmp_path: Path) -> None:
     data = page_data(pages[0])
     assert data["kind"] == "compare" and data["systems"] == ["hotmem", "bm25"]
     assert data["metric"] == "ndcg@5"
-    q = next(q for q in data["queries"] if q["id"] == "q-lexical-001")
-    assert [len(s["returned"]) for s in q["systems"]] == [5, 5]
-    assert all(r[3] is not None for s in q["systems"] for r in s["returned"])  # texts
+    rec = records_beside(tmp_path / "a" / "compare.html")["q-lexical-001"]
+    assert [len(s["returned"]) for s in rec["systems"]] == [5, 5]
+    assert all(r[3] is not None for s in rec["systems"] for r in s["returned"])  # texts
     # the per-query wins agree with compare.json's count
     doc = load_json(tmp_path / "a" / "compare.json")
     i = data["metrics"].index("ndcg@5")
@@ -182,7 +228,14 @@ def test_compare_of_saved_results_reads_the_texts_beside_them(tmp_path: Path) ->
     assert result.exit_code == 0, result.output
     data = page_data((out / "compare.html").read_bytes())
     # saved results are labelled by system name (hotmem in old/, bm25 in new/)
-    assert data["systems"] == ["hotmem", "bm25"] and len(data["texts"]) > 57
+    recs = records_beside(out / "compare.html")
+    assert data["systems"] == ["hotmem", "bm25"]
+    used = set()  # every expected and returned memory of both systems, with its text
+    for name in ("old", "new"):
+        for q in load_json(tmp_path / name / "results.json")["data"]["queries"]:
+            used.update(q["expected"])
+            used.update(h["id"] for h in q["returned"])
+    assert set(unit_texts(recs)) == used and len(used) > 57
     # a result whose suite.json is gone: ids only, and the page says so
     (tmp_path / "new" / "suite.json").unlink()
     (tmp_path / "old" / "suite.json").unlink()
@@ -192,7 +245,8 @@ def test_compare_of_saved_results_reads_the_texts_beside_them(tmp_path: Path) ->
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     html = (out / "compare.html").read_text(encoding="utf-8")
-    assert "Texts are not shown" in html and page_data(html.encode())["texts"] == []
+    recs = records_beside(out / "compare.html")
+    assert "Texts are not shown" in html and all(r["texts"] == [] for r in recs.values())
 
 
 # --- escaping ------------------------------------------------------------------------------
@@ -211,11 +265,9 @@ def test_hostile_ids_and_texts_stay_text(hostile: Run) -> None:
     # the data element cannot be closed early: the only closing tags are the page's own
     assert html.count("</script>") == 2
     assert "<!--" not in html and "alert(" not in html.split('id="rb-data">')[0]
-    data = page_data(hostile.html)
-    by_id = {q["id"]: q for q in data["queries"]}
-    q = by_id[HOSTILE_ID]
-    assert data["texts"][q["text"]].endswith("\u2066isolate\u2069 & \u200bzero-width")
-    expected = {e[0]: data["texts"][e[3]] for e in q["expected"]}
+    rec = records(hostile.html, hostile.html_data.read)[HOSTILE_ID]
+    assert rec["texts"][rec["text"]].endswith("\u2066isolate\u2069 & \u200bzero-width")
+    expected = {e[0]: rec["texts"][e[3]] for e in rec["expected"]}
     assert expected[HOSTILE_MEMORY].endswith(HOSTILE_TEXT)  # the text itself, unchanged
 
 

@@ -10,6 +10,10 @@ MATPLOTLIB_CACHE = Path(".cache") / "matplotlib"
 #: the plots' directories beside report.md and compare.md (`recallbench.report.plots`)
 REPORT_PLOTS_DIR = "report-plots"
 COMPARE_PLOTS_DIR = "compare-plots"
+#: the directories of the pages' data files beside report.html and compare.html
+#: (`recallbench.report.pagedata`)
+REPORT_DATA_DIR = "report-data"
+COMPARE_DATA_DIR = "compare-data"
 
 _matplotlib_cache: Path | None = None
 

@@ -1,22 +1,28 @@
 """The HTML views: `report.html` beside report.md and `compare.html` beside compare.md.
 
-Each is one self-contained file: the styles, the script and the plots (SVG, as data: URIs) are
-inside it, nothing is fetched, and it works opened from `file://`. The bytes are a function of
-the documents, the validated texts and the plots only (no clock, no timings, no paths), so the
-same inputs give byte-identical files.
+Each page holds its styles, its script and its plots (SVG, as data: URIs), fetches nothing
+from the network and works opened from `file://`. It carries the summary and the per-query
+table of every query, and the texts (the query's text, the expected and returned items'
+texts, the diagnostics) of a bounded first slice; the other queries' texts are in data files
+beside it (``report-data/``, ``compare-data/``: `report.pagedata`), loaded as script
+elements when such a query is opened. The bytes of the page and of its data files are a
+function of the documents, the validated texts and the plots only (no clock, no timings, no
+paths), so the same inputs give byte-identical files.
 
 The static parts (headline tables, configuration, dataset facts, the decision) are rendered
 by Jinja2 templates (`templates/`) with autoescaping on, after every control and format
 character of a string (bidi overrides, zero-width characters) is replaced by its visible
-``U+XXXX`` form. The per-query part is data: one JSON document inside a
-``<script type="application/json">`` element with ``<``, ``>`` and ``&`` written as JSON
-escapes (so no text can close the element), drawn by plain JavaScript that inserts every
-string as text (``textContent``), never as markup.
+``U+XXXX`` form. The per-query part is data: JSON inside a ``<script type="application/json">``
+element and in each data file, written by `escape.script_json` (so no text can close the
+element), drawn by plain JavaScript that inserts every string as text (``textContent``),
+never as markup.
 
-Texts come from the validated scope spool (`collect_texts`): the text of every scored query
-and of every unit (memory, session) at the primary level. A dataset whose spool is larger than
-`ALL_TEXTS_BYTES` (LongMemEval S: hundreds of thousands of turns) contributes only the texts
-of its scored queries and of the units they expected or returned; the page says which.
+Texts come from the validated scope spool: report.html's are read one scope at a time
+(`stream_report_records`), compare.html's are collected per run (`collect_texts`): the text
+of every scored query and of every unit (memory, session) at the primary level. A dataset
+whose spool is larger than `ALL_TEXTS_BYTES` (LongMemEval S: hundreds of thousands of turns)
+contributes only the texts of its scored queries and of the units they expected or returned;
+the page says which.
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ import base64
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -39,6 +46,7 @@ from recallbench.measures import (
     select,
     value_of,
 )
+from recallbench.report.pagedata import DataFiles, PageChunks
 
 #: a spool up to this size contributes every text; a larger one only the texts the page uses
 ALL_TEXTS_BYTES = 8 * 2**20
@@ -63,18 +71,10 @@ def visible(text: Any) -> str:
 
 
 def json_for_script(obj: Any) -> str:
-    """JSON that can stand inside a <script> element: `<`, `>` and `&` (and the two JavaScript
-    line separators) as \\u escapes, so no string can end the element or open a comment."""
-    text = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode("utf-8")
-    for ch, esc in (
-        ("&", "\\u0026"),
-        ("<", "\\u003c"),
-        (">", "\\u003e"),
-        ("\u2028", "\\u2028"),
-        ("\u2029", "\\u2029"),
-    ):
-        text = text.replace(ch, esc)
-    return text
+    """JSON that can stand inside a <script> element (`escape.script_json`)."""
+    from recallbench.escape import script_json
+
+    return script_json(obj)
 
 
 # --- texts from the spool ------------------------------------------------------------------
@@ -155,17 +155,6 @@ def collect_texts(
             texts.queries[query["query_id"]] = (query["text"], query.get("notes") or "")
     texts.totals = {"queries": len(texts.queries), "units": units_total}
     return texts
-
-
-def report_texts(suite_env: Mapping[str, Any], result: Mapping[str, Any]) -> Texts:
-    """The texts of the report page: from the suite's spool, or none when the spool is not
-    there at all (artifacts copied without scopes.jsonl: the page shows ids and says why).
-    A spool that is there but not the one suite.json describes is refused."""
-    from recallbench.spool import spool_path
-
-    if not spool_path(suite_env).is_file():
-        return no_texts(suite_env["data"]["levels"][0]["name"])
-    return collect_texts(suite_env, [result])
 
 
 def texts_of_run(run: Any) -> Texts:
@@ -260,29 +249,54 @@ def _image(name: str, svg: bytes, caption: str) -> dict[str, str]:
     }
 
 
-def _data_markup(obj: Any) -> Any:
+def _data_markup(obj: Mapping[str, Any], inline: Sequence[str] = ()) -> Any:
+    """The page's data document with the inline records (JSON texts, already escaped for a
+    script element) as its `inline` list."""
     from markupsafe import Markup
 
-    return Markup(json_for_script(obj))
+    text = json_for_script(obj)
+    assert text.endswith("}") and '"inline"' not in obj
+    return Markup(text[:-1] + ',"inline":[' + ",".join(inline) + "]}")
 
 
-def _text_note(texts: Texts) -> str:
-    if not texts.available:
+@dataclass(frozen=True)
+class TextStats:
+    """What a page says of its texts: whether there are any, whether every unit's text of
+    the dataset is there, the dataset's counts and how many unit texts the page and its
+    data files hold."""
+
+    level: str
+    available: bool
+    complete: bool
+    totals: Mapping[str, int]
+    units_shown: int
+
+
+def text_stats(texts: Texts) -> TextStats:
+    return TextStats(texts.level, texts.available, texts.complete, texts.totals, len(texts.units))
+
+
+def _text_note(stats: TextStats, data_dir: str) -> str:
+    if not stats.available:
         return (
             "Texts are not shown: the validated scope spool (scopes.jsonl beside suite.json) "
             "was not found."
         )
-    totals = texts.totals
-    if texts.complete:
+    totals = stats.totals
+    where = (
+        f" The texts of the first queries are in this page, the others in the data files "
+        f"of {data_dir}/ beside it, read when a query is opened (keep {data_dir}/ with the page)."
+    )
+    if stats.complete:
         return (
-            f"Texts: every scored query ({totals.get('queries', 0):,}) and every {texts.level} "
-            f"({totals.get('units', 0):,}) of the dataset, from the validated spool."
+            f"Texts: every scored query ({totals.get('queries', 0):,}) and every {stats.level} "
+            f"({totals.get('units', 0):,}) of the dataset, from the validated spool." + where
         )
     return (
         f"Texts: this dataset is large, so the page holds only the texts of its "
-        f"{totals.get('queries', 0):,} scored queries and of the {len(texts.units):,} "
-        f"{texts.level} units they expected or returned (of {totals.get('units', 0):,}); "
-        "every text is in the spool (scopes.jsonl)."
+        f"{totals.get('queries', 0):,} scored queries and of the {stats.units_shown:,} "
+        f"{stats.level} units they expected or returned (of {totals.get('units', 0):,}); "
+        "every text is in the spool (scopes.jsonl)." + where
     )
 
 
@@ -313,47 +327,186 @@ def _relevant(expected: Mapping[str, int]) -> int:
     return sum(1 for g in expected.values() if g >= RELEVANT_GRADE)
 
 
-def _query_record(
-    q: Mapping[str, Any],
-    texts: Texts,
-    pool: _Pool,
-    measures: Sequence[str],
-    deep: Mapping[str, int | None] | None,
-) -> dict[str, Any]:
-    """One query of the page's data: what the table and the opened query show."""
+def _first_rank(q: Mapping[str, Any], deep: Mapping[str, int | None] | None) -> int | None:
     from recallbench.model import RELEVANT_GRADE
 
-    scope = q["scope_id"]
-    text, notes = texts.queries.get(q["query_id"], (None, ""))
-    top = {h["id"]: i + 1 for i, h in enumerate(q["returned"])}
-    first = next((top[h["id"]] for h in q["returned"] if h["grade"] >= RELEVANT_GRADE), None)
+    first = next((i + 1 for i, h in enumerate(q["returned"]) if h["grade"] >= RELEVANT_GRADE), None)
     if first is None and deep:
         ranks = [r for r in deep.values() if r is not None]
         first = min(ranks) if ranks else None
+    return first
+
+
+def _short(text: str | None) -> str | None:
+    """The first SHORT_TEXT characters of a query's text: what the table's search reads."""
+    return None if text is None else text[:SHORT_TEXT]
+
+
+def _query_row(
+    q: Mapping[str, Any],
+    text: str | None,
+    measures: Sequence[str],
+    deep: Mapping[str, int | None] | None,
+    chunk: int,
+) -> dict[str, Any]:
+    """One query of the page's table: what the table shows and searches, and the chunk
+    that holds its texts (0: this page)."""
+    return {
+        "id": q["query_id"],
+        "cat": q["category"],
+        "scope": q["scope_id"],
+        "text": _short(text),
+        "m": [value_of(q["metrics"].get(name)) for name in measures],
+        "rel": _relevant(q["expected"]),
+        "missed": list(q["missed"]),
+        "first": _first_rank(q, deep),
+        "c": chunk,
+    }
+
+
+def _query_record(
+    q: Mapping[str, Any],
+    text: tuple[str, str] | None,
+    units: Mapping[str, str],
+    deep: Mapping[str, int | None] | None,
+    others: Sequence[tuple[str, str]] = (),
+) -> dict[str, Any]:
+    """What an opened query shows: its text and notes, every expected item with its grade,
+    rank and text, the returned top-k with their texts, the diagnostics; `others`: the
+    scope's other units (unit, text) for the page's Texts table. Texts are pooled within
+    the record."""
+    pool = _Pool()
+    top = {h["id"]: i + 1 for i, h in enumerate(q["returned"])}
     expected = []
     for unit, grade in q["expected"].items():
         rank = top.get(unit)
         if rank is None and deep:
             rank = deep.get(unit)
-        expected.append([unit, grade, rank, pool.add(texts.units.get((scope, unit)))])
-    return {
+        expected.append([unit, grade, rank, pool.add(units.get(unit))])
+    record = {
         "id": q["query_id"],
-        "cat": q["category"],
-        "scope": scope,
-        "text": pool.add(text),
-        "notes": notes or None,
-        "m": [value_of(q["metrics"].get(name)) for name in measures],
-        "rel": _relevant(q["expected"]),
-        "missed": list(q["missed"]),
-        "first": first,
+        "scope": q["scope_id"],
+        "text": pool.add(text[0]) if text else None,
+        "notes": (text[1] or None) if text else None,
         "expected": expected,
         "returned": [
-            [h["id"], h["grade"], h["score"], pool.add(texts.units.get((scope, h["id"])))]
-            for h in q["returned"]
+            [h["id"], h["grade"], h["score"], pool.add(units.get(h["id"]))] for h in q["returned"]
         ],
         "why": list(q["why_missed"]),
         "lexical": q.get("lexical_matches"),
     }
+    if others:
+        record["units"] = [[unit, pool.add(t)] for unit, t in others]
+    record["texts"] = pool.items
+    return record
+
+
+def _scope_unit_texts(scope: Mapping[str, Any], level: str) -> dict[str, str]:
+    """unit id -> its text (its memories' texts joined) for one scope of the spool."""
+    parts: dict[str, list[str]] = {}
+    for memory in scope["memories"]:
+        for unit in memory["units"].get(level, ()):
+            parts.setdefault(unit, []).append(memory["text"])
+    return {unit: "\n\n".join(pieces) for unit, pieces in parts.items()}
+
+
+def _records_from_texts(
+    result: Mapping[str, Any], texts: Texts, deep: Mapping[str, Mapping[str, int | None]]
+) -> Iterator[tuple[int, str, str | None]]:
+    """(position, record JSON, query text) of every query of `result`, in order, from
+    texts in memory; with complete texts, a scope's units no query of it expected or
+    returned go with the scope's first query."""
+    by_scope: dict[str, dict[str, str]] = {}
+    for (scope_id, unit), text in texts.units.items():
+        by_scope.setdefault(scope_id, {})[unit] = text
+    seen: set[str] = set()
+    for i, q in enumerate(result["queries"]):
+        scope = q["scope_id"]
+        units = by_scope.get(scope, {})
+        text = texts.queries.get(q["query_id"])
+        others: list[tuple[str, str]] = []
+        if texts.complete and texts.available and scope not in seen:
+            used = _used_units(result, scope)
+            others = sorted((u, units[u]) for u in units if u not in used)
+        seen.add(scope)
+        record = _query_record(q, text, units, deep.get(q["query_id"]), others)
+        yield i, json_for_script(record), text[0] if text else None
+
+
+def _used_units(result: Mapping[str, Any], scope: str) -> set[str]:
+    used: set[str] = set()
+    for q in result["queries"]:
+        if q["scope_id"] == scope:
+            used.update(q["expected"])
+            used.update(h["id"] for h in q["returned"])
+    return used
+
+
+def stream_report_records(
+    suite_env: Mapping[str, Any],
+    result: Mapping[str, Any],
+    deep: Mapping[str, Mapping[str, int | None]],
+    stats: dict[str, Any],
+) -> Iterator[tuple[int, str, str | None]]:
+    """(position, record JSON, query text) of every query of `result`, read scope by scope
+    from `suite_env`'s validated spool (one scope's texts in memory at a time), in spool
+    order. A spool larger than `ALL_TEXTS_BYTES` contributes only the units a query
+    expected or returned; a smaller one also each scope's other units (with the scope's
+    first query). `stats` gets the counts the page states (queries, units, units shown)."""
+    from recallbench.spool import stream_scopes
+
+    level = suite_env["data"]["levels"][0]["name"]
+    everything = suite_env["data"]["spool"]["bytes"] <= ALL_TEXTS_BYTES
+    by_scope: dict[str, list[int]] = {}
+    for i, q in enumerate(result["queries"]):
+        by_scope.setdefault(q["scope_id"], []).append(i)
+    queries = result["queries"]
+    stats.update(queries=0, units=0, units_shown=0, complete=everything)
+    for _, scope in stream_scopes(suite_env):
+        units = _scope_unit_texts(scope, level)
+        stats["units"] += len(units)
+        stats["queries"] += len(scope["queries"])
+        texts = {x["query_id"]: (x["text"], x.get("notes") or "") for x in scope["queries"]}
+        positions = by_scope.get(scope["scope_id"], [])
+        used: set[str] = set()
+        for i in positions:
+            used.update(queries[i]["expected"])
+            used.update(h["id"] for h in queries[i]["returned"])
+        # a scope without a scored query has no record to carry its units
+        shown = len(units) if everything and positions else len(used & units.keys())
+        stats["units_shown"] += shown
+        for n, i in enumerate(positions):
+            q = queries[i]
+            others = (
+                sorted((u, t) for u, t in units.items() if u not in used)
+                if everything and n == 0
+                else []
+            )
+            text = texts.get(q["query_id"])
+            record = _query_record(q, text, units, deep.get(q["query_id"]), others)
+            yield i, json_for_script(record), text[0] if text else None
+        del units, texts
+
+
+def _place_in_order(
+    records: Iterable[tuple[int, str, str | None]], chunks: PageChunks, total: int
+) -> tuple[list[int], list[str | None]]:
+    """Add the records to `chunks` in position order (holding back only those that come
+    early); each position's chunk and query text."""
+    where: list[int] = [0] * total
+    texts: list[str | None] = [None] * total
+    pending: dict[int, tuple[str, str | None]] = {}
+    nxt = 0
+    for i, record, text in records:
+        pending[i] = (record, text)
+        while nxt in pending:
+            rec, t = pending.pop(nxt)
+            where[nxt] = chunks.add(rec)
+            texts[nxt] = _short(t)
+            nxt += 1
+    if nxt != total:
+        raise ValueError(f"page records: {total - nxt} queries have no record")
+    return where, texts
 
 
 def deep_ranks(runs_env: Mapping[str, Any] | None, level: str) -> dict[str, dict[str, Any]]:
@@ -499,31 +652,100 @@ def _roundtrip_line(result: Mapping[str, Any]) -> str:
     )
 
 
+@dataclass
+class Page:
+    """An HTML page (report.html or compare.html), the data files beside it (`data_dir`,
+    see `report.pagedata`) and what it says of its texts."""
+
+    html: bytes
+    data: DataFiles
+    data_dir: str
+    stats: TextStats
+
+    def files(self, page_path: Path) -> dict[Path, Any]:
+        """The page at `page_path` and its data directory beside it, as `publish` takes
+        them."""
+        page_path = Path(page_path)
+        return {page_path: self.html, page_path.parent / self.data_dir: self.data.tree()}
+
+
 def report_page_data(
     result: Mapping[str, Any],
-    texts: Texts,
-    deep: Mapping[str, Mapping[str, int | None]] | None = None,
+    rows: list[dict[str, Any]],
+    inline: list[str],
+    chunks: DataFiles,
+    token: str,
+    level: str,
 ) -> dict[str, Any]:
-    """The JSON document the report page's script draws the per-query table from."""
-    measures = table_measures(result)
-    pool = _Pool()
+    """The JSON document the report page's script draws the per-query table from (the
+    inline records are spliced in as JSON text, `_data_markup`)."""
+    from recallbench.report import REPORT_DATA_DIR
+
     labels = result["dataset"]["category_labels"]
-    queries = [
-        _query_record(q, texts, pool, measures, (deep or {}).get(q["query_id"]))
-        for q in result["queries"]
-    ]
-    units = [[scope, unit, pool.add(text)] for (scope, unit), text in sorted(texts.units.items())]
     return {
         "kind": "report",
         "k": result["run"]["top_k"],
-        "level": texts.level,
-        "measures": measures,
+        "level": level,
+        "measures": table_measures(result),
         "categories": [[c, labels.get(c, c)] for c in result["dataset"]["categories"]],
-        "queries": queries,
-        "units": units,
-        "texts": pool.items,
+        "queries": rows,
+        "chunks": {"dir": REPORT_DATA_DIR, "files": list(chunks.names), "token": token},
         "short": SHORT_TEXT,
     }
+
+
+def render_report_page(
+    result: Mapping[str, Any],
+    texts: Texts | Mapping[str, Any],
+    *,
+    plots: Mapping[str, bytes] | None = None,
+    deep: Mapping[str, Mapping[str, int | None]] | None = None,
+    fingerprint: str = "",
+    version: str = "",
+    scratch: Path | None = None,
+) -> Page:
+    """report.html and its data files: the result document, its plots inline, the per-query
+    table, the texts of the first queries inline and the others in data files
+    (`report.pagedata`). `texts`: a `Texts` in memory, or the suite envelope whose spool
+    is read scope by scope (`stream_report_records`; a missing spool: ids only).
+    `scratch`: where the data files are staged (the build directory)."""
+    from recallbench.report import REPORT_DATA_DIR
+
+    deep = deep or {}
+    level = result["dataset"]["levels"][0]["name"]
+    measures = table_measures(result)
+    chunks = PageChunks("report", fingerprint, scratch)
+    queries = result["queries"]
+    if isinstance(texts, Texts):
+        stats = text_stats(texts)
+        records: Iterable[tuple[int, str, str | None]] = _records_from_texts(result, texts, deep)
+    else:
+        from recallbench.spool import spool_path
+
+        if not spool_path(texts).is_file():
+            stats = text_stats(no_texts(level))
+            records = _records_from_texts(result, no_texts(level), deep)
+        else:
+            counts: dict[str, Any] = {}
+            records = stream_report_records(texts, result, deep, counts)
+            stats = None  # known once the spool is read
+    where, short = _place_in_order(records, chunks, len(queries))
+    if stats is None:
+        stats = TextStats(
+            level,
+            True,
+            counts["complete"] and counts["units_shown"] == counts["units"],
+            {"queries": counts["queries"], "units": counts["units"]},
+            counts["units_shown"],
+        )
+    inline, data = chunks.finish()
+    rows = [
+        _query_row(q, short[i], measures, deep.get(q["query_id"]), where[i])
+        for i, q in enumerate(queries)
+    ]
+    page_data = report_page_data(result, rows, inline, data, fingerprint, level)
+    html = _render_report(result, page_data, inline, stats, plots, fingerprint, version)
+    return Page(html, data, REPORT_DATA_DIR, stats)
 
 
 def render_report_html(
@@ -535,12 +757,28 @@ def render_report_html(
     fingerprint: str = "",
     version: str = "",
 ) -> bytes:
-    """report.html: the result document, its texts and plots, as one self-contained page."""
+    """report.html's bytes alone (`render_report_page`; its data files are dropped)."""
+    page = render_report_page(
+        result, texts, plots=plots, deep=deep, fingerprint=fingerprint, version=version
+    )
+    page.data.close()
+    return page.html
+
+
+def _render_report(
+    result: Mapping[str, Any],
+    data: Mapping[str, Any],
+    inline: list[str],
+    stats: TextStats,
+    plots: Mapping[str, bytes] | None,
+    fingerprint: str,
+    version: str,
+) -> bytes:
+    from recallbench.report import REPORT_DATA_DIR
     from recallbench.report.markdown import is_generated, rate_rows
     from recallbench.report.plots import caption
 
     ds = result["dataset"]
-    data = report_page_data(result, texts, deep)
     labels = ds["category_labels"]
     drops = [
         {
@@ -566,8 +804,10 @@ def render_report_html(
             rates=rate_rows(result),
             notes=ds["notes"],
             drops=drops,
+            # in key order: the document read back from results.json has its keys sorted
             summary=[
-                (key.replace("_", " "), _format_setting(v)) for key, v in result["summary"].items()
+                (key.replace("_", " "), _format_setting(v))
+                for key, v in sorted(result["summary"].items())
             ],
             definitions=_definitions(result),
             tables=_metric_tables(result),
@@ -577,10 +817,11 @@ def render_report_html(
             decision=_decision(result),
             categories=[(c, labels.get(c, c)) for c in ds["categories"]],
             measures=data["measures"],
-            text_note=_text_note(texts),
-            level=texts.level,
+            text_note=_text_note(stats, REPORT_DATA_DIR),
+            level=stats.level,
             top_k=result["run"]["top_k"],
-            data=_data_markup(data),
+            data=_data_markup(data, inline),
+            data_dir=REPORT_DATA_DIR,
             css=_asset("page.css"),
             script=_asset("page.js"),
         )
@@ -597,65 +838,88 @@ def _format_setting(value: Any) -> str:
 # --- compare.html ----------------------------------------------------------------------------
 
 
+def _compare_query(
+    q: Mapping[str, Any],
+    lookups: Sequence[Mapping[str, Mapping[str, Any]]],
+    metrics: Sequence[str],
+    texts: Texts,
+    units: Mapping[str, str],
+    chunks: PageChunks,
+) -> dict[str, Any]:
+    """One query of compare.html: its table row (every system's per-query values and first
+    relevant rank), its record (texts, every system's top-k) placed in `chunks`."""
+    from recallbench.model import RELEVANT_GRADE
+
+    qid = q["query_id"]
+    text = texts.queries.get(qid)
+    pool = _Pool()
+    cells, tops = [], []
+    for lookup in lookups:
+        mine = lookup.get(qid)
+        if mine is None:
+            cells.append(None)
+            tops.append(None)
+            continue
+        first = next(
+            (i + 1 for i, h in enumerate(mine["returned"]) if h["grade"] >= RELEVANT_GRADE),
+            None,
+        )
+        cells.append(
+            {"m": [value_of(mine["metrics"].get(name)) for name in metrics], "first": first}
+        )
+        tops.append(
+            {
+                "returned": [
+                    [h["id"], h["grade"], h["score"], pool.add(units.get(h["id"]))]
+                    for h in mine["returned"]
+                ],
+                "why": list(mine["why_missed"]),
+            }
+        )
+    record = {
+        "id": qid,
+        "scope": q["scope_id"],
+        "text": pool.add(text[0]) if text else None,
+        "notes": (text[1] or None) if text else None,
+        "expected": [
+            [unit, grade, pool.add(units.get(unit))] for unit, grade in q["expected"].items()
+        ],
+        "systems": tops,
+    }
+    record["texts"] = pool.items
+    return {
+        "id": qid,
+        "cat": q["category"],
+        "scope": q["scope_id"],
+        "text": _short(text[0]) if text else None,
+        "rel": _relevant(q["expected"]),
+        "systems": cells,
+        "c": chunks.add(json_for_script(record)),
+    }
+
+
 def compare_page_data(
     doc: Mapping[str, Any],
     results: Sequence[Mapping[str, Any]],
     texts: Texts,
+    chunks: PageChunks,
 ) -> dict[str, Any]:
     """The JSON document the comparison page's script draws from: per query, every system's
-    per-query values of the compared measures and its top-k."""
-    from recallbench.model import RELEVANT_GRADE
+    per-query values of the compared measures (the records with the texts and each
+    system's top-k go to `chunks`)."""
+    from recallbench.report import COMPARE_DATA_DIR
 
     metrics = list(doc["comparisons"][0]["metrics"]) if doc["comparisons"] else []
     labels = [s["label"] for s in doc["systems"]]
-    pool = _Pool()
     ref = results[0]
     by_id = [{q["query_id"]: q for q in r["queries"]} for r in results]
-    queries = []
-    for q in ref["queries"]:
-        qid, scope = q["query_id"], q["scope_id"]
-        text, notes = texts.queries.get(qid, (None, ""))
-        systems = []
-        for lookup in by_id:
-            mine = lookup.get(qid)
-            if mine is None:
-                systems.append(None)
-                continue
-            first = next(
-                (i + 1 for i, h in enumerate(mine["returned"]) if h["grade"] >= RELEVANT_GRADE),
-                None,
-            )
-            systems.append(
-                {
-                    "m": [value_of(mine["metrics"].get(name)) for name in metrics],
-                    "first": first,
-                    "returned": [
-                        [
-                            h["id"],
-                            h["grade"],
-                            h["score"],
-                            pool.add(texts.units.get((scope, h["id"]))),
-                        ]
-                        for h in mine["returned"]
-                    ],
-                    "why": list(mine["why_missed"]),
-                }
-            )
-        queries.append(
-            {
-                "id": qid,
-                "cat": q["category"],
-                "scope": scope,
-                "text": pool.add(text),
-                "notes": notes or None,
-                "rel": _relevant(q["expected"]),
-                "expected": [
-                    [unit, grade, pool.add(texts.units.get((scope, unit)))]
-                    for unit, grade in q["expected"].items()
-                ],
-                "systems": systems,
-            }
-        )
+    by_scope: dict[str, dict[str, str]] = {}
+    for (scope_id, unit), text in texts.units.items():
+        by_scope.setdefault(scope_id, {})[unit] = text
+    queries = [
+        _compare_query(q, by_id, metrics, texts, by_scope.get(q["scope_id"], {}), chunks)
+        for q in ref["queries"]
+    ]
     cat_labels = doc["dataset"].get("category_labels", {})
     categories = list(ref["dataset"]["categories"])
     k = doc["top_k"]
@@ -669,7 +933,7 @@ def compare_page_data(
         "metric": (preferred or metrics or [""])[0],
         "categories": [[c, cat_labels.get(c, c)] for c in categories],
         "queries": queries,
-        "texts": pool.items,
+        "chunks": {"dir": COMPARE_DATA_DIR, "files": [], "token": chunks.token},
         "short": SHORT_TEXT,
     }
 
@@ -693,27 +957,33 @@ def _pair_rows(pair: Mapping[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
-def render_compare_html(
+def render_compare_page(
     doc: Mapping[str, Any],
     results: Sequence[Mapping[str, Any]],
     texts: Texts | Sequence[Texts] = (),
     *,
     plots: Mapping[str, bytes] | None = None,
     version: str | None = None,
-) -> bytes:
-    """compare.html: the comparison document, every system's per-query results, their texts
-    (one `Texts`, or one per system to merge) and the comparison's plots, as one
-    self-contained page."""
+    scratch: Path | None = None,
+) -> Page:
+    """compare.html and its data files (compare-data/): the comparison document, every
+    system's per-query figures, the texts and top-k of the first queries inline and the
+    others in data files (`report.pagedata`), the comparison's plots."""
     from recallbench import __version__
+    from recallbench.report import COMPARE_DATA_DIR
     from recallbench.report.markdown import format_setting
     from recallbench.report.plots import caption
 
     if not isinstance(texts, Texts):
         texts = merged(results[0]["dataset"]["levels"][0]["name"], texts)
     version = __version__ if version is None else version
-
-    data = compare_page_data(doc, results, texts)
-    files = ", ".join(f["name"] for f in doc["dataset"]["files"])
+    digest = hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    chunks = PageChunks("compare", digest, scratch)
+    data = compare_page_data(doc, results, texts, chunks)
+    inline, files = chunks.finish()
+    data["chunks"]["files"] = list(files.names)
+    stats = text_stats(texts)
+    doc_files = ", ".join(f["name"] for f in doc["dataset"]["files"])
     systems = [
         {
             "label": s["label"],
@@ -726,7 +996,6 @@ def render_compare_html(
         }
         for s in doc["systems"]
     ]
-    digest = hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()
     page = (
         _environment()
         .get_template("compare.html")
@@ -735,7 +1004,7 @@ def render_compare_html(
             version=version,
             fingerprint=digest,
             dataset=(
-                f"{doc['dataset']['name']} ({files}; {doc['dataset']['label']}), "
+                f"{doc['dataset']['name']} ({doc_files}; {doc['dataset']['label']}), "
                 f"{doc['dataset']['queries']:,} scored queries, top-{doc['top_k']}; seed "
                 f"{doc['seed']}, {doc['resamples']:,} resamples"
             ),
@@ -746,10 +1015,25 @@ def render_compare_html(
             ],
             images=[_image(n, svg, caption(n)) for n, svg in (plots or {}).items()],
             categories=[tuple(c) for c in data["categories"]],
-            text_note=_text_note(texts),
-            data=_data_markup(data),
+            text_note=_text_note(stats, COMPARE_DATA_DIR),
+            data=_data_markup(data, inline),
+            data_dir=COMPARE_DATA_DIR,
             css=_asset("page.css"),
             script=_asset("page.js"),
         )
     )
-    return page.encode("utf-8")
+    return Page(page.encode("utf-8"), files, COMPARE_DATA_DIR, stats)
+
+
+def render_compare_html(
+    doc: Mapping[str, Any],
+    results: Sequence[Mapping[str, Any]],
+    texts: Texts | Sequence[Texts] = (),
+    *,
+    plots: Mapping[str, bytes] | None = None,
+    version: str | None = None,
+) -> bytes:
+    """compare.html's bytes alone (`render_compare_page`; its data files are dropped)."""
+    page = render_compare_page(doc, results, texts, plots=plots, version=version)
+    page.data.close()
+    return page.html

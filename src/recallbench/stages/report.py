@@ -5,10 +5,14 @@ The result document is `report.result.build_result` of the upstream artifacts; t
 (`report.markdown`) adds the local timings from the sidecars; the plots (`report.plots`) are
 SVG files under `report-plots/` beside report.md, linked from it and listed (file, sha256) in
 the envelope's top-level `plots`, outside its fingerprinted `data` (their bytes depend on the
-matplotlib version). report.html (`report.html`) is the result with the texts of its queries
-and units read from the validated spool, the plots inline: one self-contained page, the same
-bytes for the same inputs. Its size goes to the report's timing sidecar
-(``timings/results.json``). All of them are published together.
+matplotlib version). report.html (`report.html`) is the result with the plots inline, the
+per-query table and the texts of its first queries; the texts of the others, read scope by
+scope from the validated spool, go to data files in report-data/ beside it
+(`report.pagedata`), written as they fill (staged in the build directory), so the stage
+holds one scope's texts and one data file at a time. The same inputs give the same bytes.
+The page's and the data files' sizes go to the report's timing sidecar
+(``timings/results.json``). All of them are published together (report-data/ replaced
+whole).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from recallbench.artifacts import (
 )
 from recallbench.plugin import PLUGIN_API
 from recallbench.report.markdown import render_markdown
+from recallbench.report.pagedata import DataFiles
 from recallbench.report.result import build_result
 
 
@@ -45,6 +50,13 @@ class Report:
     plots: dict[str, bytes]
     html: bytes = b""
     timing: dict[str, Any] = field(default_factory=dict)
+    #: the page's data files (report-data/ beside report.html), None when no page is made
+    html_data: DataFiles | None = None
+
+    def close(self) -> None:
+        """Remove the staged data files (after publishing)."""
+        if self.html_data is not None:
+            self.html_data.close()
 
     def files(
         self, results_path: Path, report_path: Path, build_dir: Path | None = None
@@ -57,22 +69,42 @@ class Report:
         if build_dir is not None:
             sidecar = stage_files(Path(build_dir), self.envelope, self.timing)
             files[timing_path(build_dir, "results")] = sidecar[timing_path(build_dir, "results")]
-        files.update(report_files(report_path, self.markdown, self.plots, self.html))
+        files.update(
+            report_files(report_path, self.markdown, self.plots, self.html, self.html_data)
+        )
         return files
 
 
 def report_files(
-    report_path: Path, markdown: str, plots: Mapping[str, bytes], html: bytes = b""
-) -> dict[Path, bytes]:
+    report_path: Path,
+    markdown: str,
+    plots: Mapping[str, bytes],
+    html: bytes = b"",
+    html_data: DataFiles | None = None,
+) -> dict[Path, Any]:
     """report.md at `report_path`, its plots beside it (where its relative links point) and,
     when made, the HTML report beside it (`report.html`, or `<stem>.html` for a report not
-    called report.md)."""
+    called report.md) with its data files (report-data/, replaced whole: a directory with
+    no files removes an old one)."""
+    from recallbench.report import REPORT_DATA_DIR
+
     report_path = Path(report_path)
-    files = {report_path: markdown.encode("utf-8")}
+    files: dict[Path, Any] = {report_path: markdown.encode("utf-8")}
     files.update({report_path.parent / name: svg for name, svg in plots.items()})
     if html:
         files[html_path(report_path)] = html
+        if html_data is not None:
+            files[report_path.parent / REPORT_DATA_DIR] = html_data.tree()
     return files
+
+
+def report_paths(report_path: Path) -> list[Path | str]:
+    """What a report at `report_path` is, as the files line names it: the Markdown, the
+    HTML page beside it and its data directory (``report-data/``, with a trailing slash)."""
+    from recallbench.report import REPORT_DATA_DIR
+
+    report_path = Path(report_path)
+    return [report_path, html_path(report_path), f"{report_path.parent / REPORT_DATA_DIR}/"]
 
 
 def html_path(report_path: Path) -> Path:
@@ -96,10 +128,12 @@ def build_report(
     generated_at: str | None = None,
     plots: bool = True,
     html: bool = True,
+    scratch: Path | None = None,
 ) -> Report:
     """The `results` envelope, the Markdown report (timings: kind -> sidecar), with `plots`
-    the plots it links to and, with `html`, the HTML report (its texts read from the suite's
-    validated spool)."""
+    the plots it links to and, with `html`, the HTML report and its data files (its texts
+    read scope by scope from the suite's validated spool; the data files staged under
+    `scratch`, the build directory, else in a temporary directory)."""
     started = time.perf_counter()
     require_made_from(hydrate_env, suite_env)
     require_made_from(runs_env, suite_env, hydrate_env)
@@ -134,29 +168,33 @@ def build_report(
     links = [(name, caption(name)) for name in svgs]
     markdown = render_markdown(result, timings or {}, when, __version__, links)
     page = b""
+    data = None
     timing: dict[str, Any] = {"markdown_bytes": len(markdown.encode("utf-8"))}
     if html:
-        from recallbench.report.html import deep_ranks, render_report_html, report_texts
+        from recallbench.report.html import deep_ranks, render_report_page
 
         level = result["dataset"]["levels"][0]["name"]
-        texts = report_texts(suite_env, result)
-        page = render_report_html(
+        made = render_report_page(
             result,
-            texts,
+            suite_env,
             plots=svgs,
             deep=deep_ranks(runs_env, level),
             fingerprint=env["fingerprint"],
             version=__version__,
+            scratch=scratch,
         )
+        page, data, stats = made.html, made.data, made.stats
         timing["html"] = {
             "bytes": len(page),
-            "texts_available": texts.available,
-            "texts_complete": texts.complete,
-            "unit_texts": len(texts.units),
-            "units_total": texts.totals.get("units", 0),
+            "data_files": len(data.names),
+            "data_bytes": data.bytes,
+            "texts_available": stats.available,
+            "texts_complete": stats.complete,
+            "unit_texts": stats.units_shown,
+            "units_total": stats.totals.get("units", 0),
         }
     timing["wall_seconds"] = round(time.perf_counter() - started, 6)
-    return Report(env, markdown, svgs, page, timing)
+    return Report(env, markdown, svgs, page, timing, data)
 
 
 def timings_for(build_dir: Path, *envs: Mapping[str, Any]) -> dict[str, Any]:

@@ -149,12 +149,8 @@ class Mem0Store:
             def embed_query(self, text: str) -> list[float]:
                 return source.one(text)
 
-        store = system.vector_store
         self._config = {
-            "vector_store": {
-                "provider": store["provider"],
-                "config": {**store["config"], "path": str(directory / system.subdir)},
-            },
+            "vector_store": self._vector_store(system, directory),
             "embedder": {
                 "provider": "langchain",
                 "config": {"model": RecallbenchVectors(), "embedding_dims": DIMS},
@@ -166,14 +162,19 @@ class Mem0Store:
         self._open(memory_class)
 
     def _open(self, memory_class: Any) -> None:
-        with self._system._inside():
+        system = self._system
+        with system._inside():
             self._memory = memory_class.from_config(self._config)
-        if self._system.bm25_active(self._memory) != BM25_ACTIVE:  # another mem0 than tested
+        if _bm25_active(self._memory) != system.bm25_active:  # (another mem0 than tested)
             self.close()
             raise RuntimeError(
-                f"mem0 {package_version('mem0ai')}: its {self._system.vector_store['provider']} "
-                "store searches keywords"
+                f"mem0 {package_version('mem0ai')}: {system.name}'s vector store's keyword "
+                f"search is {'missing' if system.bm25_active else 'present'}"
             )
+
+    def _vector_store(self, system: Mem0System, directory: Path) -> dict[str, Any]:
+        """mem0's `vector_store` configuration for this store (the system's)."""
+        return system.vector_store(directory)
 
     def _all(self) -> list[dict[str, Any]]:
         return self._memory.get_all(filters={"user_id": USER}, top_k=LIST_ALL)["results"]
@@ -250,9 +251,8 @@ class Mem0System(OpensDirectories, TimedCalls):
     MiniLM vectors, infer=False."""
 
     lexical = False
-    #: mem0's vector store (its provider and every knob not at mem0's default) and its path
-    vector_store: dict[str, Any] = VECTOR_STORE
-    subdir = SUBDIR
+    #: whether mem0's vector store has a keyword search (its BM25 half), checked at open
+    bm25_active = BM25_ACTIVE
     #: reopen mem0 after every ingest, so a search runs on the store as loaded from its files
     reopen_after_ingest = False
 
@@ -261,6 +261,13 @@ class Mem0System(OpensDirectories, TimedCalls):
         self.embedder = MiniLMCapability(self)
         self.embedder.text_transform = TEXT_TRANSFORM
         self.clone = DirectoryClone(self, PACKAGE_FORMAT, lambda s: s.delete_smallest())
+
+    def vector_store(self, directory: Path) -> dict[str, Any]:
+        """mem0's `vector_store` configuration for a store in `directory`."""
+        return {
+            "provider": VECTOR_STORE["provider"],
+            "config": {**VECTOR_STORE["config"], "path": str(directory / SUBDIR)},
+        }
 
     def configuration(self) -> dict[str, Any]:
         return {
@@ -286,9 +293,6 @@ class Mem0System(OpensDirectories, TimedCalls):
             "telemetry": "off (MEM0_TELEMETRY=False)",
             "clone_format": PACKAGE_FORMAT,
         }
-
-    def bm25_active(self, memory: Any) -> bool:
-        return _bm25_active(memory)
 
     def _store(self, directory: Path, vectors: VectorLookup | None, *, load: bool) -> Mem0Store:
         return Mem0Store(self, directory, vectors)
@@ -321,12 +325,18 @@ QDRANT_STORE = {
 }
 
 
+def _fastembed_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("fastembed") is not None
+
+
 class Mem0QdrantSystem(Mem0System):
     """mem0 Memory (open source) on its Qdrant store in local mode (qdrant-client, exact
     cosine over every vector) over MiniLM vectors, infer=False."""
 
-    vector_store = QDRANT_STORE
-    subdir = QDRANT_SUBDIR
+    #: mem0's Qdrant store has a keyword search (through fastembed; see `configuration`)
+    bm25_active = True
     # Qdrant local ranks with np.argsort (not stable) over its points in memory, which it
     # loads from its files newest first: ties come back in one order in the process that
     # added the points and another after a reload. Reopened after every ingest, every
@@ -340,13 +350,11 @@ class Mem0QdrantSystem(Mem0System):
         self.name = "mem0-qdrant"
         self.clone = DirectoryClone(self, QDRANT_PACKAGE_FORMAT, lambda s: s.delete_smallest())
 
-    def bm25_active(self, memory: Any) -> bool:
-        """mem0's Qdrant store has a keyword search, through fastembed's hub model
-        `Qdrant/bm25`: active only where fastembed is installed (it is not, here; its model
-        could not be fetched either)."""
-        import importlib.util
-
-        return importlib.util.find_spec("fastembed") is not None
+    def vector_store(self, directory: Path) -> dict[str, Any]:
+        return {
+            "provider": QDRANT_STORE["provider"],
+            "config": {**QDRANT_STORE["config"], "path": str(directory / QDRANT_SUBDIR)},
+        }
 
     def configuration(self) -> dict[str, Any]:
         return {
@@ -360,8 +368,10 @@ class Mem0QdrantSystem(Mem0System):
             "(m 16, ef_construct 100) is not used, so it has no index parameter to set",
             "score": "Qdrant's cosine similarity (mem0 keeps a hit only when it is at least the "
             "threshold, 0: a memory of negative cosine is not returned)",
+            "bm25_half_active": _fastembed_installed(),
             "bm25_half": "none: mem0's Qdrant store encodes keywords with fastembed's hub model "
-            "Qdrant/bm25; fastembed is not installed",
+            "Qdrant/bm25 (it returns nothing without fastembed, which is not installed, and "
+            "the model could not be fetched)",
             "tie_order": "the order Qdrant local loads its points (newest first) through "
             "np.argsort: the store is reopened after every ingest, so every search runs on it",
             "clone_format": QDRANT_PACKAGE_FORMAT,

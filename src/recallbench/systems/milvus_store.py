@@ -19,8 +19,8 @@ accepts FLAT, IVF_FLAT and AUTOINDEX only (HNSW is refused in its local mode). A
 output_fields=["identifier"], search_params=...)` in Milvus's order; the score is Milvus's
 COSINE "distance", the cosine similarity.
 
-Options (`storekit.system_options`, the variable `RECALLBENCH_OPTIONS_MILVUS` or
-`RECALLBENCH_OPTIONS_MILVUS_FLAT`): `index_type` (FLAT, IVF_FLAT, AUTOINDEX), and for
+Options (`storekit.system_options`, the variable `RECALLBENCH_INDEX_MILVUS` or
+`RECALLBENCH_INDEX_MILVUS_FLAT`): `index_type` (FLAT, IVF_FLAT, AUTOINDEX), and for
 IVF_FLAT `nlist` (its build parameter, Milvus's default 128) and `nprobe` (its search
 parameter, Milvus's default 8). They are recorded in the configuration and in each store's
 marker; a store built under other options is refused when reopened or restored.
@@ -347,6 +347,7 @@ class MilvusSystem(OpensDirectories, TimedCalls):
     def __init__(self, name: str, index_type: str) -> None:
         self.name = name
         self.options = milvus_options(name, index_type)
+        self.marker_options = self.options
         self.embedder = MiniLMCapability(self)
         # the server's lock file is never read: closing a descriptor of it would release the
         # lock, and the server stops when its lock is released

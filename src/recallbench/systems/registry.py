@@ -57,6 +57,10 @@ BUILTIN: dict[str, str] = {
     "mem0-qdrant": "recallbench.systems.mem0_store",
     "milvus": "recallbench.systems.milvus_store",
     "milvus-flat": "recallbench.systems.milvus_store",
+    "langgraph-postgres": "recallbench.systems.postgres_store",
+    "llamaindex-pgvector": "recallbench.systems.postgres_store",
+    "llamaindex-pgvector-hnsw": "recallbench.systems.postgres_store",
+    "mem0-pgvector": "recallbench.systems.postgres_store",
     "vipune": "recallbench.systems.vipune_cli",
     "vipune-semantic": "recallbench.systems.vipune_cli",
 }
@@ -93,6 +97,20 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "milvus": (
         ("pymilvus", "milvus_lite", "pkg_resources", *_SEMANTIC),
         "pip install -e '.[semantic,milvus]' (or `make setup`)",
+    ),
+    "postgres": (
+        (
+            "pgserver",
+            "psycopg",
+            "psycopg_pool",
+            "psycopg2",
+            "langgraph.store.postgres",
+            "llama_index.vector_stores.postgres",
+            "mem0",
+            "langchain",
+            *_SEMANTIC,
+        ),
+        "pip install -e '.[semantic,langgraph,llamaindex,mem0,postgres]' (or `make setup`)",
     ),
     "vipune": (
         (f"{BINARY}vipune",),
@@ -371,7 +389,11 @@ def _describe_plugin(name: str, ep: importlib.metadata.EntryPoint) -> dict[str, 
 
 def systems_table(rows: Sequence[dict[str, Any]]) -> str:
     """The Markdown table of systems (name, description, extra, capabilities), as in
-    `docs/systems.md`."""
+    `docs/systems.md`. A built-in's description is the project's own Markdown; a plugin's
+    is escaped (`escape.markdown_cell`): it renders as the plugin's text and cannot break
+    the table or add links."""
+    from recallbench.escape import markdown_cell
+
     lines = [
         "| system | description | extra | capabilities |",
         "|---|---|---|---|",
@@ -379,7 +401,11 @@ def systems_table(rows: Sequence[dict[str, Any]]) -> str:
     for r in rows:
         caps = ", ".join(r["capabilities"]) or "-"
         extra = f"`{r['extra']}`" if r["extra"] else "core"
-        lines.append(f"| `{r['name']}` | {r['description']} | {extra} | {caps} |")
+        built_in = r.get("source", "built-in") == "built-in"
+        description = r["description"] if built_in else markdown_cell(r["description"])
+        extra = extra if built_in or not r["extra"] else markdown_cell(r["extra"])
+        name = f"`{r['name']}`" if built_in else markdown_cell(r["name"])
+        lines.append(f"| {name} | {description} | {extra} | {caps} |")
     return "\n".join(lines) + "\n"
 
 

@@ -16,7 +16,7 @@ offline environment, the marker file of a store directory and the directory clon
   (`raw_byte`) and a record deleted through the store's own API under the old manifest
   (`stale_manifest`).
 * `system_options`: a system's user-settable options (index parameters), read from the
-  environment variable `RECALLBENCH_OPTIONS_<NAME>` (`key=value,key=value`) over the
+  environment variable `RECALLBENCH_INDEX_<NAME>` (`key=value,key=value`) over the
   defaults the store ships; a system records them in its configuration and its store
   marker, and `check_options` refuses a store built under other options.
 """
@@ -179,9 +179,10 @@ class VectorSource:
 
 
 def options_variable(system: str) -> str:
-    """The environment variable that sets a system's options: `RECALLBENCH_OPTIONS_` and
-    the name in capitals, `-` as `_` (`milvus-flat`: `RECALLBENCH_OPTIONS_MILVUS_FLAT`)."""
-    return "RECALLBENCH_OPTIONS_" + system.upper().replace("-", "_")
+    """The environment variable that sets a system's options: `index_options_variable`'s
+    (`RECALLBENCH_INDEX_` and the name in capitals, `-` as `_`: `milvus-flat`:
+    `RECALLBENCH_INDEX_MILVUS_FLAT`), one variable for every store's index."""
+    return index_options_variable(system)
 
 
 def system_options(
@@ -252,9 +253,9 @@ class OpensDirectories:
     finds it."""
 
     name: str
-    #: a system's options (`system_options`): recorded in each store's marker and checked
-    #: when a store is reopened or restored (None: the system has none)
-    options: dict[str, Any] | None = None
+    #: options recorded in each store's marker and checked when a store is reopened or
+    #: restored (`system_options`; None: nothing recorded or checked)
+    marker_options: dict[str, Any] | None = None
 
     def _store(self, directory: Path, vectors: VectorLookup | None, *, load: bool) -> Any:
         raise NotImplementedError
@@ -265,15 +266,16 @@ class OpensDirectories:
             return self._store(Path(directory), vectors, load=load)
 
     def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> Any:
-        claim(directory, self.name, **({} if self.options is None else {"options": self.options}))
+        marked = self.marker_options
+        claim(directory, self.name, **({} if marked is None else {"options": marked}))
         store = self._opened(directory, vectors, load=False)
         store.flush()
         return store
 
     def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> Any:
         existing(directory, self.name)
-        if self.options is not None:
-            check_options(directory, self.name, self.options)
+        if self.marker_options is not None:
+            check_options(directory, self.name, self.marker_options)
         return self._opened(directory, vectors, load=True)
 
 
@@ -409,3 +411,54 @@ class DirectoryClone:
                 stale,
             ),
         ]
+
+
+# --------------------------------------------------------------------------- index options
+
+#: the environment variable that sets a system's index options: `RECALLBENCH_INDEX_` and the
+#: system's name upper-cased, `-` as `_` (`RECALLBENCH_INDEX_LLAMAINDEX_PGVECTOR_HNSW`)
+INDEX_OPTIONS_PREFIX = "RECALLBENCH_INDEX_"
+
+
+def index_options_variable(system: str) -> str:
+    """The environment variable of `system`'s index options."""
+    return INDEX_OPTIONS_PREFIX + system.upper().replace("-", "_")
+
+
+def index_options(system: str, defaults: dict[str, Any]) -> dict[str, Any]:
+    """`defaults` (the store's own, as it ships them) with the values the user set in
+    `index_options_variable(system)`: `KEY=VALUE` pairs separated by commas, e.g.
+    `m=32,ef_construction=128,ef_search=100`. A value takes its default's type (int, bool
+    as true/false, str). An unknown key, a key given twice or a bad value is one
+    `RecallbenchError` line naming the variable. The result goes into the system's
+    configuration, so every result records the index it measured."""
+    from recallbench.errors import RecallbenchError
+
+    variable = index_options_variable(system)
+    given = os.environ.get(variable, "").strip()
+    out = dict(defaults)
+    seen: set[str] = set()
+    for item in filter(None, (part.strip() for part in given.split(","))):
+        key, eq, raw = (s.strip() for s in item.partition("="))
+        if not eq or key not in defaults or key in seen:
+            why = "given twice" if key in seen else "not KEY=VALUE" if not eq else "unknown"
+            raise RecallbenchError(
+                f"{variable}: {item!r}: {why} (keys: {', '.join(sorted(defaults))})"
+            )
+        seen.add(key)
+        default = defaults[key]
+        try:
+            if isinstance(default, bool):
+                if raw.lower() not in ("true", "false"):
+                    raise ValueError(raw)
+                out[key] = raw.lower() == "true"
+            elif isinstance(default, int):
+                out[key] = int(raw)
+                if out[key] < 1:
+                    raise ValueError(raw)
+            else:
+                out[key] = raw
+        except ValueError:
+            kind = "true or false" if isinstance(default, bool) else "a positive integer"
+            raise RecallbenchError(f"{variable}: {key}={raw!r} is not {kind}") from None
+    return out

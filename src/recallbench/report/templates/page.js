@@ -3,9 +3,70 @@
 (function () {
   "use strict";
   var DATA = JSON.parse(document.getElementById("rb-data").textContent);
-  var TEXTS = DATA.texts;
   var LABELS = {};
   DATA.categories.forEach(function (c) { LABELS[c[0]] = c[1]; });
+  // the texts of each query: a record per query (its own pool of texts in `texts`), those of
+  // the first queries in this page, the others in the data files beside it, read on demand
+  var RECORDS = {};
+  var UNITS = {};       // scope + NUL + unit -> [scope, unit, text] of every loaded record
+  var CHUNKS = {};      // data file number -> "loading" | "loaded" | an error message
+  var WAITING = {};     // data file number -> callbacks waiting for it
+  var LISTENERS = [];   // called when any data file is read (or fails)
+
+  function addRecord(r) {
+    RECORDS[r.id] = r;
+    function unit(id, index) {
+      if (index === null || index === undefined) { return; }
+      var key = r.scope + "\u0000" + id;
+      if (!UNITS[key]) { UNITS[key] = [r.scope, id, r.texts[index]]; }
+    }
+    r.expected.forEach(function (e) { unit(e[0], e[e.length - 1]); });
+    (r.returned || []).forEach(function (h) { unit(h[0], h[3]); });
+    (r.systems || []).forEach(function (s) { if (s) { s.returned.forEach(function (h) { unit(h[0], h[3]); }); } });
+    (r.units || []).forEach(function (u) { unit(u[0], u[1]); });
+  }
+  DATA.inline.forEach(addRecord);
+
+  function chunkPath(n) { return DATA.chunks.dir + "/" + DATA.chunks.files[n - 1]; }
+
+  function settle(n, state) {
+    CHUNKS[n] = state;
+    var waiting = WAITING[n] || [];
+    delete WAITING[n];
+    waiting.forEach(function (done) { done(state === "loaded" ? null : state); });
+    LISTENERS.forEach(function (listener) { listener(); });
+  }
+
+  // each data file calls this with its page's kind and token, its number and its records
+  window.recallbenchPageData = function (kind, token, n, records) {
+    var script = document.currentScript;
+    var asked = script ? Number(script.getAttribute("data-chunk")) : n;
+    if (kind !== DATA.kind || token !== DATA.chunks.token || n !== asked) {
+      settle(asked, chunkPath(asked) + " is not this page's data file (it belongs to another " + kind + " page); write the page again with recallbench");
+      return;
+    }
+    records.forEach(addRecord);
+    settle(n, "loaded");
+  };
+
+  // call done(null) once data file n (0: this page) is read, done(message) if it cannot be
+  function need(n, done) {
+    if (!n || CHUNKS[n] === "loaded") { done(null); return; }
+    if (CHUNKS[n] && CHUNKS[n] !== "loading") { done(CHUNKS[n]); return; }
+    (WAITING[n] = WAITING[n] || []).push(done);
+    if (CHUNKS[n] === "loading") { return; }
+    CHUNKS[n] = "loading";
+    var script = document.createElement("script");
+    script.src = chunkPath(n);
+    script.setAttribute("data-chunk", String(n));
+    script.onerror = function () {
+      settle(n, "Could not read " + chunkPath(n) + " (beside this page): the data files in " + DATA.chunks.dir + "/ must travel with the page.");
+    };
+    script.onload = function () {
+      if (CHUNKS[n] === "loading") { settle(n, chunkPath(n) + " did not register this page's data (a damaged or foreign file); write the page again with recallbench"); }
+    };
+    document.body.appendChild(script);
+  }
   // control, format and surrogate characters (not newline and tab): shown as U+XXXX
   var CONTROL = /[\u0000-\u0008\u000B-\u001F\u007F-\u009F\u00AD\u0600-\u0605\u061C\u06DD\u070F\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u206F\uFEFF\uFFF9-\uFFFB\uD800-\uDFFF]/;
 
@@ -53,12 +114,12 @@
     return span;
   }
 
-  // a text of the pool, shortened to DATA.short characters with a button to show all
-  function textBlock(index, cls) {
+  // a text of a record's pool, shortened to DATA.short characters with a button to show all
+  function textBlock(pool, index, cls) {
     if (index === null || index === undefined) {
       return el("span", { cls: "muted", text: "(text not in this page)" });
     }
-    var text = TEXTS[index];
+    var text = pool[index];
     var box = el("div", { cls: "text" + (cls ? " " + cls : ""), dir: "auto" });
     var chars = Array.from(text);
     if (chars.length <= DATA.short) {
@@ -180,7 +241,25 @@
   function matches(q, needle) {
     if (!needle) { return true; }
     if (lower(q.id).indexOf(needle) >= 0) { return true; }
-    return q.text !== null && lower(TEXTS[q.text]).indexOf(needle) >= 0;
+    return q.text !== null && lower(q.text).indexOf(needle) >= 0;
+  }
+
+  // the opened query's detail: drawn at once from a loaded record, else once its data
+  // file is read; a file that cannot be read is named, and the row's figures stay shown
+  function withRecord(q, draw) {
+    var box = el("div", { cls: "detail" });
+    function show(error) {
+      box.textContent = "";
+      var rec = RECORDS[q.id];
+      if (rec) { draw(box, rec); return; }
+      box.appendChild(el("h3", null, [visibleSpan(q.id, "id")]));
+      box.appendChild(el("p", { cls: "meta" }, ["category ", visibleSpan(LABELS[q.cat] || q.cat), " \u00b7 scope ", visibleSpan(q.scope, "id")]));
+      box.appendChild(el("p", { cls: "warning data-error" }, [visibleSpan(error || ("The texts of this query are not in " + chunkPath(q.c) + "."))]));
+    }
+    if (RECORDS[q.id]) { show(null); return box; }
+    box.appendChild(el("p", { cls: "muted loading", text: "Reading the texts of this query from " + chunkPath(q.c) + "\u2026" }));
+    need(q.c, show);
+    return box;
   }
 
   function gradeRow(cells, grade) {
@@ -194,22 +273,21 @@
     return el("div", { cls: "scroll" }, [el("table", { cls: "data" }, [el("thead", null, [head]), el("tbody", null, rows)])]);
   }
 
-  function questionBlock(q) {
-    var parts = [el("h3", null, [visibleSpan(q.id, "id")]),
-      el("p", { cls: "meta" }, ["category " , visibleSpan(LABELS[q.cat] || q.cat), " \u00b7 scope ", visibleSpan(q.scope, "id")])];
-    parts.push(el("div", { cls: "question" }, [textBlock(q.text)]));
-    if (q.notes) { parts.push(el("p", { cls: "note" }, ["notes: ", visibleSpan(q.notes)])); }
-    return parts;
+  function questionBlock(box, q, rec) {
+    box.appendChild(el("h3", null, [visibleSpan(q.id, "id")]));
+    box.appendChild(el("p", { cls: "meta" }, ["category " , visibleSpan(LABELS[q.cat] || q.cat), " \u00b7 scope ", visibleSpan(q.scope, "id")]));
+    box.appendChild(el("div", { cls: "question" }, [textBlock(rec.texts, rec.text)]));
+    if (rec.notes) { box.appendChild(el("p", { cls: "note" }, ["notes: ", visibleSpan(rec.notes)])); }
   }
 
-  function returnedRows(list) {
+  function returnedRows(list, pool) {
     return list.map(function (h, i) {
       return gradeRow([
         { node: document.createTextNode(String(i + 1)), cls: "num" },
         visibleSpan(h[0], "id"),
         { node: document.createTextNode(String(h[1])), cls: "num" },
         { node: document.createTextNode(fmt(h[2], 4)), cls: "num" },
-        textBlock(h[3])
+        textBlock(pool, h[3])
       ], h[1]);
     });
   }
@@ -227,25 +305,28 @@
   var OUTCOME_TEXT = { hit: "hit", miss: "miss", none: "none to find" };
 
   function reportDetail(q) {
+    return withRecord(q, function (box, rec) { drawReportDetail(box, q, rec); });
+  }
+
+  function drawReportDetail(box, q, rec) {
     var k = DATA.k;
-    var box = el("div", { cls: "detail" }, questionBlock(q));
-    box.appendChild(el("h3", { text: "Expected (" + q.expected.length + "; " + q.rel + " relevant, grade 2 or 3)" }));
-    if (q.expected.length) {
-      box.appendChild(simpleTable(["id", "grade", "rank", "text"], q.expected.map(function (e) {
+    questionBlock(box, q, rec);
+    box.appendChild(el("h3", { text: "Expected (" + rec.expected.length + "; " + q.rel + " relevant, grade 2 or 3)" }));
+    if (rec.expected.length) {
+      box.appendChild(simpleTable(["id", "grade", "rank", "text"], rec.expected.map(function (e) {
         var rank = e[2] === null ? (e[1] >= 2 ? "not returned" : "not in top-" + k) : String(e[2]) + (e[2] > k ? " (beyond top-" + k + ")" : "");
         return gradeRow([visibleSpan(e[0], "id"), { node: document.createTextNode(String(e[1])), cls: "num" },
-          { node: document.createTextNode(rank), cls: "num" }, textBlock(e[3])], e[1]);
+          { node: document.createTextNode(rank), cls: "num" }, textBlock(rec.texts, e[3])], e[1]);
       })));
     } else {
       box.appendChild(el("p", { cls: "muted", text: "Nothing is graded for this query: every returned item is a false positive." }));
     }
-    box.appendChild(el("h3", { text: "Returned top-" + k + " (" + q.returned.length + ")" }));
-    box.appendChild(simpleTable(["rank", "id", "grade", "score", "text"], returnedRows(q.returned)));
+    box.appendChild(el("h3", { text: "Returned top-" + k + " (" + rec.returned.length + ")" }));
+    box.appendChild(simpleTable(["rank", "id", "grade", "score", "text"], returnedRows(rec.returned, rec.texts)));
     box.appendChild(el("h3", { text: "Lexical match" }));
-    box.appendChild(el("p", { text: q.lexical ? q.lexical.matcher + " matched " + q.lexical.count + (q.lexical.count === 1 ? " memory" : " memories") + " for this query (a diagnostic, never scored)." : "The system has no lexical matcher to ask." }));
+    box.appendChild(el("p", { text: rec.lexical ? rec.lexical.matcher + " matched " + rec.lexical.count + (rec.lexical.count === 1 ? " memory" : " memories") + " for this query (a diagnostic, never scored)." : "The system has no lexical matcher to ask." }));
     box.appendChild(el("h3", { text: "Why relevant items were missed" }));
-    box.appendChild(whyBlock(q.why));
-    return box;
+    box.appendChild(whyBlock(rec.why));
   }
 
   function startReport() {
@@ -277,20 +358,36 @@
     var search = document.getElementById("t-search");
     var table = document.getElementById("t-table");
     var count = document.getElementById("t-count");
+    var load = document.getElementById("t-load");
+    var status = document.getElementById("t-status");
     if (!search) { return; }
     var LIMIT = 200;
+    var files = DATA.chunks.files.length;
     function apply() {
       var needle = lower(search.value.trim());
-      var hits = DATA.units.filter(function (u) {
-        return !needle || lower(u[1]).indexOf(needle) >= 0 || (u[2] !== null && lower(TEXTS[u[2]]).indexOf(needle) >= 0);
+      var units = Object.keys(UNITS).sort().map(function (key) { return UNITS[key]; });
+      var hits = units.filter(function (u) {
+        return !needle || lower(u[1]).indexOf(needle) >= 0 || lower(u[2]).indexOf(needle) >= 0;
       });
       var body = table.tBodies[0];
       body.textContent = "";
       hits.slice(0, LIMIT).forEach(function (u) {
-        body.appendChild(el("tr", null, [el("td", { cls: "id" }, [visibleSpan(u[0])]), el("td", { cls: "id" }, [visibleSpan(u[1])]), el("td", null, [textBlock(u[2])])]));
+        body.appendChild(el("tr", null, [el("td", { cls: "id" }, [visibleSpan(u[0])]), el("td", { cls: "id" }, [visibleSpan(u[1])]), el("td", null, [textBlock([u[2]], 0)])]));
       });
-      count.textContent = (hits.length > LIMIT ? "showing the first " + LIMIT + " of " : "showing ") + hits.length.toLocaleString("en-US") + " of " + DATA.units.length.toLocaleString("en-US");
+      var read = Object.keys(CHUNKS).filter(function (n) { return CHUNKS[n] === "loaded"; }).length;
+      count.textContent = (hits.length > LIMIT ? "showing the first " + LIMIT + " of " : "showing ") + hits.length.toLocaleString("en-US") + " of " + units.length.toLocaleString("en-US") +
+        (files ? " (the texts of the queries read so far: this page and " + read + " of " + files + " data files)" : "");
+      var failed = Object.keys(CHUNKS).filter(function (n) { return CHUNKS[n] !== "loaded" && CHUNKS[n] !== "loading"; });
+      status.textContent = failed.map(function (n) { return CHUNKS[n]; }).join(" ");
     }
+    if (!files) { load.remove(); }
+    load.addEventListener("click", function () {
+      load.disabled = true;
+      var n = 0;
+      function next() { n += 1; if (n <= files) { need(n, next); } }
+      next();
+    });
+    LISTENERS.push(apply);
     search.addEventListener("input", apply);
     apply();
   }
@@ -321,11 +418,14 @@
       { key: "outcome", label: "outcome", cell: function (q) { var o = pair(q).outcome; return el("span", { cls: o, text: o === "na" ? "n/a" : o }); }, value: function (q) { return pair(q).outcome; } }
     ];
     function detail(q) {
-      var box = el("div", { cls: "detail" }, questionBlock(q));
-      box.appendChild(el("h3", { text: "Expected (" + q.expected.length + "; " + q.rel + " relevant, grade 2 or 3)" }));
-      if (q.expected.length) {
-        box.appendChild(simpleTable(["id", "grade", "text"], q.expected.map(function (e) {
-          return gradeRow([visibleSpan(e[0], "id"), { node: document.createTextNode(String(e[1])), cls: "num" }, textBlock(e[2])], e[1]);
+      return withRecord(q, function (box, rec) { drawDetail(box, q, rec); });
+    }
+    function drawDetail(box, q, rec) {
+      questionBlock(box, q, rec);
+      box.appendChild(el("h3", { text: "Expected (" + rec.expected.length + "; " + q.rel + " relevant, grade 2 or 3)" }));
+      if (rec.expected.length) {
+        box.appendChild(simpleTable(["id", "grade", "text"], rec.expected.map(function (e) {
+          return gradeRow([visibleSpan(e[0], "id"), { node: document.createTextNode(String(e[1])), cls: "num" }, textBlock(rec.texts, e[2])], e[1]);
         })));
       } else {
         box.appendChild(el("p", { cls: "muted", text: "Nothing is graded for this query." }));
@@ -333,17 +433,16 @@
       box.appendChild(el("h3", { text: "Each system's top-" + DATA.k }));
       var side = el("div", { cls: "side" });
       DATA.systems.forEach(function (label, i) {
-        var s = q.systems[i];
+        var s = q.systems[i], top = rec.systems[i];
         var col = el("div", { "data-system": label });
         col.appendChild(el("h3", null, [visibleSpan(label)]));
-        if (!s) { col.appendChild(el("p", { cls: "muted", text: "not in this system's result" })); side.appendChild(col); return; }
+        if (!s || !top) { col.appendChild(el("p", { cls: "muted", text: "not in this system's result" })); side.appendChild(col); return; }
         col.appendChild(el("p", { cls: "meta", text: DATA.metrics.map(function (name, j) { return name + " " + fmt(s.m[j]); }).join(", ") }));
-        col.appendChild(simpleTable(["rank", "id", "grade", "score", "text"], returnedRows(s.returned)));
-        col.appendChild(whyBlock(s.why));
+        col.appendChild(simpleTable(["rank", "id", "grade", "score", "text"], returnedRows(top.returned, rec.texts)));
+        col.appendChild(whyBlock(top.why));
         side.appendChild(col);
       });
       box.appendChild(side);
-      return box;
     }
     var table = new QueryTable(document.getElementById("q-table"), columns, detail, document.getElementById("q-count"), DATA.queries.length);
     var cat = document.getElementById("f-cat"), out = document.getElementById("f-outcome"), search = document.getElementById("f-search");

@@ -1,0 +1,662 @@
+"""The stores on PostgreSQL + pgvector (optional extra `postgres`), each through its own
+public API, on a PostgreSQL 16 server recallbench starts for each store
+(`postgres_server.PostgresServer`: the pgserver wheel's binaries, the data directory in
+`<store dir>/pg`, a Unix socket only, stopped on every exit path), one database per store.
+
+* `langgraph-postgres`: LangGraph's `PostgresStore` (langgraph-checkpoint-postgres) with its
+  pgvector index: `PostgresStore(conn, index={"dims": 384, "embed": fn, "fields": ["text"],
+  "distance_type": "cosine", "ann_index_config": ...})`, `setup()`; put and search as for
+  `langgraph`. Its index is LangGraph's default, HNSW (pgvector's m 16, ef_construction 64);
+  `kind=ivfflat` (lists, probes) or `kind=flat` (no index: exact) as options.
+* `llamaindex-pgvector`: LlamaIndex's `PGVectorStore` (llama-index-vector-stores-postgres)
+  under a `VectorStoreIndex`, as LlamaIndex ships it: no ANN index, so an exact cosine scan.
+  `llamaindex-pgvector-hnsw`: the same with `hnsw_kwargs` (HNSW, cosine ops; LlamaIndex has
+  no defaults for them: pgvector's are used).
+* `mem0-pgvector`: mem0's `Memory` on its `pgvector` vector store (mem0's defaults: an HNSW
+  index with pgvector's parameters, cosine, its keyword search over PostgreSQL full text,
+  which makes mem0's BM25 half active), infer=False, as for `mem0`.
+
+Index options (`storekit.index_options`: `RECALLBENCH_INDEX_<SYSTEM>=key=value,...`), the
+stores' and pgvector's defaults otherwise, all recorded in the configuration. pgvector
+0.6.2's HNSW scan returns at most `hnsw.ef_search` rows, so a search for more than
+`ef_search` results sets the session's `hnsw.ef_search` to top-k for that search (recorded
+as `ef_search_for_search`), else a query of k would get about 40 hits from a store of k.
+
+Clone (`DumpClone`): snapshot = `pg_dump --format=custom` of the store's database plus a
+manifest (sha256, record count, digest, embedder, index options); verify = the manifest,
+then `pg_restore` into a fresh database on a fresh server and the store's own count and
+digest read back through its API; restore = the same into the new store directory.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from recallbench.systems.base import (
+    Corruption,
+    Hit,
+    PackageInfo,
+    SnapshotRejected,
+    StoreRecord,
+    TimedCalls,
+    VectorLookup,
+)
+from recallbench.systems.kit import (
+    check_manifest,
+    check_new_ids,
+    copy_package,
+    package_size,
+    raw_byte_corruption,
+    records_digest,
+    write_manifest,
+)
+from recallbench.systems.langgraph_store import NAMESPACE, LangGraphStore, LangGraphSystem
+from recallbench.systems.mem0_store import COLLECTION, DIMS, Mem0Store, Mem0System
+from recallbench.systems.postgres_server import PostgresServer, versions
+from recallbench.systems.registry import register
+from recallbench.systems.storekit import (
+    MiniLMCapability,
+    OpensDirectories,
+    VectorSource,
+    claim,
+    index_options,
+    index_options_variable,
+    package_version,
+)
+
+SERVER_DIR = "pg"
+DUMP = "database.dump"
+DIMENSION = 384
+#: pgvector 0.6.2's defaults (its HNSW `m`, `ef_construction`, session `hnsw.ef_search`;
+#: IVFFlat `lists` and session `ivfflat.probes`)
+PGVECTOR_HNSW = {"m": 16, "ef_construction": 64, "ef_search": 40}
+PGVECTOR_IVFFLAT = {"lists": 100, "probes": 1}
+EF_SEARCH_RULE = "max(ef_search, top_k) for each search (pgvector 0.6 returns at most ef_search)"
+
+
+def server_description() -> str:
+    found = versions()
+    return (
+        f"PostgreSQL {found['postgresql']} + pgvector {found['pgvector']} (the binaries of "
+        f"pgserver {package_version('pgserver')}, started by recallbench: one server and "
+        "database per store, Unix socket only, in a user namespace as root)"
+    )
+
+
+def _set_session(execute: Any, options: dict[str, Any], top_k: int) -> int:
+    """The session's pgvector search settings for a search of `top_k` (see the module
+    docstring); returns the ef_search used."""
+    ef_search = max(int(options.get("ef_search", PGVECTOR_HNSW["ef_search"])), top_k)
+    execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(ef_search),))
+    if "probes" in options:
+        execute("SELECT set_config('ivfflat.probes', %s, false)", (str(options["probes"]),))
+    return ef_search
+
+
+# --------------------------------------------------------------------------- clone path
+
+
+class DumpClone:
+    """pg_dump / pg_restore clone path of a store on its own server (module docstring).
+
+    pg_restore builds an index anew; for pgvector's HNSW, whose node levels are random
+    (a fresh random state per backend), the restored graph is another graph: the system
+    says so (`clone_rebuilds_index`), and a restored store may order equal scores, or at
+    scale a near neighbour, differently (docs/stores.md).
+
+    The store has `server` (its running `PostgresServer`); `delete_one` deletes the record
+    with the smallest memory id through the store's own API."""
+
+    def __init__(self, system: Any, package_format: str) -> None:
+        self._system = system
+        self._format = package_format
+
+    def snapshot(self, store: Any, package_dir: Path) -> PackageInfo:
+        package_dir = Path(package_dir)
+        package_dir.mkdir(parents=True, exist_ok=False)
+        count, digest = store.count(), store.digest()
+        store.flush()
+        store.server.dump(package_dir / DUMP)
+        write_manifest(
+            package_dir,
+            self._format,
+            count,
+            [DUMP],
+            digest=digest,
+            embedder=self._system.embedder.identity(),
+            system=self._system.name,
+            index=self._system.options,
+        )
+        return PackageInfo(records=count, size_bytes=package_size(package_dir))
+
+    def _hydrate(self, dump: Path, directory: Path) -> Any:
+        """A fresh store in `directory` from `dump` (pg_restore into a fresh database)."""
+        claim(directory, self._system.name)
+        with PostgresServer(Path(directory) / SERVER_DIR) as server:
+            server.restore(dump)
+        return self._system.attach(directory)
+
+    def _load(self, package_dir: Path, directory: Path) -> tuple[Any, dict[str, Any]]:
+        package_dir = Path(package_dir)
+        manifest = check_manifest(package_dir, self._format)
+        ours = self._system.embedder.identity()
+        if manifest.get("embedder") != ours:
+            raise SnapshotRejected(
+                "embedder_mismatch",
+                f"vectors made by {manifest.get('embedder')!r}, this system embeds with {ours!r}",
+            )
+        if manifest.get("index") != self._system.options:
+            raise SnapshotRejected(
+                "index_mismatch",
+                f"made with index options {manifest.get('index')}, this system has "
+                f"{self._system.options} ({index_options_variable(self._system.name)})",
+            )
+        store = self._hydrate(package_dir / DUMP, directory)
+        count, digest = store.count(), store.digest()
+        if count != manifest.get("record_count"):
+            store.close()
+            raise SnapshotRejected(
+                "record_count_mismatch",
+                f"{count} records, manifest says {manifest.get('record_count')}",
+            )
+        if digest != manifest.get("digest"):
+            store.close()
+            raise SnapshotRejected(
+                "digest_mismatch", "the records read back do not match the manifest's digest"
+            )
+        return store, manifest
+
+    def verify(self, package_dir: Path, work_dir: Path) -> int:
+        work = Path(work_dir) / "verify-load"
+        if work.exists():
+            shutil.rmtree(work)
+        store, manifest = self._load(package_dir, work)
+        store.close()
+        shutil.rmtree(work, ignore_errors=True)
+        return int(manifest["record_count"])
+
+    def restore(self, package_dir: Path, directory: Path) -> Any:
+        store, _ = self._load(package_dir, directory)
+        return store
+
+    def corruptions(self, package_dir: Path, work_dir: Path) -> list[Corruption]:
+        raw = raw_byte_corruption(package_dir, work_dir)
+        stale = copy_package(package_dir, work_dir, "stale_manifest")
+        scratch = Path(work_dir) / "stale_manifest.store"
+        store = self._hydrate(stale / DUMP, scratch)
+        try:
+            store.delete_smallest()
+            (stale / DUMP).unlink()
+            store.server.dump(stale / DUMP)
+        finally:
+            store.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+        return [
+            raw,
+            Corruption(
+                "stale_manifest",
+                "the record with the smallest id deleted through the store's API, the manifest kept",
+                stale,
+            ),
+        ]
+
+
+class ServerBacked:
+    """What a store here adds: its `server`, started on open and stopped on close."""
+
+    server: PostgresServer | None = None
+
+    def _start_server(self, directory: Path) -> PostgresServer:
+        self.server = PostgresServer(Path(directory) / SERVER_DIR).start()
+        self.server.ensure_database()
+        return self.server
+
+    def _stop_server(self) -> None:
+        server, self.server = self.server, None
+        if server is not None:
+            server.stop()
+
+
+# --------------------------------------------------------------------------- langgraph
+
+
+class PostgresLangGraphStore(ServerBacked, LangGraphStore):
+    """`LangGraphStore`'s seam over a `PostgresStore` on its own server."""
+
+    def __init__(self, system: PostgresLangGraphSystem, directory: Path, lookup: Any) -> None:
+        import psycopg
+        from langgraph.store.postgres import PostgresStore
+        from psycopg.rows import dict_row
+
+        self._system = system
+        self.directory = directory
+        self._source = VectorSource(system.embedder, lookup)
+        self._keys: dict[str, str] = {}
+        self._identifiers: dict[str, str] = {}
+        self._conn = None
+        try:
+            with system._inside():
+                server = self._start_server(directory)
+                self._conn = psycopg.connect(
+                    server.conninfo(), autocommit=True, prepare_threshold=0, row_factory=dict_row
+                )
+                self._store = PostgresStore(self._conn, index=system.index_config(self._source))
+                self._store.setup()
+        except BaseException:
+            self.close()
+            raise
+
+    def search(self, query: str, top_k: int) -> list[Hit]:
+        if self._conn is not None and top_k > 0:
+            with self._system._inside():
+                _set_session(self._conn.execute, self._system.options, top_k)
+        return super().search(query, top_k)
+
+    def flush(self) -> None:
+        """PostgreSQL commits every `put` (autocommit): nothing to flush."""
+
+    def close(self) -> None:
+        """Close the connection, then stop the server."""
+        try:
+            if self._conn is not None:
+                self._conn.close()
+        finally:
+            self._conn = None
+            self._store = None
+            self._stop_server()
+
+
+class PostgresLangGraphSystem(LangGraphSystem):
+    """LangGraph PostgresStore with its pgvector index, on a server in the store directory."""
+
+    def __init__(self) -> None:
+        super().__init__("langgraph-postgres", langmem=False)
+        self.options = index_options(
+            self.name, {"kind": "hnsw", **PGVECTOR_HNSW, **PGVECTOR_IVFFLAT}
+        )
+        if self.options["kind"] not in ("hnsw", "ivfflat", "flat"):
+            from recallbench.errors import RecallbenchError
+
+            raise RecallbenchError(
+                f"{index_options_variable(self.name)}: kind={self.options['kind']!r} is not "
+                "hnsw, ivfflat or flat"
+            )
+        self.clone = DumpClone(self, "recallbench-langgraph-postgres-dump-v1")
+        self.clone_rebuilds_index = self.options["kind"] != "flat"
+
+    def ann_index_config(self) -> dict[str, Any]:
+        kind = self.options["kind"]
+        if kind == "hnsw":
+            return {"kind": "hnsw", "m": self.options["m"],
+                    "ef_construction": self.options["ef_construction"]}  # fmt: skip
+        if kind == "ivfflat":
+            return {"kind": "ivfflat", "nlist": self.options["lists"]}
+        return {"kind": "flat"}
+
+    def index_config(self, source: VectorSource) -> dict[str, Any]:
+        return {
+            "dims": DIMENSION,
+            "embed": source,
+            "fields": [self.text_field],
+            "distance_type": "cosine",
+            "ann_index_config": self.ann_index_config(),
+        }
+
+    def configuration(self) -> dict[str, Any]:
+        kind = self.options["kind"]
+        return {
+            "implementation": "langgraph",
+            "implementation_version": package_version("langgraph"),
+            "backend": "langgraph.store.postgres.PostgresStore (langgraph-checkpoint-postgres "
+            f"{package_version('langgraph-checkpoint-postgres')}) on {server_description()}",
+            "index": {
+                "dims": DIMENSION,
+                "embed": "a function over the pipeline's vector cache, else the minilm embedder",
+                "fields": [self.text_field],
+                "distance_type": "cosine",
+                "ann_index_config": self.ann_index_config(),
+            },
+            "index_options": dict(self.options),
+            "index_options_variable": index_options_variable(self.name),
+            "ef_search_for_search": EF_SEARCH_RULE if kind == "hnsw" else None,
+            "exact": "yes: no index, a scan" if kind == "flat" else f"no: pgvector {kind}",
+            "embedder": self.embedder.identity(),
+            "namespace": list(NAMESPACE),
+            "search": "store.search(namespace, query=q, limit=top_k): its order and score",
+            "clone_format": "recallbench-langgraph-postgres-dump-v1 (pg_dump / pg_restore)",
+        }
+
+    def _store(
+        self, directory: Path, vectors: VectorLookup | None, *, load: bool
+    ) -> PostgresLangGraphStore:
+        return PostgresLangGraphStore(self, directory, vectors)
+
+
+# --------------------------------------------------------------------------- llamaindex
+
+
+class PGVectorLlamaStore(ServerBacked):
+    """A `VectorStoreIndex` over LlamaIndex's `PGVectorStore` on its own server."""
+
+    def __init__(self, system: PGVectorLlamaSystem, directory: Path, lookup: Any) -> None:
+        from llama_index.core import VectorStoreIndex
+        from llama_index.vector_stores.postgres import PGVectorStore
+
+        from recallbench.systems.llamaindex_store import _embedding_class
+
+        self._system = system
+        self.directory = directory
+        self._source = VectorSource(system.embedder, lookup)
+        self._vector_store = None
+        try:
+            with system._inside():
+                server = self._start_server(directory)
+                self._vector_store = PGVectorStore(
+                    connection_string=server.sqlalchemy_url("psycopg2"),
+                    async_connection_string=server.sqlalchemy_url("asyncpg"),
+                    table_name=TABLE,
+                    embed_dim=DIMENSION,
+                    hnsw_kwargs=system.hnsw_kwargs(),
+                    perform_setup=True,
+                )
+                embed = _embedding_class()(self._source, system.embedder.identity())
+                self._index = VectorStoreIndex.from_vector_store(
+                    self._vector_store, embed_model=embed
+                )
+        except BaseException:
+            self.close()
+            raise
+
+    def _nodes(self) -> list[Any]:
+        """Every node: PGVectorStore lists nodes by id or by filter only, so every node
+        carries `MARK` in its metadata (kept out of the embedded and LLM text)."""
+        from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+        key, value = next(iter(MARK.items()))
+        return self._vector_store.get_nodes(
+            filters=MetadataFilters(filters=[MetadataFilter(key=key, value=value)])
+        )
+
+    def _pairs(self) -> list[tuple[str, str]]:
+        return [(n.node_id, n.text) for n in self._nodes()]
+
+    def ingest(self, records: Sequence[StoreRecord]) -> int:
+        from llama_index.core.schema import TextNode
+
+        with self._system._inside():
+            check_new_ids((i for i, _ in self._pairs()), records)
+            nodes = [
+                TextNode(
+                    id_=r.memory_id,
+                    text=r.text,
+                    metadata={"identifier": r.identifier, **MARK},
+                    excluded_embed_metadata_keys=["identifier", *MARK],
+                    excluded_llm_metadata_keys=["identifier", *MARK],
+                )
+                for r in records
+            ]
+            if nodes:
+                self._index.insert_nodes(nodes)
+            return len(self._nodes())
+
+    def search(self, query: str, top_k: int) -> list[Hit]:
+        self._source.check(query)
+        with self._system._inside():
+            if top_k <= 0:
+                return []
+            kwargs: dict[str, Any] = {}
+            if self._system.hnsw:
+                kwargs["hnsw_ef_search"] = max(self._system.options["ef_search"], top_k)
+            retriever = self._index.as_retriever(similarity_top_k=top_k, vector_store_kwargs=kwargs)
+            found = retriever.retrieve(query)
+        return [
+            Hit(n.node.node_id, round(float(n.score), 6), str(n.node.metadata["identifier"]))
+            for n in found
+        ]
+
+    def count(self) -> int:
+        with self._system._inside():
+            return len(self._nodes())
+
+    def digest(self) -> str:
+        with self._system._inside():
+            pairs = self._pairs()
+        return records_digest(pairs)
+
+    def delete_smallest(self) -> None:
+        with self._system._inside():
+            self._vector_store.delete_nodes(node_ids=[min(i for i, _ in self._pairs())])
+
+    def flush(self) -> None:
+        """PGVectorStore commits every insert: nothing to flush."""
+
+    def close(self) -> None:
+        try:
+            engine = getattr(self._vector_store, "client", None)
+            if engine is not None:
+                engine.dispose()
+        finally:
+            self._vector_store = None
+            self._index = None
+            self._stop_server()
+
+
+TABLE = "memories"
+#: metadata every node carries, so that `get_nodes` can list them all
+MARK = {"recallbench": "memory"}
+
+
+class PGVectorLlamaSystem(OpensDirectories, TimedCalls):
+    """LlamaIndex VectorStoreIndex on PGVectorStore: exact, or with its HNSW index."""
+
+    lexical = False
+
+    def __init__(self, name: str, *, hnsw: bool) -> None:
+        self.name = name
+        self.hnsw = hnsw
+        self.embedder = MiniLMCapability(self)
+        self.options = index_options(name, dict(PGVECTOR_HNSW)) if hnsw else {}
+        self.clone = DumpClone(self, f"recallbench-{name}-dump-v1")
+        self.clone_rebuilds_index = hnsw
+
+    def hnsw_kwargs(self) -> dict[str, Any] | None:
+        if not self.hnsw:
+            return None
+        return {
+            "hnsw_m": self.options["m"],
+            "hnsw_ef_construction": self.options["ef_construction"],
+            "hnsw_ef_search": self.options["ef_search"],
+            "hnsw_dist_method": "vector_cosine_ops",
+        }
+
+    def configuration(self) -> dict[str, Any]:
+        return {
+            "implementation": "llama-index-core",
+            "implementation_version": package_version("llama-index-core"),
+            "backend": "llama_index.vector_stores.postgres.PGVectorStore "
+            f"(llama-index-vector-stores-postgres "
+            f"{package_version('llama-index-vector-stores-postgres')}, SQLAlchemy over "
+            f"psycopg2) on {server_description()}",
+            "vector_store": {
+                "table_name": TABLE,
+                "embed_dim": DIMENSION,
+                "hnsw_kwargs": self.hnsw_kwargs(),
+                "hybrid_search": False,
+            },
+            "index_options": dict(self.options),
+            "index_options_variable": index_options_variable(self.name) if self.hnsw else None,
+            "ef_search_for_search": EF_SEARCH_RULE if self.hnsw else None,
+            "exact": "no: pgvector HNSW (cosine)" if self.hnsw else "yes: no index, a scan",
+            "nodes": "TextNode(id_=memory id, text, metadata={identifier, recallbench: "
+            "'memory'}); both kept out of the embedded and LLM text (the second lists every "
+            "node: get_nodes takes ids or filters only)",
+            "embed_model": "a BaseEmbedding subclass over the pipeline's vector cache, else the "
+            "minilm embedder",
+            "embedder": self.embedder.identity(),
+            "llm": None,
+            "search": "index.as_retriever(similarity_top_k=top_k).retrieve(query): "
+            "LlamaIndex's order and score (1 - cosine distance)",
+            "clone_format": f"recallbench-{self.name}-dump-v1 (pg_dump / pg_restore)",
+        }
+
+    def _store(
+        self, directory: Path, vectors: VectorLookup | None, *, load: bool
+    ) -> PGVectorLlamaStore:
+        return PGVectorLlamaStore(self, directory, vectors)
+
+
+# --------------------------------------------------------------------------- mem0
+
+
+class Mem0PgvectorStore(ServerBacked, Mem0Store):
+    """mem0's Memory on its pgvector store, over a one-connection pool on its own server
+    (one connection, so the session's ef_search set before a search is the search's)."""
+
+    def __init__(self, system: Mem0PgvectorSystem, directory: Path, lookup: Any) -> None:
+        from psycopg_pool import ConnectionPool
+
+        self._pool = None
+        self._memory = None
+        try:
+            server = self._start_server(directory)
+            self._pool = ConnectionPool(server.conninfo(), min_size=1, max_size=1, open=True)
+            super().__init__(system, directory, lookup)
+        except BaseException:
+            self.close()
+            raise
+
+    def _vector_store(self, system: Mem0System, directory: Path) -> dict[str, Any]:
+        return {
+            "provider": "pgvector",
+            "config": {**system.vector_store_config(), "connection_pool": self._pool},
+        }
+
+    def search(self, query: str, top_k: int) -> list[Hit]:
+        if self._pool is not None and self._system.options["hnsw"] and top_k > 0:
+            with self._system._inside(), self._pool.connection() as conn:
+                _set_session(conn.execute, self._system.options, top_k)
+        return super().search(query, top_k)
+
+    def close(self) -> None:
+        try:
+            if self._memory is not None:
+                Mem0Store.close(self)
+        finally:
+            self._memory = None
+            pool, self._pool = self._pool, None
+            try:
+                if pool is not None:
+                    pool.close()
+            finally:
+                self._stop_server()
+
+
+class Mem0PgvectorSystem(Mem0System):
+    """mem0 Memory on its pgvector store (mem0's defaults: HNSW, cosine, its keyword
+    search over PostgreSQL full text active), infer=False."""
+
+    bm25_active = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "mem0-pgvector"
+        self.options = index_options(self.name, {"hnsw": True, "ef_search": 40})
+        self.clone = DumpClone(self, "recallbench-mem0-pgvector-dump-v1")
+        self.clone_rebuilds_index = self.options["hnsw"]
+
+    def vector_store_config(self) -> dict[str, Any]:
+        """mem0's pgvector configuration (every knob not at its default, the pool aside)."""
+        return {
+            "collection_name": COLLECTION,
+            "embedding_model_dims": DIMS,
+            "hnsw": self.options["hnsw"],
+            "diskann": False,
+        }
+
+    def vector_store(self, directory: Path) -> dict[str, Any]:
+        return {"provider": "pgvector", "config": self.vector_store_config()}
+
+    def configuration(self) -> dict[str, Any]:
+        config = super().configuration()
+        hnsw = self.options["hnsw"]
+        config.update(
+            {
+                "backend": f"mem0's pgvector vector store on {server_description()}, over a "
+                "one-connection psycopg pool, and its SQLite history database in the store "
+                "directory",
+                "vector_store": {"provider": "pgvector", "config": self.vector_store_config()},
+                "index": "HNSW (vector_cosine_ops), pgvector's m 16 and ef_construction 64 "
+                "(mem0 sets none)"
+                if hnsw
+                else "none: an exact scan",
+                "index_options": dict(self.options),
+                "index_options_variable": index_options_variable(self.name),
+                "ef_search_for_search": EF_SEARCH_RULE if hnsw else None,
+                "exact": "no: pgvector HNSW, and mem0's BM25 half on top"
+                if hnsw
+                else "an exact scan, with mem0's BM25 half on top",
+                "score": "mem0's hybrid: semantic max(0, 1 - cosine distance), plus its BM25 "
+                "half over PostgreSQL full text (ts_rank_cd, 'simple'), normalised",
+                "bm25_half_active": True,
+                "bm25_half": "mem0's pgvector keyword_search: to_tsvector('simple', text) over "
+                "its lemmatised text (spaCy absent: the text itself)",
+                "clone_format": "recallbench-mem0-pgvector-dump-v1 (pg_dump / pg_restore; the "
+                "history database is not part of it)",
+            }
+        )
+        return config
+
+    def _store(
+        self, directory: Path, vectors: VectorLookup | None, *, load: bool
+    ) -> Mem0PgvectorStore:
+        return Mem0PgvectorStore(self, directory, vectors)
+
+
+# --------------------------------------------------------------------------- registry
+
+
+@register(
+    "langgraph-postgres",
+    description="LangGraph's PostgresStore with its pgvector HNSW index (cosine) on PostgreSQL 16 "
+    "(started by recallbench, Unix socket in the build dir) over all-MiniLM-L6-v2 vectors",
+    capabilities=("clone", "embedder"),
+    extra="postgres",
+)
+def langgraph_postgres_system() -> PostgresLangGraphSystem:
+    return PostgresLangGraphSystem()
+
+
+@register(
+    "llamaindex-pgvector",
+    description="LlamaIndex VectorStoreIndex on PGVectorStore (PostgreSQL 16 + pgvector, no ANN "
+    "index: exact cosine) over all-MiniLM-L6-v2 vectors",
+    capabilities=("clone", "embedder"),
+    extra="postgres",
+)
+def llamaindex_pgvector_system() -> PGVectorLlamaSystem:
+    return PGVectorLlamaSystem("llamaindex-pgvector", hnsw=False)
+
+
+@register(
+    "llamaindex-pgvector-hnsw",
+    description="LlamaIndex VectorStoreIndex on PGVectorStore with its HNSW index (pgvector m 16, "
+    "ef_construction 64, ef_search 40) over all-MiniLM-L6-v2 vectors",
+    capabilities=("clone", "embedder"),
+    extra="postgres",
+)
+def llamaindex_pgvector_hnsw_system() -> PGVectorLlamaSystem:
+    return PGVectorLlamaSystem("llamaindex-pgvector-hnsw", hnsw=True)
+
+
+@register(
+    "mem0-pgvector",
+    description="mem0 Memory (open source, infer=False) on its pgvector store (PostgreSQL 16, "
+    "HNSW cosine, its BM25 half over full text) over all-MiniLM-L6-v2 vectors",
+    capabilities=("clone", "embedder"),
+    extra="postgres",
+)
+def mem0_pgvector_system() -> Mem0PgvectorSystem:
+    return Mem0PgvectorSystem()

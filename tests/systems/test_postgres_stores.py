@@ -1,0 +1,510 @@
+"""The stores on PostgreSQL + pgvector: the server recallbench starts for each store, and
+what the stores on it give.
+
+* The server stops on every exit path: a run killed by SIGKILL, SIGTERM, SIGHUP or SIGINT, and
+  a killed worker, leave no server process (each signal sent at a moment the test saw a
+  server running, tests/signalling.py).
+* Nothing outside the build directory changes: no user or group is added, no directory
+  above the store changes its mode, HOME and TMPDIR stay as they were (a long build path
+  puts the socket in a temporary directory, removed when the server stops).
+* A server that does not start is one line with its log's last line.
+* The exact variants (`llamaindex-pgvector`, `langgraph-postgres` with `kind=flat`) rank as
+  `minilm` does on the fixtures, scores within float tolerance; the HNSW ones return k hits
+  at top-k above `hnsw.ef_search`.
+* Index options: defaults as pgvector ships them, set through `RECALLBENCH_INDEX_<SYSTEM>`,
+  recorded in the configuration; a bad one is one line naming the variable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner, Result
+from conftest import CORPUS, QUERIES
+from signalling import default_signals, signal_when
+
+from recallbench.cli import main
+from recallbench.errors import RecallbenchError
+from recallbench.systems.registry import describe_systems
+
+PG_SYSTEMS = (
+    "langgraph-postgres",
+    "llamaindex-pgvector",
+    "llamaindex-pgvector-hnsw",
+    "mem0-pgvector",
+)
+#: seconds the kernel may take to end a killed server's processes: a bound, not a measure
+GONE_TIMEOUT = 120.0
+
+pytestmark = pytest.mark.skipif(
+    not all(r["available"] for r in describe_systems() if r["name"] in PG_SYSTEMS),
+    reason="the postgres extra is not installed",
+)
+
+
+def cli(build: Path, *args: str | Path, code: int = 0) -> Result:
+    result = CliRunner().invoke(main, ["--build-dir", str(build), "-q", *map(str, args)])
+    assert result.exit_code == code, (args, result.output, result.exception)
+    return result
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return "(zombie)" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def _pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def servers_under(root: Path) -> list[int]:
+    """Pids of every server process for a data directory under `root`: the processes whose
+    command line names it (unshare, postmaster) and all their descendants (the backends)."""
+    mark = str(root).encode()
+    pids = _pids()
+    found = {p for p in pids if mark in _cmdline(p) and b"postgres" in _cmdline(p)}
+    grew = True
+    while grew:
+        more = {p for p in pids if _parent(p) in found} - found
+        found |= more
+        grew = bool(more)
+    return sorted(p for p in found if _alive(p))
+
+
+def postmasters_under(root: Path) -> list[int]:
+    mark = str(root).encode()
+    return [p for p in _pids() if _cmdline(p).startswith(b"/") and mark in _cmdline(p)
+            and b"/bin/postgres\0" in _cmdline(p) and _alive(p)]  # fmt: skip
+
+
+def assert_all_gone(pids: list[int]) -> None:
+    deadline = time.monotonic() + GONE_TIMEOUT
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if _alive(p)], "server processes outlived the run"
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "NO_PROGRESS": "1", "TMPDIR": str(tmp)}
+    env.pop("RECALLBENCH_BUILD_DIR", None)
+    return env
+
+
+def _run(build: Path, system: str, *extra: str | Path) -> list[str]:
+    return [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build), "run",
+            "--corpus", str(CORPUS), "--queries", str(QUERIES), "--system", system,
+            *map(str, extra)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name
+)
+def test_a_killed_run_leaves_no_server_process(tmp_path: Path, signum: signal.Signals) -> None:
+    build = tmp_path / "build"
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.Popen(
+        _run(build, "llamaindex-pgvector"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path / "tmp"),
+        preexec_fn=default_signals,
+    )
+    seen: list[int] = []
+
+    def serving(pid: int) -> bool:
+        seen[:] = servers_under(build)
+        return bool(postmasters_under(build)) and len(seen) >= 3  # postmaster and backends
+
+    try:
+        signal_when(proc, serving, signum)
+        _, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    expected = {signal.SIGKILL: -9, signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGINT: 130}
+    assert proc.returncode == expected[signum], err
+    if signum != signal.SIGKILL:
+        assert "Traceback" not in err, err
+    assert_all_gone(seen)
+    assert servers_under(build) == []
+
+
+def test_a_killed_worker_leaves_no_server_process(tmp_path: Path) -> None:
+    """Two workers on a generated LongMemEval file (one store per question): the first worker
+    seen serving a store is killed (SIGKILL); the run fails in one line, and neither that
+    worker's server nor any other is left."""
+    from recallbench.datasets.longmemeval.generator import generate
+
+    data = tmp_path / "lme.json"
+    generate(data, shape="s", questions=4, seed=3, sessions_per_question=3, session_chars=120)
+    build = tmp_path / "build"
+    (tmp_path / "tmp").mkdir()
+    args = [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build), "run",
+            "--dataset", "longmemeval", "--data", str(data), "--system", "llamaindex-pgvector",
+            "--workers", "2"]  # fmt: skip
+    proc = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path / "tmp"),
+        preexec_fn=default_signals,
+    )
+    victim: list[int] = []
+    seen: list[int] = []
+
+    def a_worker_serving(pid: int) -> bool:
+        for postmaster in postmasters_under(build):
+            unshare = _parent(postmaster)
+            worker = _parent(unshare)
+            if _parent(worker) == pid:
+                victim[:] = [worker]
+                seen[:] = servers_under(build)
+                return True
+        return False
+
+    try:
+        deadline = time.monotonic() + 600
+        while not victim and proc.poll() is None and time.monotonic() < deadline:
+            a_worker_serving(proc.pid)
+            time.sleep(0.02)
+        assert victim, "no worker was seen serving a store"
+        os.kill(victim[0], signal.SIGKILL)
+        _, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    assert "killed by SIGKILL" in err, err
+    assert "Traceback" not in err, err
+    assert_all_gone(seen)
+    assert servers_under(build) == []
+
+
+# --------------------------------------------------------------------------- no outside writes
+
+
+def _listing(root: Path) -> dict[str, tuple[int, int]]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            st = (Path(dirpath) / name).lstat()
+            out[str((Path(dirpath) / name).relative_to(root))] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _system_files() -> dict[str, str]:
+    out = {}
+    for name in ("/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow"):
+        path = Path(name)
+        out[name] = hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else ""
+    return out
+
+
+def _ancestor_modes(path: Path) -> dict[str, tuple[int, int, int]]:
+    out = {}
+    for parent in [path, *path.parents]:
+        st = parent.stat()
+        out[str(parent)] = (st.st_mode, st.st_uid, st.st_gid)
+    return out
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    box = {name: tmp_path / name for name in ("cwd", "tmp", "home")}
+    for d in box.values():
+        d.mkdir()
+    monkeypatch.setenv("TMPDIR", str(box["tmp"]))
+    monkeypatch.setenv("HOME", str(box["home"]))
+    monkeypatch.setattr(tempfile, "tempdir", str(box["tmp"]))
+    monkeypatch.chdir(box["cwd"])
+    return box
+
+
+def _exercise(name: str, build: Path) -> None:
+    """A store through its API: add, search, close, attach, its clone path."""
+    from recallbench.systems import get_system
+    from recallbench.systems.base import StoreRecord
+
+    system = get_system(name)
+    store = system.open_store(build / "stores" / "s")
+    store.ingest(
+        [
+            StoreRecord(f"m{i}", "acme", text)
+            for i, text in enumerate(["Backups are kept for ninety days.", "Trains over planes."])
+        ]
+    )
+    assert [h.memory_id for h in store.search("backup retention", 2)] == ["m0", "m1"]
+    system.clone.snapshot(store, build / "package")
+    store.close()
+    system.clone.verify(build / "package", build / "work")
+    system.clone.restore(build / "package", build / "restored").close()
+    system.attach(build / "stores" / "s").close()
+
+
+@pytest.mark.parametrize("name", PG_SYSTEMS)
+def test_the_postgres_stores_write_only_into_the_build_dir(
+    sandbox: dict[str, Path], name: str
+) -> None:
+    from recallbench.systems import get_system
+
+    get_system(name).embedder.embed_texts(["warm the model up before the listing"])
+    build = sandbox["cwd"] / "build"
+    before = {k: _listing(v) for k, v in sandbox.items()}
+    files, modes = _system_files(), _ancestor_modes(sandbox["cwd"])
+    _exercise(name, Path("build"))
+    after = {k: _listing(v) for k, v in sandbox.items()}
+    new = set(after["cwd"]) - set(before["cwd"])
+    assert new and all(p == "build" or p.startswith("build" + os.sep) for p in new)
+    assert after["home"] == before["home"] == {}
+    assert after["tmp"] == before["tmp"]
+    assert _system_files() == files  # no user, no group added
+    assert _ancestor_modes(sandbox["cwd"]) == modes  # no directory above opened up
+    assert servers_under(build) == []
+
+
+def test_a_long_build_path_puts_the_socket_in_a_temporary_directory(
+    sandbox: dict[str, Path],
+) -> None:
+    deep = Path("build") / ("d" * 60) / ("e" * 60)
+    before = _listing(sandbox["tmp"])
+    _exercise("langgraph-postgres", deep)
+    assert not (deep / "stores" / "s" / "pg" / "sock").exists()
+    assert _listing(sandbox["tmp"]) == before == {}  # made, then removed on every stop
+    assert servers_under(sandbox["cwd"]) == []
+
+
+# --------------------------------------------------------------------------- the server
+
+
+def test_a_server_that_does_not_start_is_one_line_with_its_logs_last_line(tmp_path: Path) -> None:
+    from recallbench.systems.postgres_server import PostgresServer
+
+    server = PostgresServer(tmp_path / "pg")
+    server.start()
+    server.stop()
+    (server.data / "postgresql.conf").write_text("this is not a setting\n")
+    with pytest.raises(RecallbenchError) as caught:
+        PostgresServer(tmp_path / "pg").start()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"PostgreSQL server in {tmp_path / 'pg'} did not start: ")
+    last = [line for line in (tmp_path / "pg" / "server.log").read_text().splitlines() if line]
+    assert message.endswith(last[-1].strip())
+    assert "postgresql.conf" in message
+    assert servers_under(tmp_path) == []
+
+
+def test_the_server_has_no_tcp_port_and_is_not_root(tmp_path: Path) -> None:
+    import psycopg
+
+    from recallbench.systems.postgres_server import PostgresServer
+
+    with PostgresServer(tmp_path / "pg") as server:
+        server.ensure_database()
+        with psycopg.connect(server.conninfo()) as conn:
+            assert conn.execute("SHOW listen_addresses").fetchone() == ("",)
+            assert conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")\
+                .fetchone() == ("0.6.2",)  # fmt: skip
+        postmaster = postmasters_under(tmp_path)[0]
+        uid = Path(f"/proc/{postmaster}/status").read_text().split("Uid:")[1].split()[0]
+        # seen from outside: the caller's uid (the user namespace maps it to 1000 inside)
+        assert int(uid) == os.geteuid()
+        if os.geteuid() == 0:
+            inside = Path(f"/proc/{postmaster}/uid_map").read_text().split()
+            assert inside[:2] == ["1000", "0"]
+    assert servers_under(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- rankings
+
+
+def _ranked(data: dict[str, Any]) -> dict[str, list[tuple[float, str]]]:
+    """query -> (score, id) in rank order."""
+    return {
+        q["query_id"]: [(h["score"], h["memory_id"]) for h in q["hits"]] for q in data["queries"]
+    }
+
+
+def _same_up_to_ties(a: list[tuple[float, str]], b: list[tuple[float, str]]) -> bool:
+    """The same ids and scores (within 1e-5) in the same order, up to the order within ties."""
+    if len(a) != len(b):
+        return False
+    if any(abs(x[0] - y[0]) > 1e-5 for x, y in zip(a, b, strict=True)):
+        return False
+    key = [round(s, 4) for s, _ in a]
+    groups_a: dict[float, set[str]] = {}
+    groups_b: dict[float, set[str]] = {}
+    for k, (_, i), (_, j) in zip(key, a, b, strict=True):
+        groups_a.setdefault(k, set()).add(i)
+        groups_b.setdefault(k, set()).add(j)
+    return groups_a == groups_b
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    root = tmp_path_factory.mktemp("pg-rankings")
+    cli(root / "base", "validate")
+    cli(root / "base", "prep", "--cache", root / "cache", "--system", "minilm")
+
+    def run(system: str, top_k: int, **env: str) -> dict[str, Any]:
+        build = root / f"{system}-{top_k}-{len(list(root.iterdir()))}"
+        shutil.copytree(root / "base", build)
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            cli(build, "hydrate", "--system", system, "--cache", root / "cache")
+            cli(build, "query", "--cache", root / "cache", "--top-k", str(top_k))
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        data = orjson.loads((build / "runs.json").read_bytes())["data"]
+        hydrated = orjson.loads((build / "hydrate.json").read_bytes())["data"]
+        return {**data, "configuration": hydrated["configuration"]}
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("system", "env"),
+    [
+        ("llamaindex-pgvector", {}),
+        ("langgraph-postgres", {"RECALLBENCH_INDEX_LANGGRAPH_POSTGRES": "kind=flat"}),
+    ],
+)
+def test_the_exact_variants_rank_as_minilm_does(staged: Any, system: str, env: dict) -> None:
+    exact = _ranked(staged("minilm", 10))
+    theirs = _ranked(staged(system, 10, **env))
+    assert theirs.keys() == exact.keys()
+    differ = [q for q in exact if not _same_up_to_ties(theirs[q], exact[q])]
+    assert differ == []
+
+
+@pytest.mark.parametrize(
+    "system", ["langgraph-postgres", "llamaindex-pgvector-hnsw", "mem0-pgvector"]
+)
+def test_hnsw_returns_k_hits_above_ef_search(staged: Any, system: str) -> None:
+    """top-k 100 over the 80 fixture memories: every query gets all 80 (pgvector 0.6.2 alone
+    returns about ef_search = 40 when the planner takes the index); the configuration
+    records the rule."""
+    data = staged(system, 100)
+    assert {len(q["hits"]) for q in data["queries"]} == {80}
+    assert "max(ef_search, top_k)" in data["configuration"]["ef_search_for_search"]
+
+
+# --------------------------------------------------------------------------- options
+
+
+def test_index_options_default_to_pgvectors_and_are_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from recallbench.systems import get_system
+
+    config = get_system("llamaindex-pgvector-hnsw").configuration()
+    assert config["index_options"] == {"m": 16, "ef_construction": 64, "ef_search": 40}
+    assert config["vector_store"]["hnsw_kwargs"]["hnsw_m"] == 16
+    monkeypatch.setenv("RECALLBENCH_INDEX_LLAMAINDEX_PGVECTOR_HNSW", "m=8, ef_search=100")
+    config = get_system("llamaindex-pgvector-hnsw").configuration()
+    assert config["index_options"] == {"m": 8, "ef_construction": 64, "ef_search": 100}
+    assert config["vector_store"]["hnsw_kwargs"]["hnsw_ef_search"] == 100
+    assert get_system("mem0-pgvector").configuration()["index_options"] == {
+        "hnsw": True, "ef_search": 40}  # fmt: skip
+    assert get_system("langgraph-postgres").configuration()["index"]["ann_index_config"] == {
+        "kind": "hnsw", "m": 16, "ef_construction": 64}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("m=0", "m='0' is not a positive integer"),
+        ("m=x", "m='x' is not a positive integer"),
+        ("depth=3", "'depth=3': unknown (keys: ef_construction, ef_search, m)"),
+        ("m=4,m=5", "'m=5': given twice (keys: ef_construction, ef_search, m)"),
+        ("m", "'m': not KEY=VALUE (keys: ef_construction, ef_search, m)"),
+    ],
+)
+def test_a_bad_index_option_is_one_line_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, value: str, says: str
+) -> None:
+    from recallbench.systems import get_system
+
+    monkeypatch.setenv("RECALLBENCH_INDEX_LLAMAINDEX_PGVECTOR_HNSW", value)
+    with pytest.raises(RecallbenchError) as caught:
+        get_system("llamaindex-pgvector-hnsw")
+    assert str(caught.value) == f"RECALLBENCH_INDEX_LLAMAINDEX_PGVECTOR_HNSW: {says}"
+
+
+def test_a_package_made_with_other_index_options_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from recallbench.systems import get_system
+    from recallbench.systems.base import SnapshotRejected, StoreRecord
+
+    system = get_system("llamaindex-pgvector-hnsw")
+    store = system.open_store(tmp_path / "s")
+    store.ingest([StoreRecord("m0", "acme", "Backups are kept for ninety days.")])
+    system.clone.snapshot(store, tmp_path / "package")
+    store.close()
+    monkeypatch.setenv("RECALLBENCH_INDEX_LLAMAINDEX_PGVECTOR_HNSW", "m=8")
+    with pytest.raises(SnapshotRejected) as caught:
+        get_system("llamaindex-pgvector-hnsw").clone.verify(tmp_path / "package", tmp_path / "w")
+    assert caught.value.reason == "index_mismatch"
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def test_compare_over_the_postgres_stores_on_a_generated_longmemeval_file(tmp_path: Path) -> None:
+    """bm25, minilm and every store on PostgreSQL side by side on conversational data (one
+    store, so one server, per question), with its round trip through pg_dump / pg_restore."""
+    from recallbench.datasets.longmemeval.generator import generate
+
+    data = tmp_path / "lme.json"
+    generate(data, shape="s", questions=3, seed=3, sessions_per_question=4, session_chars=200)
+    out = tmp_path / "compare.json"
+    systems = ("bm25", "minilm", *PG_SYSTEMS)
+    args: list[str | Path] = ["compare", "--dataset", "longmemeval", "--data", data,
+                              "--resamples", "200"]  # fmt: skip
+    for name in systems:
+        args += ["--system", name]
+    result = cli(tmp_path / "build", *args, "--output", out, "--report", tmp_path / "c.md")
+    assert "Traceback" not in result.output
+    doc = orjson.loads(out.read_bytes())
+    assert [s["label"] for s in doc["systems"]] == list(systems)
+    for c in doc["comparisons"]:
+        assert any(m["overall"]["queries"] > 0 for m in c["metrics"].values()), c["challenger"]
+    assert servers_under(tmp_path) == []
