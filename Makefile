@@ -5,7 +5,7 @@
 #                (what CI runs)
 # The full install has everything, optional parts included, so no test is skipped: torch (a
 # CPU build, first: on these machines `torch==2.13.0` is found on local disk), the semantic
-# and ray extras, the memory stores' extras (chroma, txtai, llamaindex, langgraph, mem0) and
+# and ray extras, the memory stores' extras (chroma, txtai, llamaindex, langgraph, mem0, milvus) and
 # the example plugin (examples/plugin-system, LanceDB). About 3 GB in .venv.
 # Each weight has its stamp file; the full one implies the core one, so `make eval` after
 # `make test` installs nothing. pip prints its own progress (downloads, builds).
@@ -35,7 +35,7 @@ $(CORE_STAMP): pyproject.toml
 $(STAMP): pyproject.toml examples/plugin-system/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) 'torch==2.13.0'
-	$(PIP) -e '.[dev,docs,semantic,ray,okapi,chroma,txtai,llamaindex,langgraph,mem0,postgres]' -e examples/plugin-system
+	$(PIP) -e '.[dev,docs,semantic,ray,okapi,chroma,txtai,llamaindex,langgraph,mem0,milvus,postgres]' -e examples/plugin-system
 	@touch $(STAMP) $(CORE_STAMP)
 
 # The seven stages, one command each, in the order `recallbench stages` prints (its one

@@ -62,6 +62,13 @@ def slice_count(execution: Execution, kept: bool, scopes: int) -> int:
     return 1
 
 
+def shares_stores(system: Any) -> bool:
+    """Whether several worker processes may open one store of `system` at once (to search
+    slices of one scope's queries): not when the system says `one_process_per_store`
+    (Milvus Lite's server and Qdrant's local mode each lock their files to one process)."""
+    return not getattr(system, "one_process_per_store", False)
+
+
 def query_spans(queries: int, slices: int) -> list[tuple[int, int] | None]:
     """`queries` cut into at most `slices` contiguous (start, stop) spans, in order; [None]
     (all of them, one task) when there is nothing to cut."""

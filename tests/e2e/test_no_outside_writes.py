@@ -182,7 +182,10 @@ def test_failed_validation_writes_nothing_anywhere(sandbox: Sandbox) -> None:
     assert sandbox.watched() == before
 
 
-@pytest.mark.parametrize("name", ["chroma", "txtai", "llamaindex", "langgraph", "langmem", "mem0"])
+@pytest.mark.parametrize(
+    "name",
+    ["chroma", "txtai", "llamaindex", "langgraph", "langmem", "mem0", "mem0-qdrant", "milvus"],
+)
 def test_the_memory_stores_write_only_into_their_directory(sandbox: Sandbox, name: str) -> None:
     """Each store people run, through its own API (add, search, save, load, its clone
     path): no home or cache directory of its own, nothing in TMPDIR, nothing beside the

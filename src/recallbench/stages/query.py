@@ -51,6 +51,7 @@ from recallbench.stagework import (
     Stopwatch,
     query_spans,
     run_tasks,
+    shares_stores,
     slice_count,
     stores_root,
 )
@@ -278,6 +279,24 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def check_same_options(hyd: Mapping[str, Any], system: Any) -> None:
+    """Refuse (one line) a query whose system options (its configuration's `options`, set by
+    the user: index parameters) are not the ones hydrate recorded: transient stores are
+    built here, and the result would name hydrate's (a kept store's marker is checked too,
+    when it is reopened)."""
+    held = (hyd.get("configuration") or {}).get("options")
+    if held is None:
+        return
+    now = system.configuration().get("options")
+    if now != held:
+        from recallbench.systems.storekit import options_variable
+
+        raise RecallbenchError(
+            f"{hyd['system']}: hydrate ran with options {held}, {options_variable(hyd['system'])} "
+            f"now gives {now}: set it as it was, or run hydrate again"
+        )
+
+
 def run_query(
     suite_env: Mapping[str, Any],
     hydrate_env: Mapping[str, Any],
@@ -310,11 +329,12 @@ def run_query(
     watch = Stopwatch()
     hyd = hydrate_env["data"]
     system = get_system(hyd["system"])
+    check_same_options(hyd, system)
     kept = hyd["mode"] == "kept"
     levels = [lv["name"] for lv in suite_env["data"]["levels"]]
     root = stores_root(build_dir) if kept else safe_child(Path(build_dir), WORK_DIR)
     counts = suite_env["data"]["counts"]
-    slices = slice_count(execution, kept, counts["scopes"])
+    slices = slice_count(execution, kept and shares_stores(system), counts["scopes"])
     index = suite_env["data"]["scopes"]
     root = root.resolve()  # once: resolving a path costs a system call per component
     # each task reads its own scope from the spool: the parent hands out only where it lies

@@ -28,6 +28,7 @@ from recallbench.stagework import (
     Stopwatch,
     query_spans,
     run_tasks,
+    shares_stores,
     slice_count,
     stores_root,
 )
@@ -345,7 +346,7 @@ def run_roundtrip(
         "records": 0,
         "cold_start_to_first_query_seconds": None,
     }
-    slices = slice_count(execution, True, len(chosen))
+    slices = slice_count(execution, shares_stores(system), len(chosen))
     held: dict[int, dict[str, Any]] = {}  # with slices: the items, to search their rest
     if slices > 1:  # one scope, several workers: the clone is searched again in slices
 

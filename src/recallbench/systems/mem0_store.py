@@ -149,7 +149,7 @@ class Mem0Store:
             def embed_query(self, text: str) -> list[float]:
                 return source.one(text)
 
-        config = {
+        self._config = {
             "vector_store": self._vector_store(system, directory),
             "embedder": {
                 "provider": "langchain",
@@ -158,9 +158,15 @@ class Mem0Store:
             "llm": {"provider": "openai", "config": {"api_key": PLACEHOLDER_KEY}},
             "history_db_path": str(directory / HISTORY),
         }
+        self._memory = None
+        self._open(memory_class)
+
+    def _open(self, memory_class: Any) -> None:
+        system = self._system
         with system._inside():
-            self._memory = memory_class.from_config(config)
+            self._memory = memory_class.from_config(self._config)
         if _bm25_active(self._memory) != system.bm25_active:  # (another mem0 than tested)
+            self.close()
             raise RuntimeError(
                 f"mem0 {package_version('mem0ai')}: {system.name}'s vector store's keyword "
                 f"search is {'missing' if system.bm25_active else 'present'}"
@@ -188,6 +194,10 @@ class Mem0Store:
                     metadata={"memory_id": r.memory_id, "identifier": r.identifier},
                     **ADD,
                 )
+        if records and self._system.reopen_after_ingest:
+            self.close()
+            self._open(_mem0(self.directory))
+        with self._system._inside():
             return len(self._all())
 
     def search(self, query: str, top_k: int) -> list[Hit]:
@@ -226,8 +236,13 @@ class Mem0Store:
         its history database commits every write: nothing to flush."""
 
     def close(self) -> None:
+        """mem0's `close` (its history database) and the vector store's client, which
+        mem0 leaves open (Qdrant local holds a lock on its path until it is closed)."""
         if self._memory is not None:
             self._memory.close()
+            client = getattr(self._memory.vector_store, "client", None)
+            if callable(getattr(client, "close", None)):
+                client.close()
         self._memory = None
 
 
@@ -238,6 +253,8 @@ class Mem0System(OpensDirectories, TimedCalls):
     lexical = False
     #: whether mem0's vector store has a keyword search (its BM25 half), checked at open
     bm25_active = BM25_ACTIVE
+    #: reopen mem0 after every ingest, so a search runs on the store as loaded from its files
+    reopen_after_ingest = False
 
     def __init__(self) -> None:
         self.name = "mem0"
@@ -290,3 +307,83 @@ class Mem0System(OpensDirectories, TimedCalls):
 )
 def mem0_system() -> Mem0System:
     return Mem0System()
+
+
+# --------------------------------------------------------------------------- mem0-qdrant
+
+QDRANT_SUBDIR = "qdrant"
+QDRANT_PACKAGE_FORMAT = "recallbench-mem0-qdrant-dir-v1"
+#: mem0's Qdrant store in local mode (a `path`, no host or url): qdrant-client's local mode
+QDRANT_STORE = {
+    "provider": "qdrant",
+    "config": {
+        "collection_name": COLLECTION,
+        "embedding_model_dims": DIMS,
+        # mem0's persistence knob ("vectors kept on disk"); local mode persists to its path
+        "on_disk": True,
+    },
+}
+
+
+def _fastembed_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("fastembed") is not None
+
+
+class Mem0QdrantSystem(Mem0System):
+    """mem0 Memory (open source) on its Qdrant store in local mode (qdrant-client, exact
+    cosine over every vector) over MiniLM vectors, infer=False."""
+
+    #: mem0's Qdrant store has a keyword search (through fastembed; see `configuration`)
+    bm25_active = True
+    # Qdrant local ranks with np.argsort (not stable) over its points in memory, which it
+    # loads from its files newest first: ties come back in one order in the process that
+    # added the points and another after a reload. Reopened after every ingest, every
+    # search (hydrate's, a reopened store's, a restored clone's) runs on the loaded order.
+    reopen_after_ingest = True
+    #: Qdrant local locks its path to one client (one process)
+    one_process_per_store = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "mem0-qdrant"
+        self.clone = DirectoryClone(self, QDRANT_PACKAGE_FORMAT, lambda s: s.delete_smallest())
+
+    def vector_store(self, directory: Path) -> dict[str, Any]:
+        return {
+            "provider": QDRANT_STORE["provider"],
+            "config": {**QDRANT_STORE["config"], "path": str(directory / QDRANT_SUBDIR)},
+        }
+
+    def configuration(self) -> dict[str, Any]:
+        return {
+            **super().configuration(),
+            "backend": f"mem0's Qdrant vector store in local mode (qdrant-client "
+            f"{package_version('qdrant-client')}, `path` in the store directory): every vector "
+            "compared by cosine in numpy (exact; local mode builds no HNSW index), and its SQLite "
+            "history database, in the store directory",
+            "vector_store": QDRANT_STORE,
+            "index": "none: qdrant-client's local mode scans every point; a Qdrant server's HNSW "
+            "(m 16, ef_construct 100) is not used, so it has no index parameter to set",
+            "score": "Qdrant's cosine similarity (mem0 keeps a hit only when it is at least the "
+            "threshold, 0: a memory of negative cosine is not returned)",
+            "bm25_half_active": _fastembed_installed(),
+            "bm25_half": "none: mem0's Qdrant store encodes keywords with fastembed's hub model "
+            "Qdrant/bm25 (it returns nothing without fastembed, which is not installed, and "
+            "the model could not be fetched)",
+            "tie_order": "the order Qdrant local loads its points (newest first) through "
+            "np.argsort: the store is reopened after every ingest, so every search runs on it",
+            "clone_format": QDRANT_PACKAGE_FORMAT,
+        }
+
+
+@register(
+    "mem0-qdrant",
+    description="mem0 Memory (open source, infer=False) on its Qdrant store in local mode: exact "
+    "cosine over all-MiniLM-L6-v2 vectors (no HNSW in local mode; its BM25 half off)",
+    capabilities=("clone", "embedder"),
+    extra="mem0",
+)
+def mem0_qdrant_system() -> Mem0QdrantSystem:
+    return Mem0QdrantSystem()

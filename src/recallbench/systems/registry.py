@@ -54,6 +54,9 @@ BUILTIN: dict[str, str] = {
     "langgraph": "recallbench.systems.langgraph_store",
     "langmem": "recallbench.systems.langgraph_store",
     "mem0": "recallbench.systems.mem0_store",
+    "mem0-qdrant": "recallbench.systems.mem0_store",
+    "milvus": "recallbench.systems.milvus_store",
+    "milvus-flat": "recallbench.systems.milvus_store",
     "langgraph-postgres": "recallbench.systems.postgres_store",
     "llamaindex-pgvector": "recallbench.systems.postgres_store",
     "llamaindex-pgvector-hnsw": "recallbench.systems.postgres_store",
@@ -90,6 +93,10 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "mem0": (
         ("mem0", "faiss", "langchain", *_SEMANTIC),
         "pip install -e '.[semantic,mem0]' (or `make setup`)",
+    ),
+    "milvus": (
+        ("pymilvus", "milvus_lite", "pkg_resources", *_SEMANTIC),
+        "pip install -e '.[semantic,milvus]' (or `make setup`)",
     ),
     "postgres": (
         (

@@ -15,6 +15,10 @@ offline environment, the marker file of a store directory and the directory clon
   restore = verify, extract into a clean directory, load. Its corruptions: one byte flipped
   (`raw_byte`) and a record deleted through the store's own API under the old manifest
   (`stale_manifest`).
+* `system_options`: a system's user-settable options (index parameters), read from the
+  environment variable `RECALLBENCH_INDEX_<NAME>` (`key=value,key=value`) over the
+  defaults the store ships; a system records them in its configuration and its store
+  marker, and `check_options` refuses a store built under other options.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import io
 import os
 import shutil
 import tarfile
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -31,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from recallbench.errors import RecallbenchError
 from recallbench.systems.base import (
     Corruption,
     MissingVector,
@@ -80,6 +86,10 @@ def offline_environment() -> None:
     as here, writes a home or cache directory: `tests/e2e/test_no_outside_writes.py` checks.)"""
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
+    # milvus-lite 2.5 imports pkg_resources, which warns; txtai imports milvus-lite too
+    warnings.filterwarnings(
+        "ignore", message="pkg_resources is deprecated", category=UserWarning, module="milvus_lite"
+    )
 
 
 @contextlib.contextmanager
@@ -165,6 +175,55 @@ class VectorSource:
             ) from None
 
 
+# --------------------------------------------------------------------------- options
+
+
+def options_variable(system: str) -> str:
+    """The environment variable that sets a system's options: `index_options_variable`'s
+    (`RECALLBENCH_INDEX_` and the name in capitals, `-` as `_`: `milvus-flat`:
+    `RECALLBENCH_INDEX_MILVUS_FLAT`), one variable for every store's index."""
+    return index_options_variable(system)
+
+
+def system_options(
+    system: str,
+    defaults: dict[str, Any],
+    parsers: dict[str, Callable[[str], Any]],
+) -> dict[str, Any]:
+    """`defaults` (the store's own, as it ships them) with the options the user set in
+    `options_variable(system)` over them: `key=value` pairs, comma-separated; each value
+    read by `parsers[key]` (which raises ValueError for a value it refuses). An unknown key,
+    a pair without `=` or a refused value is one `RecallbenchError` line naming the
+    variable, the pair and the keys it takes."""
+    variable = options_variable(system)
+    out = dict(defaults)
+    given = os.environ.get(variable, "").strip()
+    for pair in (p.strip() for p in given.split(",") if p.strip()) if given else ():
+        key, sep, value = pair.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in parsers:
+            raise RecallbenchError(
+                f"{variable}: {pair!r} is not KEY=VALUE with KEY one of {', '.join(parsers)}"
+            )
+        try:
+            out[key] = parsers[key](value)
+        except ValueError as exc:
+            raise RecallbenchError(f"{variable}: {key}={value!r}: {exc}") from None
+    return out
+
+
+def check_options(directory: Path, system: str, options: dict[str, Any]) -> None:
+    """Refuse (one line) a store whose marker records other options than `options`: its
+    index was built, or its searches recorded, under those."""
+    held = existing(directory, system).get("options")
+    if held != options:
+        raise RecallbenchError(
+            f"{directory}: this {system} store was built with options {held}, "
+            f"{options_variable(system)} now gives {options}: set it as it was, or run "
+            "hydrate again"
+        )
+
+
 # --------------------------------------------------------------------------- directories
 
 
@@ -194,6 +253,9 @@ class OpensDirectories:
     finds it."""
 
     name: str
+    #: options recorded in each store's marker and checked when a store is reopened or
+    #: restored (`system_options`; None: nothing recorded or checked)
+    marker_options: dict[str, Any] | None = None
 
     def _store(self, directory: Path, vectors: VectorLookup | None, *, load: bool) -> Any:
         raise NotImplementedError
@@ -204,22 +266,28 @@ class OpensDirectories:
             return self._store(Path(directory), vectors, load=load)
 
     def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> Any:
-        claim(directory, self.name)
+        marked = self.marker_options
+        claim(directory, self.name, **({} if marked is None else {"options": marked}))
         store = self._opened(directory, vectors, load=False)
         store.flush()
         return store
 
     def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> Any:
         existing(directory, self.name)
+        if self.marker_options is not None:
+            check_options(directory, self.name, self.marker_options)
         return self._opened(directory, vectors, load=True)
 
 
-def tar_directory(directory: Path) -> bytes:
-    """The directory's files as a tar archive, entries sorted, owners and times zeroed."""
+def tar_directory(directory: Path, exclude: Sequence[str] = ()) -> bytes:
+    """The directory's files as a tar archive, entries sorted, owners and times zeroed;
+    files named in `exclude` left out (never opened)."""
     out = io.BytesIO()
     root = Path(directory)
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):
+            if path.name in exclude:
+                continue
             info = tar.gettarinfo(str(path), arcname=path.relative_to(root).as_posix())
             info.uid = info.gid = 0
             info.uname = info.gname = ""
@@ -250,24 +318,28 @@ class DirectoryClone:
 
     `close` releases what the store holds on its files before they are read; `delete_one`
     deletes the record with the smallest memory id through the store's own API (for the
-    `stale_manifest` corruption)."""
+    `stale_manifest` corruption); `exclude`: names of files a package leaves out, never
+    opened (a server's lock file: closing any descriptor of a file releases the process's
+    POSIX lock on it, and Milvus Lite's server stops when its lock is released)."""
 
     def __init__(
         self,
         system: Any,
         package_format: str,
         delete_one: Callable[[Any], None],
+        exclude: Sequence[str] = (),
     ) -> None:
         self._system = system
         self._format = package_format
         self._delete_one = delete_one
+        self._exclude = tuple(exclude)
 
     def snapshot(self, store: Any, package_dir: Path) -> PackageInfo:
         package_dir = Path(package_dir)
         package_dir.mkdir(parents=True, exist_ok=False)
         count, digest = store.count(), store.digest()
         store.flush()
-        (package_dir / TARBALL).write_bytes(tar_directory(store.directory))
+        (package_dir / TARBALL).write_bytes(tar_directory(store.directory, self._exclude))
         write_manifest(
             package_dir,
             self._format,
@@ -329,7 +401,7 @@ class DirectoryClone:
         self._delete_one(store)
         store.flush()
         store.close()
-        (stale / TARBALL).write_bytes(tar_directory(scratch))
+        (stale / TARBALL).write_bytes(tar_directory(scratch, self._exclude))
         shutil.rmtree(scratch, ignore_errors=True)
         return [
             raw,
