@@ -59,6 +59,8 @@ SLOW_FIRST = (
     "e2e/test_embedding_path.py",  # 987 s with its Ray runs (now test_embedding_path_ray.py)
     "e2e/test_ray_cluster.py",  # 579 s: a real two-node cluster, two runs per case
     "systems/test_stores_e2e.py",  # 540 s
+    "systems/test_postgres_stores.py",  # 140 s quiet: four servers per compare, kill tests
+    "systems/test_milvus_store.py",  # 120 s
     "e2e/test_embedding_path_ray.py",
     "e2e/test_embedding_cache.py",  # 297 s
     "systems/test_semantic.py",  # 126 s

@@ -126,14 +126,33 @@ def _run(build: Path, system: str, *extra: str | Path) -> list[str]:
             *map(str, extra)]  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def kill_data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """minilm's vector caches (one per dataset), made once, for the fixtures and a small generated
+    LongMemEval file: the killed runs read their vectors from them instead of loading the
+    model in every run (what is killed is the store's server, not the embedding)."""
+    from recallbench.datasets.longmemeval.generator import generate
+
+    root = tmp_path_factory.mktemp("pg-kill")
+    cli(root / "b-fixtures", "validate", "--corpus", CORPUS, "--queries", QUERIES)
+    cli(root / "b-fixtures", "prep", "--cache", root / "cache-fixtures", "--system", "minilm")
+    data = root / "lme.json"
+    generate(data, shape="s", questions=4, seed=3, sessions_per_question=3, session_chars=120)
+    cli(root / "b-lme", "validate", "--dataset", "longmemeval", "--data", data)
+    cli(root / "b-lme", "prep", "--cache", root / "cache-lme", "--system", "minilm")
+    return {"fixtures": root / "cache-fixtures", "lme": data, "lme_cache": root / "cache-lme"}
+
+
 @pytest.mark.parametrize(
     "signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name
 )
-def test_a_killed_run_leaves_no_server_process(tmp_path: Path, signum: signal.Signals) -> None:
+def test_a_killed_run_leaves_no_server_process(
+    tmp_path: Path, signum: signal.Signals, kill_data: dict[str, Path]
+) -> None:
     build = tmp_path / "build"
     (tmp_path / "tmp").mkdir()
     proc = subprocess.Popen(
-        _run(build, "llamaindex-pgvector"),
+        _run(build, "llamaindex-pgvector", "--cache", kill_data["fixtures"]),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -160,19 +179,18 @@ def test_a_killed_run_leaves_no_server_process(tmp_path: Path, signum: signal.Si
     assert servers_under(build) == []
 
 
-def test_a_killed_worker_leaves_no_server_process(tmp_path: Path) -> None:
+def test_a_killed_worker_leaves_no_server_process(
+    tmp_path: Path, kill_data: dict[str, Path]
+) -> None:
     """Two workers on a generated LongMemEval file (one store per question): the first worker
     seen serving a store is killed (SIGKILL); the run fails in one line, and neither that
     worker's server nor any other is left."""
-    from recallbench.datasets.longmemeval.generator import generate
-
-    data = tmp_path / "lme.json"
-    generate(data, shape="s", questions=4, seed=3, sessions_per_question=3, session_chars=120)
     build = tmp_path / "build"
     (tmp_path / "tmp").mkdir()
     args = [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build), "run",
-            "--dataset", "longmemeval", "--data", str(data), "--system", "llamaindex-pgvector",
-            "--workers", "2"]  # fmt: skip
+            "--dataset", "longmemeval", "--data", str(kill_data["lme"]),
+            "--system", "llamaindex-pgvector", "--workers", "2",
+            "--cache", str(kill_data["lme_cache"])]  # fmt: skip
     proc = subprocess.Popen(
         args,
         stdout=subprocess.PIPE,
