@@ -304,7 +304,8 @@ def test_run_writes_copies_where_output_and_report_point(tmp_path: Path) -> None
         report,
     )
     assert result.exit_code == 0, result.output
-    assert f", {output}, {report}, {report.parent / 'r.html'}; the stage artifacts" in result.stderr
+    data = f"{report.parent / 'report-data'}/"
+    assert f", {output}, {report}, {report.parent / 'r.html'}, {data}; the stage" in result.stderr
     assert output.read_bytes() == (build / "results.json").read_bytes()
     assert report.read_text(encoding="utf-8") == (build / "report.md").read_text(encoding="utf-8")
     assert (report.parent / "r.html").read_bytes() == (build / "report.html").read_bytes()

@@ -152,6 +152,30 @@ def server_home(directory: Path) -> Iterator[None]:
             os.environ["HOME"] = previous
 
 
+#: a Unix socket's path is at most 107 bytes (the kernel's sun_path, less its NUL)
+SOCKET_PATH_LIMIT = 107
+
+
+@contextlib.contextmanager
+def short_socket_dir(db: Path) -> Iterator[None]:
+    """Milvus Lite names its server's socket ``tempfile.mktemp() + "_" + db.name + ".sock"``:
+    when that path would pass `SOCKET_PATH_LIMIT` (a long TMPDIR), Python's temporary
+    directory is the system's (``/tmp``) while the server starts, so the socket can be
+    made. The socket is removed when the server stops."""
+    import tempfile
+
+    longest = os.path.join(tempfile.gettempdir(), "tmp" + "x" * 8) + f"_{db.name}.sock"
+    if len(os.fsencode(longest)) <= SOCKET_PATH_LIMIT or not os.access("/tmp", os.W_OK):
+        yield
+        return
+    previous = tempfile.tempdir
+    tempfile.tempdir = "/tmp"
+    try:
+        yield
+    finally:
+        tempfile.tempdir = previous
+
+
 @contextlib.contextmanager
 def milvus_lite_log(said: list[str]) -> Iterator[None]:
     """What milvus-lite logs while its server starts, into `said` (its first error: why it
@@ -194,7 +218,7 @@ class MilvusStore:
         with system._inside():
             said: list[str] = []
             try:
-                with server_home(directory), milvus_lite_log(said):
+                with server_home(directory), short_socket_dir(self._db), milvus_lite_log(said):
                     self._client = MilvusClient(str(self._db))
             except Exception as exc:  # pymilvus raises its own on a server that did not start
                 self._stop_server()
