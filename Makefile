@@ -51,8 +51,9 @@ eval: $(CORE_STAMP)
 # The suite on two worker processes (pytest-xdist), each taking whole test files, so a file's
 # module fixtures are built once and its tests keep their order: the machines here have 2 cores.
 # The files go out in collection order (--no-loadscope-reorder: not by test count), which
-# tests/conftest.py starts with the slowest files (SLOW_FIRST), so neither worker idles at the end.
-PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+# tests/conftest.py starts with the slowest files (SLOW_FIRST), so neither worker idles at the end;
+# pytest prints the 25 slowest tests at the end (`make bench-tests` for the whole picture).
+PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 test: $(STAMP)
 	$(BIN)/ruff check .

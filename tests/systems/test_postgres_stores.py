@@ -512,7 +512,7 @@ def test_compare_over_the_postgres_stores_on_a_generated_longmemeval_file(tmp_pa
     from recallbench.datasets.longmemeval.generator import generate
 
     data = tmp_path / "lme.json"
-    generate(data, shape="s", questions=3, seed=3, sessions_per_question=4, session_chars=200)
+    generate(data, shape="s", questions=2, seed=3, sessions_per_question=4, session_chars=200)
     out = tmp_path / "compare.json"
     systems = ("bm25", "minilm", *PG_SYSTEMS)
     args: list[str | Path] = ["compare", "--dataset", "longmemeval", "--data", data,
