@@ -61,6 +61,7 @@ from recallbench.systems.storekit import (
     MiniLMCapability,
     OpensDirectories,
     VectorSource,
+    check_read_back,
     claim,
     index_options,
     index_options_variable,
@@ -155,18 +156,7 @@ class DumpClone:
                 f"{self._system.options} ({index_options_variable(self._system.name)})",
             )
         store = self._hydrate(package_dir / DUMP, directory)
-        count, digest = store.count(), store.digest()
-        if count != manifest.get("record_count"):
-            store.close()
-            raise SnapshotRejected(
-                "record_count_mismatch",
-                f"{count} records, manifest says {manifest.get('record_count')}",
-            )
-        if digest != manifest.get("digest"):
-            store.close()
-            raise SnapshotRejected(
-                "digest_mismatch", "the records read back do not match the manifest's digest"
-            )
+        check_read_back(store, manifest)
         return store, manifest
 
     def verify(self, package_dir: Path, work_dir: Path) -> int:

@@ -113,6 +113,23 @@ def caches_beside(directory: Path) -> Iterator[None]:
                 os.environ[key] = value
 
 
+def check_read_back(store: Any, manifest: dict[str, Any]) -> None:
+    """A restored store holds what its manifest says: its record count and its records'
+    digest; else it is closed and refused (`record_count_mismatch`, `digest_mismatch`)."""
+    count, digest = store.count(), store.digest()
+    if count != manifest.get("record_count"):
+        store.close()
+        raise SnapshotRejected(
+            "record_count_mismatch",
+            f"{count} records, manifest says {manifest.get('record_count')}",
+        )
+    if digest != manifest.get("digest"):
+        store.close()
+        raise SnapshotRejected(
+            "digest_mismatch", "the records read back do not match the manifest's digest"
+        )
+
+
 class MiniLMCapability:
     """The `minilm` embedder capability for a third-party system (`DenseEmbedder` over
     `semantic.shared_embedder()`): same identity, same vectors, one shared prep cache."""
@@ -365,18 +382,7 @@ class DirectoryClone:
             store = self._system.attach(directory)
         except FileNotFoundError as exc:
             raise SnapshotRejected("missing_file", str(exc)) from None
-        count, digest = store.count(), store.digest()
-        if count != manifest.get("record_count"):
-            store.close()
-            raise SnapshotRejected(
-                "record_count_mismatch",
-                f"{count} records, manifest says {manifest.get('record_count')}",
-            )
-        if digest != manifest.get("digest"):
-            store.close()
-            raise SnapshotRejected(
-                "digest_mismatch", "the records read back do not match the manifest's digest"
-            )
+        check_read_back(store, manifest)
         return store, manifest
 
     def verify(self, package_dir: Path, work_dir: Path) -> int:
