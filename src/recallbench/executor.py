@@ -79,8 +79,6 @@ Start and exit behaviour:
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import multiprocessing
 import os
 import signal
@@ -95,6 +93,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
 from recallbench.errors import RecallbenchError
+from recallbench.signals import kill_me_with_parent
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -265,12 +264,7 @@ def _find_slot() -> int | None:
 
 def _die_with_parent(parent_pid: int) -> None:
     """Make this worker process exit when `parent_pid` is no longer its parent."""
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-        except (OSError, AttributeError):
-            pass  # the watchdog below still covers it
+    kill_me_with_parent()  # where it is not available, the watchdog below still covers it
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
     threading.Thread(

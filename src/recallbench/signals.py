@@ -17,7 +17,10 @@ core worker a C++ one) is called inside `handlers_kept()`, which puts ours back 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -97,3 +100,34 @@ def handlers_kept() -> Iterator[None]:
         for signum, handler in saved.items():
             if handler is not None:
                 signal.signal(signum, handler)
+
+
+#: prctl's option that sets the signal a process gets when its parent dies (Linux)
+_PR_SET_PDEATHSIG = 1
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library this process already has loaded (`CDLL(None)`: no search, no child
+    process; `ctypes.util.find_library` runs `ldconfig` through a shell), or None."""
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def kill_me_with_parent() -> bool:
+    """Ask the kernel to SIGKILL this process when its parent dies (PR_SET_PDEATHSIG, Linux);
+    False where that is not available. Safe in a `preexec_fn` (between fork and exec): it
+    starts nothing, once `prepare_parent_death_signal()` ran in the parent."""
+    libc = _libc() if sys.platform.startswith("linux") else None
+    if libc is None or not hasattr(libc, "prctl"):
+        return False
+    return libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL) == 0
+
+
+def prepare_parent_death_signal() -> None:
+    """Resolve the C library now, in the parent, so that a forked child's
+    `kill_me_with_parent` only calls prctl."""
+    if sys.platform.startswith("linux"):
+        _libc()

@@ -73,6 +73,15 @@ def tie_sets(hits: list[Hit]) -> list[tuple[float, frozenset[tuple[str, str]]]]:
     return out
 
 
+def rankings(system, hits: list[list[Hit]]) -> list:
+    """The hit lists as a system promises to repeat them: exactly, or, for a system whose
+    every build (and, seen for `mem0-pgvector`, whose every search) walks an HNSW graph of
+    random levels (`clone_rebuilds_index`), up to the order of tied hits (docs/stores.md)."""
+    if getattr(system, "clone_rebuilds_index", False):
+        return [tie_sets(h) for h in hits]
+    return hits
+
+
 def build(system, directory: Path, recs=None, **kw):
     store = system.open_store(directory, **kw)
     store.ingest(recs if recs is not None else records())
@@ -141,10 +150,10 @@ def test_ingest_counts_and_refuses_a_repeated_id(system, tmp_path: Path) -> None
 
 
 def test_two_runs_give_the_same_order(system, tmp_path: Path) -> None:
-    first = hits_of(build(system, tmp_path / "a"))
+    first = rankings(system, hits_of(build(system, tmp_path / "a")))
     second = build(get_system(system.name), tmp_path / "b")
-    assert hits_of(second) == first
-    assert hits_of(second) == first  # and the same store searched again
+    assert rankings(system, hits_of(second)) == first
+    assert rankings(system, hits_of(second)) == first  # and the same store searched again
     assert all(len(h) <= TOP_K for h in first)
     assert any(first), "the searches found nothing at all"
 
@@ -240,7 +249,8 @@ def test_the_embedder_feeds_a_vector_cache(system, tmp_path: Path) -> None:
 
     cached = build(get_system(system.name), tmp_path / "cached", vectors=lookup)
     again = build(get_system(system.name), tmp_path / "again", vectors=lookup)
-    assert hits_of(cached) == hits_of(again)  # one path: the same vectors, the same bytes
+    # one path: the same vectors, the same bytes (up to tie order for a rebuilt HNSW graph)
+    assert rankings(system, hits_of(cached)) == rankings(system, hits_of(again))
     with pytest.raises(MissingVector):
         cached.search("a query nobody cached", TOP_K)
     plain = build(system, tmp_path / "plain")
@@ -272,12 +282,9 @@ def test_clone_path_round_trip_and_tamper_rejection(system, tmp_path: Path) -> N
     restored = clone.restore(tmp_path / "pkg", tmp_path / "clone")
     assert restored.count() == len(TEXTS)
     assert restored.digest() == store.digest()
-    if getattr(system, "clone_rebuilds_index", False):
-        # an approximate index the clone path rebuilds (pg_restore: pgvector's HNSW, whose
-        # levels are random): the same hits and scores, up to the order within equal scores
-        assert [tie_sets(h) for h in hits_of(restored)] == [tie_sets(h) for h in hits_of(store)]
-    else:
-        assert hits_of(restored) == hits_of(store)
+    # an approximate index the clone path rebuilds (pg_restore: pgvector's HNSW, whose levels
+    # are random): the same hits and scores, up to the order within equal scores
+    assert rankings(system, hits_of(restored)) == rankings(system, hits_of(store))
 
     corruptions = clone.corruptions(tmp_path / "pkg", tmp_path / "corrupt")
     names = [c.name for c in corruptions]

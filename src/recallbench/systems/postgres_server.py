@@ -32,8 +32,6 @@ Clients (psycopg, pg_dump, pg_restore) run as the caller and connect through the
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import functools
 import os
 import shutil
@@ -45,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from recallbench.errors import RecallbenchError
+from recallbench.signals import kill_me_with_parent, prepare_parent_death_signal
 
 #: the database each store keeps its data in (one server per store)
 DATABASE = "recallbench"
@@ -104,11 +103,17 @@ def versions() -> dict[str, str]:
 
 
 def _die_with_parent(parent_pid: int) -> None:
-    """`preexec_fn`: SIGKILL this process when its parent dies (PR_SET_PDEATHSIG)."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    """`preexec_fn`: SIGKILL this process when its parent dies (PR_SET_PDEATHSIG; the C
+    library resolved in the parent: `prepare_parent_death_signal`)."""
+    kill_me_with_parent()
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
+
+
+def _dies_with_this_process() -> functools.partial:
+    """A `preexec_fn` for a child that must not outlive this process."""
+    prepare_parent_death_signal()
+    return functools.partial(_die_with_parent, os.getpid())
 
 
 def _namespace_ids() -> tuple[int, int]:
@@ -196,7 +201,7 @@ class PostgresServer:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+                preexec_fn=_dies_with_this_process(),
                 check=False,
             )
         if done.returncode != 0:
@@ -237,7 +242,7 @@ class PostgresServer:
                 stdin=subprocess.DEVNULL,
                 stdout=self._log_handle,
                 stderr=subprocess.STDOUT,
-                preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+                preexec_fn=_dies_with_this_process(),
                 start_new_session=True,  # a terminal's Ctrl-C reaches recallbench, which stops it
             )
             self._wait_ready()
