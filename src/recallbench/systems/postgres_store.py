@@ -30,29 +30,18 @@ digest read back through its API; restore = the same into the new store director
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from recallbench.systems.base import (
-    Corruption,
     Hit,
-    PackageInfo,
     SnapshotRejected,
     StoreRecord,
     TimedCalls,
     VectorLookup,
 )
-from recallbench.systems.kit import (
-    check_manifest,
-    check_new_ids,
-    copy_package,
-    package_size,
-    raw_byte_corruption,
-    records_digest,
-    write_manifest,
-)
+from recallbench.systems.kit import check_new_ids, records_digest
 from recallbench.systems.langgraph_store import NAMESPACE, LangGraphStore, LangGraphSystem
 from recallbench.systems.mem0_store import COLLECTION, DIMS, Mem0Store, Mem0System
 from recallbench.systems.postgres_server import PostgresServer, versions
@@ -60,8 +49,8 @@ from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
     MiniLMCapability,
     OpensDirectories,
+    PackageClone,
     VectorSource,
-    check_read_back,
     claim,
     index_options,
     index_options_variable,
@@ -100,7 +89,7 @@ def _set_session(execute: Any, options: dict[str, Any], top_k: int) -> int:
 # --------------------------------------------------------------------------- clone path
 
 
-class DumpClone:
+class DumpClone(PackageClone):
     """pg_dump / pg_restore clone path of a store on its own server (module docstring).
 
     pg_restore builds an index anew; for pgvector's HNSW, whose node levels are random
@@ -108,90 +97,40 @@ class DumpClone:
     says so (`clone_rebuilds_index`), and a restored store may order equal scores, or at
     scale a near neighbour, differently (docs/stores.md).
 
-    The store has `server` (its running `PostgresServer`); `delete_one` deletes the record
-    with the smallest memory id through the store's own API."""
+    The store has `server` (its running `PostgresServer`) and `delete_smallest`, which
+    deletes the record with the smallest memory id through the store's own API."""
 
-    def __init__(self, system: Any, package_format: str) -> None:
-        self._system = system
-        self._format = package_format
+    payload = DUMP
 
-    def snapshot(self, store: Any, package_dir: Path) -> PackageInfo:
-        package_dir = Path(package_dir)
-        package_dir.mkdir(parents=True, exist_ok=False)
-        count, digest = store.count(), store.digest()
-        store.flush()
-        store.server.dump(package_dir / DUMP)
-        write_manifest(
-            package_dir,
-            self._format,
-            count,
-            [DUMP],
-            digest=digest,
-            embedder=self._system.embedder.identity(),
-            system=self._system.name,
-            index=self._system.options,
-        )
-        return PackageInfo(records=count, size_bytes=package_size(package_dir))
+    def _write(self, store: Any, path: Path) -> None:
+        store.server.dump(path)
 
-    def _hydrate(self, dump: Path, directory: Path) -> Any:
-        """A fresh store in `directory` from `dump` (pg_restore into a fresh database)."""
-        claim(directory, self._system.name)
-        with PostgresServer(Path(directory) / SERVER_DIR) as server:
-            server.restore(dump)
-        return self._system.attach(directory)
+    def _extra(self) -> dict[str, Any]:
+        return {"index": self._system.options}
 
-    def _load(self, package_dir: Path, directory: Path) -> tuple[Any, dict[str, Any]]:
-        package_dir = Path(package_dir)
-        manifest = check_manifest(package_dir, self._format)
-        ours = self._system.embedder.identity()
-        if manifest.get("embedder") != ours:
-            raise SnapshotRejected(
-                "embedder_mismatch",
-                f"vectors made by {manifest.get('embedder')!r}, this system embeds with {ours!r}",
-            )
+    def _check(self, manifest: dict[str, Any]) -> None:
         if manifest.get("index") != self._system.options:
             raise SnapshotRejected(
                 "index_mismatch",
                 f"made with index options {manifest.get('index')}, this system has "
                 f"{self._system.options} ({index_options_variable(self._system.name)})",
             )
-        store = self._hydrate(package_dir / DUMP, directory)
-        check_read_back(store, manifest)
-        return store, manifest
 
-    def verify(self, package_dir: Path, work_dir: Path) -> int:
-        work = Path(work_dir) / "verify-load"
-        if work.exists():
-            shutil.rmtree(work)
-        store, manifest = self._load(package_dir, work)
-        store.close()
-        shutil.rmtree(work, ignore_errors=True)
-        return int(manifest["record_count"])
+    def _open(self, payload: Path, directory: Path) -> Any:
+        """A fresh store in `directory` from the dump (pg_restore into a fresh database)."""
+        claim(directory, self._system.name)
+        with PostgresServer(Path(directory) / SERVER_DIR) as server:
+            server.restore(payload)
+        return self._system.attach(directory)
 
-    def restore(self, package_dir: Path, directory: Path) -> Any:
-        store, _ = self._load(package_dir, directory)
-        return store
-
-    def corruptions(self, package_dir: Path, work_dir: Path) -> list[Corruption]:
-        raw = raw_byte_corruption(package_dir, work_dir)
-        stale = copy_package(package_dir, work_dir, "stale_manifest")
-        scratch = Path(work_dir) / "stale_manifest.store"
-        store = self._hydrate(stale / DUMP, scratch)
+    def _delete_smallest(self, payload: Path, scratch: Path) -> None:
+        store = self._open(payload, scratch)
         try:
             store.delete_smallest()
-            (stale / DUMP).unlink()
-            store.server.dump(stale / DUMP)
+            payload.unlink()
+            store.server.dump(payload)
         finally:
             store.close()
-        shutil.rmtree(scratch, ignore_errors=True)
-        return [
-            raw,
-            Corruption(
-                "stale_manifest",
-                "the record with the smallest id deleted through the store's API, the manifest kept",
-                stale,
-            ),
-        ]
 
 
 class ServerBacked:

@@ -14,7 +14,7 @@ offline environment, the marker file of a store directory and the directory clon
   store's own load of an extracted copy (its count and digest read back through its API);
   restore = verify, extract into a clean directory, load. Its corruptions: one byte flipped
   (`raw_byte`) and a record deleted through the store's own API under the old manifest
-  (`stale_manifest`).
+  (`stale_manifest`). Its base, `PackageClone`, serves postgres_store's pg_dump clone too.
 * `system_options`: a system's user-settable options (index parameters), read from the
   environment variable `RECALLBENCH_INDEX_<NAME>` (`key=value,key=value`) over the
   defaults the store ships; a system records them in its configuration and its store
@@ -330,41 +330,52 @@ def untar(tarball: Path, directory: Path) -> None:
         raise SnapshotRejected("unreadable", f"{tarball}: {exc}") from None
 
 
-class DirectoryClone:
-    """The clone path of a store that persists to its directory (see the module docstring).
+class PackageClone:
+    """A clone path whose package is one payload file plus a manifest (sha256, record
+    count, digest, embedder identity, `_extra()`): `DirectoryClone` (a tar of the store's
+    directory) and postgres_store's `DumpClone` (a pg_dump). verify = the manifest, then
+    the store loaded from the payload (`_open`) and its count and digest read back;
+    restore = the same into the new store's directory. A subclass names its `payload` file
+    and says how it is written (`_write`), loaded (`_open`) and rewritten with its smallest
+    record deleted (`_delete_smallest`, for the `stale_manifest` corruption)."""
 
-    `close` releases what the store holds on its files before they are read; `delete_one`
-    deletes the record with the smallest memory id through the store's own API (for the
-    `stale_manifest` corruption); `exclude`: names of files a package leaves out, never
-    opened (a server's lock file: closing any descriptor of a file releases the process's
-    POSIX lock on it, and Milvus Lite's server stops when its lock is released)."""
+    payload: str
 
-    def __init__(
-        self,
-        system: Any,
-        package_format: str,
-        delete_one: Callable[[Any], None],
-        exclude: Sequence[str] = (),
-    ) -> None:
+    def __init__(self, system: Any, package_format: str) -> None:
         self._system = system
         self._format = package_format
-        self._delete_one = delete_one
-        self._exclude = tuple(exclude)
+
+    def _write(self, store: Any, path: Path) -> None:
+        raise NotImplementedError
+
+    def _extra(self) -> dict[str, Any]:
+        """Further manifest fields."""
+        return {}
+
+    def _check(self, manifest: dict[str, Any]) -> None:
+        """Further checks of a manifest, before the payload is loaded."""
+
+    def _open(self, payload: Path, directory: Path) -> Any:
+        raise NotImplementedError
+
+    def _delete_smallest(self, payload: Path, scratch: Path) -> None:
+        raise NotImplementedError
 
     def snapshot(self, store: Any, package_dir: Path) -> PackageInfo:
         package_dir = Path(package_dir)
         package_dir.mkdir(parents=True, exist_ok=False)
         count, digest = store.count(), store.digest()
         store.flush()
-        (package_dir / TARBALL).write_bytes(tar_directory(store.directory, self._exclude))
+        self._write(store, package_dir / self.payload)
         write_manifest(
             package_dir,
             self._format,
             count,
-            [TARBALL],
+            [self.payload],
             digest=digest,
             embedder=self._system.embedder.identity(),
             system=self._system.name,
+            **self._extra(),
         )
         return PackageInfo(records=count, size_bytes=package_size(package_dir))
 
@@ -377,11 +388,8 @@ class DirectoryClone:
                 "embedder_mismatch",
                 f"vectors made by {manifest.get('embedder')!r}, this system embeds with {ours!r}",
             )
-        untar(package_dir / TARBALL, directory)
-        try:
-            store = self._system.attach(directory)
-        except FileNotFoundError as exc:
-            raise SnapshotRejected("missing_file", str(exc)) from None
+        self._check(manifest)
+        store = self._open(package_dir / self.payload, directory)
         check_read_back(store, manifest)
         return store, manifest
 
@@ -402,12 +410,7 @@ class DirectoryClone:
         raw = raw_byte_corruption(package_dir, work_dir)
         stale = copy_package(package_dir, work_dir, "stale_manifest")
         scratch = Path(work_dir) / "stale_manifest.store"
-        untar(stale / TARBALL, scratch)
-        store = self._system.attach(scratch)
-        self._delete_one(store)
-        store.flush()
-        store.close()
-        (stale / TARBALL).write_bytes(tar_directory(scratch, self._exclude))
+        self._delete_smallest(stale / self.payload, scratch)
         shutil.rmtree(scratch, ignore_errors=True)
         return [
             raw,
@@ -417,6 +420,47 @@ class DirectoryClone:
                 stale,
             ),
         ]
+
+
+class DirectoryClone(PackageClone):
+    """The clone path of a store that persists to its directory (see the module docstring).
+
+    `close` releases what the store holds on its files before they are read; `delete_one`
+    deletes the record with the smallest memory id through the store's own API (for the
+    `stale_manifest` corruption); `exclude`: names of files a package leaves out, never
+    opened (a server's lock file: closing any descriptor of a file releases the process's
+    POSIX lock on it, and Milvus Lite's server stops when its lock is released)."""
+
+    payload = TARBALL
+
+    def __init__(
+        self,
+        system: Any,
+        package_format: str,
+        delete_one: Callable[[Any], None],
+        exclude: Sequence[str] = (),
+    ) -> None:
+        super().__init__(system, package_format)
+        self._delete_one = delete_one
+        self._exclude = tuple(exclude)
+
+    def _write(self, store: Any, path: Path) -> None:
+        path.write_bytes(tar_directory(store.directory, self._exclude))
+
+    def _open(self, payload: Path, directory: Path) -> Any:
+        untar(payload, directory)
+        try:
+            return self._system.attach(directory)
+        except FileNotFoundError as exc:
+            raise SnapshotRejected("missing_file", str(exc)) from None
+
+    def _delete_smallest(self, payload: Path, scratch: Path) -> None:
+        untar(payload, scratch)
+        store = self._system.attach(scratch)
+        self._delete_one(store)
+        store.flush()
+        store.close()
+        payload.write_bytes(tar_directory(scratch, self._exclude))
 
 
 # --------------------------------------------------------------------------- index options
