@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
-from recallbench.systems.kit import check_new_ids, records_digest
+from recallbench.systems.kit import check_new_ids
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
     DirectoryClone,
     MiniLMCapability,
     OpensDirectories,
+    ReadsBack,
     VectorSource,
     package_version,
 )
@@ -68,7 +69,7 @@ def hnsw_configuration() -> dict[str, Any]:
 GET_PAGE = 5000
 
 
-class ChromaStore:
+class ChromaStore(ReadsBack):
     def __init__(self, system: ChromaSystem, directory: Path, lookup: VectorLookup | None):
         import chromadb
         from chromadb.config import Settings
@@ -134,14 +135,8 @@ class ChromaStore:
             for i, d, m in zip(ids, distances, metas, strict=True)
         ]
 
-    def count(self) -> int:
-        with self._system._inside():
-            return self._collection.count()
-
-    def digest(self) -> str:
-        with self._system._inside():
-            pairs = self._pairs()
-        return records_digest(pairs)
+    def _count(self) -> int:
+        return self._collection.count()
 
     def delete_smallest(self) -> None:
         with self._system._inside():

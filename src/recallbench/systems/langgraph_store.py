@@ -38,12 +38,13 @@ import orjson
 from recallbench.artifacts import atomic_write_bytes
 from recallbench.errors import RecallbenchError
 from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
-from recallbench.systems.kit import check_new_ids, records_digest
+from recallbench.systems.kit import check_new_ids
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
     DirectoryClone,
     MiniLMCapability,
     OpensDirectories,
+    ReadsBack,
     VectorSource,
     package_version,
 )
@@ -71,7 +72,7 @@ def _connect(path: Path) -> Any:
     return pysqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
 
 
-class LangGraphStore:
+class LangGraphStore(ReadsBack):
     def __init__(self, system: LangGraphSystem, directory: Path, lookup: VectorLookup | None):
         from langgraph.store.sqlite import SqliteStore
 
@@ -158,14 +159,8 @@ class LangGraphStore:
             hits.append(Hit(memory_id, round(float(score), 6), str(identifier)))
         return hits
 
-    def count(self) -> int:
-        with self._system._inside():
-            return len(self._items())
-
-    def digest(self) -> str:
-        with self._system._inside():
-            pairs = self._pairs()
-        return records_digest(pairs)
+    def _count(self) -> int:
+        return len(self._items())
 
     def delete_smallest(self) -> None:
         with self._system._inside():

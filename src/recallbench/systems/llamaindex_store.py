@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
-from recallbench.systems.kit import check_new_ids, records_digest
+from recallbench.systems.kit import check_new_ids
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
     DirectoryClone,
     MiniLMCapability,
     OpensDirectories,
+    ReadsBack,
     VectorSource,
     package_version,
 )
@@ -69,7 +70,7 @@ def _embedding_class() -> type:
     return SourceEmbedding
 
 
-class LlamaIndexStore:
+class LlamaIndexStore(ReadsBack):
     def __init__(
         self, system: LlamaIndexSystem, directory: Path, lookup: VectorLookup | None, load: bool
     ) -> None:
@@ -122,14 +123,11 @@ class LlamaIndexStore:
             for n in found
         ]
 
-    def count(self) -> int:
-        with self._system._inside():
-            return len(self._docs())
+    def _count(self) -> int:
+        return len(self._docs())
 
-    def digest(self) -> str:
-        with self._system._inside():
-            pairs = [(node_id, node.text) for node_id, node in self._docs().items()]
-        return records_digest(pairs)
+    def _pairs(self) -> list[tuple[str, str]]:
+        return [(node_id, node.text) for node_id, node in self._docs().items()]
 
     def delete_smallest(self) -> None:
         with self._system._inside():

@@ -58,12 +58,13 @@ from pathlib import Path
 from typing import Any
 
 from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
-from recallbench.systems.kit import check_new_ids, records_digest
+from recallbench.systems.kit import check_new_ids
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
     DirectoryClone,
     MiniLMCapability,
     OpensDirectories,
+    ReadsBack,
     VectorSource,
     package_version,
 )
@@ -130,7 +131,7 @@ def _entities_active() -> bool:
     return importlib.util.find_spec("spacy") is not None
 
 
-class Mem0Store:
+class Mem0Store(ReadsBack):
     def __init__(self, system: Mem0System, directory: Path, lookup: VectorLookup | None):
         memory_class = _mem0(directory)
         from langchain_core.embeddings import Embeddings
@@ -217,14 +218,8 @@ class Mem0Store:
             for m in found
         ]
 
-    def count(self) -> int:
-        with self._system._inside():
-            return len(self._all())
-
-    def digest(self) -> str:
-        with self._system._inside():
-            pairs = self._pairs()
-        return records_digest(pairs)
+    def _count(self) -> int:
+        return len(self._all())
 
     def delete_smallest(self) -> None:
         with self._system._inside():

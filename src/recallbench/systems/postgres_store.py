@@ -41,7 +41,7 @@ from recallbench.systems.base import (
     TimedCalls,
     VectorLookup,
 )
-from recallbench.systems.kit import check_new_ids, records_digest
+from recallbench.systems.kit import check_new_ids
 from recallbench.systems.langgraph_store import NAMESPACE, LangGraphStore, LangGraphSystem
 from recallbench.systems.mem0_store import COLLECTION, DIMS, Mem0Store, Mem0System
 from recallbench.systems.postgres_server import PostgresServer, versions
@@ -50,6 +50,7 @@ from recallbench.systems.storekit import (
     MiniLMCapability,
     OpensDirectories,
     PackageClone,
+    ReadsBack,
     VectorSource,
     claim,
     index_options,
@@ -267,7 +268,7 @@ class PostgresLangGraphSystem(LangGraphSystem):
 # --------------------------------------------------------------------------- llamaindex
 
 
-class PGVectorLlamaStore(ServerBacked):
+class PGVectorLlamaStore(ServerBacked, ReadsBack):
     """A `VectorStoreIndex` over LlamaIndex's `PGVectorStore` on its own server."""
 
     def __init__(self, system: PGVectorLlamaSystem, directory: Path, lookup: Any) -> None:
@@ -346,14 +347,8 @@ class PGVectorLlamaStore(ServerBacked):
             for n in found
         ]
 
-    def count(self) -> int:
-        with self._system._inside():
-            return len(self._nodes())
-
-    def digest(self) -> str:
-        with self._system._inside():
-            pairs = self._pairs()
-        return records_digest(pairs)
+    def _count(self) -> int:
+        return len(self._nodes())
 
     def delete_smallest(self) -> None:
         with self._system._inside():

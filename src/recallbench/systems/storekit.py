@@ -50,6 +50,7 @@ from recallbench.systems.kit import (
     copy_package,
     package_size,
     raw_byte_corruption,
+    records_digest,
     write_manifest,
 )
 
@@ -128,6 +129,29 @@ def check_read_back(store: Any, manifest: dict[str, Any]) -> None:
         raise SnapshotRejected(
             "digest_mismatch", "the records read back do not match the manifest's digest"
         )
+
+
+class ReadsBack:
+    """`count` and `digest` of a store here, read back through the store's own API inside
+    its system's `_inside()`: `_count()` (how many records it holds) and `_pairs()`
+    ((memory id, text) of each record)."""
+
+    _system: Any
+
+    def _count(self) -> int:
+        raise NotImplementedError
+
+    def _pairs(self) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    def count(self) -> int:
+        with self._system._inside():
+            return self._count()
+
+    def digest(self) -> str:
+        with self._system._inside():
+            pairs = self._pairs()
+        return records_digest(pairs)
 
 
 class MiniLMCapability:
