@@ -70,6 +70,33 @@ def _embedding_class() -> type:
     return SourceEmbedding
 
 
+def text_nodes(records: Sequence[StoreRecord], mark: dict[str, str] | None = None) -> list[Any]:
+    """A `TextNode` per record: id = memory id, its text, the identifier (and `mark`) in
+    its metadata, kept out of the embedded and LLM text."""
+    from llama_index.core.schema import TextNode
+
+    mark = mark or {}
+    keys = [METADATA_KEY, *mark]
+    return [
+        TextNode(
+            id_=r.memory_id,
+            text=r.text,
+            metadata={METADATA_KEY: r.identifier, **mark},
+            excluded_embed_metadata_keys=list(keys),
+            excluded_llm_metadata_keys=list(keys),
+        )
+        for r in records
+    ]
+
+
+def node_hits(found: Sequence[Any]) -> list[Hit]:
+    """A retriever's nodes as hits, in LlamaIndex's order and score."""
+    return [
+        Hit(n.node.node_id, round(float(n.score), 6), str(n.node.metadata[METADATA_KEY]))
+        for n in found
+    ]
+
+
 class LlamaIndexStore(ReadsBack):
     def __init__(
         self, system: LlamaIndexSystem, directory: Path, lookup: VectorLookup | None, load: bool
@@ -93,20 +120,9 @@ class LlamaIndexStore(ReadsBack):
         return self._index.docstore.docs
 
     def ingest(self, records: Sequence[StoreRecord]) -> int:
-        from llama_index.core.schema import TextNode
-
         with self._system._inside():
             check_new_ids(self._docs(), records)
-            nodes = [
-                TextNode(
-                    id_=r.memory_id,
-                    text=r.text,
-                    metadata={METADATA_KEY: r.identifier},
-                    excluded_embed_metadata_keys=[METADATA_KEY],
-                    excluded_llm_metadata_keys=[METADATA_KEY],
-                )
-                for r in records
-            ]
+            nodes = text_nodes(records)
             if nodes:
                 self._index.insert_nodes(nodes)
             self.flush()
@@ -118,10 +134,7 @@ class LlamaIndexStore(ReadsBack):
             if not self._docs() or top_k <= 0:
                 return []
             found = self._index.as_retriever(similarity_top_k=top_k).retrieve(query)
-        return [
-            Hit(n.node.node_id, round(float(n.score), 6), str(n.node.metadata[METADATA_KEY]))
-            for n in found
-        ]
+        return node_hits(found)
 
     def _count(self) -> int:
         return len(self._docs())

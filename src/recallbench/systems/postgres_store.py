@@ -43,6 +43,7 @@ from recallbench.systems.base import (
 )
 from recallbench.systems.kit import check_new_ids
 from recallbench.systems.langgraph_store import NAMESPACE, LangGraphStore, LangGraphSystem
+from recallbench.systems.llamaindex_store import _embedding_class, node_hits, text_nodes
 from recallbench.systems.mem0_store import COLLECTION, DIMS, Mem0Store, Mem0System
 from recallbench.systems.postgres_server import PostgresServer, versions
 from recallbench.systems.registry import register
@@ -275,8 +276,6 @@ class PGVectorLlamaStore(ServerBacked, ReadsBack):
         from llama_index.core import VectorStoreIndex
         from llama_index.vector_stores.postgres import PGVectorStore
 
-        from recallbench.systems.llamaindex_store import _embedding_class
-
         self._system = system
         self.directory = directory
         self._source = VectorSource(system.embedder, lookup)
@@ -314,20 +313,9 @@ class PGVectorLlamaStore(ServerBacked, ReadsBack):
         return [(n.node_id, n.text) for n in self._nodes()]
 
     def ingest(self, records: Sequence[StoreRecord]) -> int:
-        from llama_index.core.schema import TextNode
-
         with self._system._inside():
             check_new_ids((i for i, _ in self._pairs()), records)
-            nodes = [
-                TextNode(
-                    id_=r.memory_id,
-                    text=r.text,
-                    metadata={"identifier": r.identifier, **MARK},
-                    excluded_embed_metadata_keys=["identifier", *MARK],
-                    excluded_llm_metadata_keys=["identifier", *MARK],
-                )
-                for r in records
-            ]
+            nodes = text_nodes(records, MARK)
             if nodes:
                 self._index.insert_nodes(nodes)
             return len(self._nodes())
@@ -342,10 +330,7 @@ class PGVectorLlamaStore(ServerBacked, ReadsBack):
                 kwargs["hnsw_ef_search"] = max(self._system.options["ef_search"], top_k)
             retriever = self._index.as_retriever(similarity_top_k=top_k, vector_store_kwargs=kwargs)
             found = retriever.retrieve(query)
-        return [
-            Hit(n.node.node_id, round(float(n.score), 6), str(n.node.metadata["identifier"]))
-            for n in found
-        ]
+        return node_hits(found)
 
     def _count(self) -> int:
         return len(self._nodes())
