@@ -1,6 +1,7 @@
 """What the built-in third-party stores share (Chroma, txtai, LlamaIndex, LangGraph, LangMem,
 vipune): the MiniLM embedder capability, the vector source a store is fed from, the
-offline environment, the marker file of a store directory and the directory clone path.
+offline environment, the marker file of a store directory and the directory clone path;
+and the `records.jsonl` store of `bm25` and `bm25-okapi`.
 
 * `MiniLMCapability`: the embedder capability of `minilm` (`dense.DenseEmbedder` over
   `semantic.shared_embedder()`): the same identity, so all of them share one prep cache.
@@ -15,6 +16,8 @@ offline environment, the marker file of a store directory and the directory clon
   restore = verify, extract into a clean directory, load. Its corruptions: one byte flipped
   (`raw_byte`) and a record deleted through the store's own API under the old manifest
   (`stale_manifest`). Its base, `PackageClone`, serves postgres_store's pg_dump clone too.
+* `RecordsStore` / `OpensRecords`: a store kept as `records.jsonl` (the kit's
+  `RecordsClone` package) and indexed in memory: `bm25`, `bm25-okapi`.
 * `system_options`: a system's user-settable options (index parameters), read from the
   environment variable `RECALLBENCH_INDEX_<NAME>` (`key=value,key=value`) over the
   defaults the store ships; a system records them in its configuration and its store
@@ -29,25 +32,32 @@ import os
 import shutil
 import tarfile
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from recallbench.artifacts import atomic_write_bytes
 from recallbench.errors import RecallbenchError
 from recallbench.systems.base import (
     Corruption,
+    Hit,
     MissingVector,
     PackageInfo,
     SnapshotRejected,
+    StoreRecord,
     TimedCalls,
     VectorLookup,
 )
 from recallbench.systems.kit import (
+    RECORDS_FILE,
     check_manifest,
+    check_new_ids,
     copy_package,
+    jsonl_bytes,
+    jsonl_records,
     package_size,
     raw_byte_corruption,
     records_digest,
@@ -214,6 +224,69 @@ class VectorSource:
                 f"({self.transforms[role]}), a form only `recallbench prep --system {name}` "
                 "embeds"
             ) from None
+
+
+# --------------------------------------------------------------------------- records.jsonl stores
+
+
+class RecordsStore:
+    """A store kept as `records.jsonl` in its directory and indexed in memory (`bm25`,
+    `bm25-okapi`). A subclass's `_add` appends records to `_records` and rebuilds
+    `_index`; ingest refuses a repeated id, adds the batch and rewrites the file."""
+
+    def __init__(self, system: Any, directory: Path, records: list[StoreRecord]) -> None:
+        self._system = system
+        self.directory = directory
+        self._records: list[StoreRecord] = []
+        self._index: Any = None
+        self._add(records)
+
+    def _add(self, records: Sequence[StoreRecord]) -> None:
+        raise NotImplementedError
+
+    def ingest(self, records: Sequence[StoreRecord]) -> int:
+        check_new_ids((r.memory_id for r in self._records), records)
+        self._add(list(records))
+        atomic_write_bytes(self.directory / RECORDS_FILE, jsonl_bytes(self._records))
+        return len(self._records)
+
+    def _hits(self, scores: Any, order: Iterable[int]) -> list[Hit]:
+        """The records at the positions `order`, scores rounded to 4 places."""
+        return [
+            Hit(self._records[i].memory_id, round(float(scores[i]), 4), self._records[i].identifier)
+            for i in order
+        ]
+
+    def count(self) -> int:
+        return len(self._records)
+
+    def digest(self) -> str:
+        return records_digest((r.memory_id, r.text) for r in self._records)
+
+    def close(self) -> None:
+        self._index = None
+
+
+class OpensRecords:
+    """`open_store` and `attach` of a system whose stores are `RecordsStore`s
+    (`store_class`)."""
+
+    store_class: type[RecordsStore]
+
+    def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> Any:
+        """A fresh store; `vectors` is ignored (BM25 embeds nothing)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        if (directory / RECORDS_FILE).exists():
+            raise FileExistsError(f"{directory / RECORDS_FILE}: a store already exists here")
+        atomic_write_bytes(directory / RECORDS_FILE, b"")
+        return self.store_class(self, directory, [])
+
+    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> Any:
+        path = Path(directory) / RECORDS_FILE
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no BM25 store here")
+        return self.store_class(self, Path(directory), jsonl_records(path))
 
 
 # --------------------------------------------------------------------------- options
