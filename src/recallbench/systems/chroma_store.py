@@ -27,13 +27,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
 from recallbench.systems.kit import check_new_ids
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
-    DirectoryClone,
-    MiniLMCapability,
-    OpensDirectories,
+    DirectoryStoreSystem,
     ReadsBack,
     VectorSource,
     package_version,
@@ -155,15 +153,11 @@ class ChromaStore(ReadsBack):
         self._client = None
 
 
-class ChromaSystem(OpensDirectories, TimedCalls):
+class ChromaSystem(DirectoryStoreSystem):
     """Chroma embedded: cosine HNSW (approximate) over MiniLM vectors passed in."""
 
-    lexical = False
-
     def __init__(self) -> None:
-        self.name = "chroma"
-        self.embedder = MiniLMCapability(self)
-        self.clone = DirectoryClone(self, PACKAGE_FORMAT, lambda s: s.delete_smallest())
+        super().__init__("chroma", PACKAGE_FORMAT)
 
     def configuration(self) -> dict[str, Any]:
         return {

@@ -37,13 +37,11 @@ import orjson
 
 from recallbench.artifacts import atomic_write_bytes
 from recallbench.errors import RecallbenchError
-from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
 from recallbench.systems.kit import check_new_ids
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
-    DirectoryClone,
-    MiniLMCapability,
-    OpensDirectories,
+    DirectoryStoreSystem,
     ReadsBack,
     VectorSource,
     package_version,
@@ -190,19 +188,13 @@ def _stored_key(reply: Any) -> str:
     return words[-1]
 
 
-class LangGraphSystem(OpensDirectories, TimedCalls):
+class LangGraphSystem(DirectoryStoreSystem):
     """LangGraph SqliteStore with a semantic index (or LangMem's tools over it)."""
 
-    lexical = False
-
     def __init__(self, name: str, *, langmem: bool) -> None:
-        self.name = name
+        super().__init__(name, f"recallbench-{name}-dir-v1")
         self.langmem = langmem
         self.text_field = "content" if langmem else "text"
-        self.embedder = MiniLMCapability(self)
-        self.clone = DirectoryClone(
-            self, f"recallbench-{name}-dir-v1", lambda s: s.delete_smallest()
-        )
 
     def index_config(self, source: VectorSource) -> dict[str, Any]:
         return {

@@ -19,13 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
 from recallbench.systems.kit import check_new_ids
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
-    DirectoryClone,
-    MiniLMCapability,
-    OpensDirectories,
+    DirectoryStoreSystem,
     ReadsBack,
     VectorSource,
     package_version,
@@ -153,16 +151,12 @@ class LlamaIndexStore(ReadsBack):
         self._index = None
 
 
-class LlamaIndexSystem(OpensDirectories, TimedCalls):
+class LlamaIndexSystem(DirectoryStoreSystem):
     """LlamaIndex VectorStoreIndex (SimpleVectorStore) over MiniLM vectors."""
 
-    lexical = False
-
     def __init__(self) -> None:
-        self.name = "llamaindex"
-        self.embedder = MiniLMCapability(self)
+        super().__init__("llamaindex", PACKAGE_FORMAT)
         self.embedding_class = _embedding_class()
-        self.clone = DirectoryClone(self, PACKAGE_FORMAT, lambda s: s.delete_smallest())
 
     def configuration(self) -> dict[str, Any]:
         return {

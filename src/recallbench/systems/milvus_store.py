@@ -45,13 +45,11 @@ from pathlib import Path
 from typing import Any
 
 from recallbench.errors import RecallbenchError
-from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
 from recallbench.systems.kit import check_new_ids, records_digest
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
-    DirectoryClone,
-    MiniLMCapability,
-    OpensDirectories,
+    DirectoryStoreSystem,
     VectorSource,
     options_variable,
     package_version,
@@ -361,23 +359,18 @@ class MilvusStore:
         self._stop_server()
 
 
-class MilvusSystem(OpensDirectories, TimedCalls):
+class MilvusSystem(DirectoryStoreSystem):
     """Milvus Lite (pymilvus MilvusClient on a local file): COSINE over MiniLM vectors."""
 
-    lexical = False
     #: Milvus Lite's server locks its file to the process that started it
     one_process_per_store = True
 
     def __init__(self, name: str, index_type: str) -> None:
-        self.name = name
-        self.options = milvus_options(name, index_type)
-        self.marker_options = self.options
-        self.embedder = MiniLMCapability(self)
         # the server's lock file is never read: closing a descriptor of it would release the
         # lock, and the server stops when its lock is released
-        self.clone = DirectoryClone(
-            self, PACKAGE_FORMAT, lambda s: s.delete_smallest(), exclude=(LOCK_FILE,)
-        )
+        super().__init__(name, PACKAGE_FORMAT, exclude=(LOCK_FILE,))
+        self.options = milvus_options(name, index_type)
+        self.marker_options = self.options
 
     def configuration(self) -> dict[str, Any]:
         index_type = self.options["index_type"]

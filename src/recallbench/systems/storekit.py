@@ -560,6 +560,19 @@ class DirectoryClone(PackageClone):
         payload.write_bytes(tar_directory(scratch, self._exclude))
 
 
+class DirectoryStoreSystem(OpensDirectories, TimedCalls):
+    """A system here over MiniLM vectors (`MiniLMCapability`) whose stores are cloned as
+    their directory (`DirectoryClone`, the smallest record deleted by the store's
+    `delete_smallest`; `exclude` as there)."""
+
+    lexical = False
+
+    def __init__(self, name: str, package_format: str, *, exclude: Sequence[str] = ()) -> None:
+        self.name = name
+        self.embedder = MiniLMCapability(self)
+        self.clone = DirectoryClone(self, package_format, lambda s: s.delete_smallest(), exclude)
+
+
 # --------------------------------------------------------------------------- index options
 
 #: the environment variable that sets a system's index options: `RECALLBENCH_INDEX_` and the

@@ -22,13 +22,11 @@ from typing import Any
 import orjson
 
 from recallbench.artifacts import atomic_write_bytes
-from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
 from recallbench.systems.kit import check_new_ids
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
-    DirectoryClone,
-    MiniLMCapability,
-    OpensDirectories,
+    DirectoryStoreSystem,
     ReadsBack,
     VectorSource,
     package_version,
@@ -110,15 +108,11 @@ class TxtaiStore(ReadsBack):
         self._embeddings = None
 
 
-class TxtaiSystem(OpensDirectories, TimedCalls):
+class TxtaiSystem(DirectoryStoreSystem):
     """txtai Embeddings, hybrid: its BM25 and dense scores fused by txtai."""
 
-    lexical = False
-
     def __init__(self) -> None:
-        self.name = "txtai"
-        self.embedder = MiniLMCapability(self)
-        self.clone = DirectoryClone(self, PACKAGE_FORMAT, lambda s: s.delete_smallest())
+        super().__init__("txtai", PACKAGE_FORMAT)
 
     def configuration(self) -> dict[str, Any]:
         return {
