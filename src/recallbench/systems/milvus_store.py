@@ -46,10 +46,11 @@ from typing import Any
 
 from recallbench.errors import RecallbenchError
 from recallbench.systems.base import Hit, StoreRecord, VectorLookup
-from recallbench.systems.kit import check_new_ids, records_digest
+from recallbench.systems.kit import check_new_ids
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
     DirectoryStoreSystem,
+    ReadsBack,
     VectorSource,
     options_variable,
     package_version,
@@ -201,7 +202,7 @@ def _too_long(r: StoreRecord) -> str | None:
     return None
 
 
-class MilvusStore:
+class MilvusStore(ReadsBack):
     def __init__(
         self, system: MilvusSystem, directory: Path, lookup: VectorLookup | None, *, load: bool
     ):
@@ -325,15 +326,6 @@ class MilvusStore:
             Hit(str(h["id"]), round(float(h["distance"]), 6), str(h["entity"]["identifier"]))
             for h in found
         ]
-
-    def count(self) -> int:
-        with self._system._inside():
-            return self._count()
-
-    def digest(self) -> str:
-        with self._system._inside():
-            pairs = self._pairs()
-        return records_digest(pairs)
 
     def delete_smallest(self) -> None:
         with self._system._inside():
