@@ -46,6 +46,7 @@ from common import (  # noqa: E402
     RB,
     ROOT,
     add_cache_options,
+    longmemeval_generate,
     machine,
     measured,
     warm_caches,
@@ -190,9 +191,9 @@ def ray_startup(repeat: int) -> dict[str, Any] | None:
     } | {"runs": repeat}
 
 
-def generate(args: list[str]) -> float:
+def generate(cmd: list[str]) -> float:
     start = time.perf_counter()
-    subprocess.run([RB, *args], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
 
 
@@ -275,12 +276,8 @@ def main() -> None:
             "repeat": args.repeat,
         },
     }
-    chars = ["--session-chars", str(args.session_chars)]
     s_file = work / "generated_s.json"
-    gen = generate(
-        ["longmemeval", "generate", "--shape", "s", "--questions", str(args.questions)]
-        + ["--seed", "1", "--out", str(s_file), *chars]
-    )
+    gen = generate(longmemeval_generate(s_file, "s", args.questions, args.session_chars))
     results["S"] = {
         "generate_s": gen,
         **lane(
@@ -296,10 +293,7 @@ def main() -> None:
     }
     if args.m_questions:
         m_file = work / "generated_m.json"
-        gen = generate(
-            ["longmemeval", "generate", "--shape", "m", "--questions", str(args.m_questions)]
-            + ["--seed", "1", "--out", str(m_file), *chars]
-        )
+        gen = generate(longmemeval_generate(m_file, "m", args.m_questions, args.session_chars))
         results["M"] = {
             "generate_s": gen,
             **lane("M", "longmemeval", m_file, work, repeat=1, workers_list=(1, 2)),
@@ -307,7 +301,7 @@ def main() -> None:
     if args.locomo:
         l_file = work / "generated_locomo.json"
         gen = generate(
-            ["locomo", "generate", "--out", str(l_file), "--conversations", str(args.locomo)]
+            [RB, "locomo", "generate", "--out", str(l_file), "--conversations", str(args.locomo)]
         )
         results["LoCoMo_turn"] = {
             "generate_s": gen,

@@ -52,6 +52,7 @@ from common import (  # noqa: E402
     RB,
     ROOT,
     add_cache_options,
+    longmemeval_generate,
     machine,
     measured,
     warm_caches,
@@ -154,8 +155,7 @@ def main() -> None:
     data = work / "generated_s.json"
     start = time.perf_counter()
     subprocess.run(
-        [RB, "longmemeval", "generate", "--shape", "s", "--questions", str(args.questions)]
-        + ["--seed", "1", "--out", str(data), "--session-chars", str(args.session_chars)],
+        longmemeval_generate(data, "s", args.questions, args.session_chars),
         check=True,
         stdout=subprocess.DEVNULL,
     )

@@ -47,6 +47,7 @@ from common import (  # noqa: E402
     RB,
     ROOT,
     add_cache_options,
+    longmemeval_generate,
     machine,
     measured,
     warm_caches,
@@ -364,9 +365,7 @@ def main() -> None:
         name = cell_name(shape, questions)
         data = work / f"{name}.json"
         say(f"generate {name}")
-        chars = ["--session-chars", str(args.session_chars)] if args.session_chars else []
-        gen = [RB, "longmemeval", "generate", "--shape", shape, "--questions", str(questions)]
-        fig = measured([*gen, "--seed", "1", "--out", str(data), *chars])
+        fig = measured(longmemeval_generate(data, shape, questions, args.session_chars or None))
         info: dict[str, Any] = {"bytes": data.stat().st_size, "generate_s": fig["wall_s"]}
         if not args.no_oracle:
             say(f"{name}: oracle")

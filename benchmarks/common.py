@@ -133,6 +133,16 @@ def measured(
     }
 
 
+def longmemeval_generate(
+    out: Path, shape: str, questions: int, session_chars: int | None = None
+) -> list[str]:
+    """The command that writes a generated LongMemEval file `out` (`recallbench longmemeval
+    generate`, seed 1; `--session-chars` when given, else the generator's default)."""
+    chars = [] if session_chars is None else ["--session-chars", str(session_chars)]
+    cmd = [RB, "longmemeval", "generate", "--shape", shape, "--questions", str(questions)]
+    return [*cmd, "--seed", "1", "--out", str(out), *chars]
+
+
 def write_json(path: Path, doc: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))

@@ -248,22 +248,31 @@ def _walk(target: str, *, create: bool) -> list[Path]:
     return created
 
 
+def _lstat_target(path: Path) -> os.stat_result | None:
+    """`path`'s parents made real (`make_dirs`), then `path`'s own status (None when it does
+    not exist); a symlink is refused in one line naming it."""
+    make_dirs(path.parent)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise RecallbenchError(
+            f"{path} is a symlink (to {_link_text(str(path))}); recallbench does not write "
+            "through links, so remove it or give another path"
+        )
+    return st
+
+
 def check_target(path: Path) -> None:
     """Make sure `path` can be written without writing through a link: its directories are
     real (`make_dirs`, which creates the missing ones), and the file, when it exists, is
     neither a symlink nor a hard link (a second name of another file) nor a directory.
     A refusal is one line naming the path; nothing is written."""
     path = Path(path)
-    make_dirs(path.parent)
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
+    st = _lstat_target(path)
+    if st is None:
         return
-    if stat.S_ISLNK(st.st_mode):
-        raise RecallbenchError(
-            f"{path} is a symlink (to {_link_text(str(path))}); recallbench does not write "
-            "through links, so remove it or give another path"
-        )
     if stat.S_ISDIR(st.st_mode):
         raise RecallbenchError(f"{path} is a directory; give a file path")
     if st.st_nlink > 1:
@@ -280,16 +289,9 @@ def check_dir_target(path: Path) -> None:
     directory, not a symlink or a file. Its old contents are moved aside and removed, never
     written through. A refusal is one line naming the path; nothing is written."""
     path = Path(path)
-    make_dirs(path.parent)
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
+    st = _lstat_target(path)
+    if st is None:
         return
-    if stat.S_ISLNK(st.st_mode):
-        raise RecallbenchError(
-            f"{path} is a symlink (to {_link_text(str(path))}); recallbench does not write "
-            "through links, so remove it or give another path"
-        )
     if not stat.S_ISDIR(st.st_mode):
         raise RecallbenchError(
             f"{path} is a file, not a directory; recallbench writes a directory there, so "

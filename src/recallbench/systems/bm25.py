@@ -17,24 +17,16 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import bm25s
 import numpy as np
 
-from recallbench.artifacts import atomic_write_bytes
-from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
-from recallbench.systems.kit import (
-    RecordsClone,
-    check_new_ids,
-    jsonl_bytes,
-    jsonl_records,
-    records_digest,
-)
+from recallbench.systems.base import Hit, StoreRecord, TimedCalls
+from recallbench.systems.kit import RecordsClone
 from recallbench.systems.registry import register
+from recallbench.systems.storekit import OpensRecords, RecordsStore
 
-RECORDS = "records.jsonl"
 PACKAGE_FORMAT = "recallbench-bm25-v2"
 _TOKEN = re.compile(r"\w+")
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
@@ -45,15 +37,8 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
-class BM25Store:
+class BM25Store(RecordsStore):
     """Records in `directory/records.jsonl`, indexed in memory."""
-
-    def __init__(self, system: BM25System, directory: Path, records: list[StoreRecord]) -> None:
-        self._system = system
-        self.directory = directory
-        self._records: list[StoreRecord] = []
-        self._index: bm25s.BM25 | None = None
-        self._add(records)
 
     def _add(self, records: Sequence[StoreRecord]) -> None:
         self._records.extend(records)
@@ -64,12 +49,6 @@ class BM25Store:
             if any(corpus):  # bm25s cannot index a corpus without a single token
                 self._index = bm25s.BM25(k1=self._system.k1, b=self._system.b)
                 self._index.index(corpus, show_progress=False)
-
-    def ingest(self, records: Sequence[StoreRecord]) -> int:
-        check_new_ids((r.memory_id for r in self._records), records)
-        self._add(list(records))
-        atomic_write_bytes(self.directory / RECORDS, jsonl_bytes(self._records))
-        return len(self._records)
 
     def _scores(self, tokens: list[str]) -> np.ndarray:
         if self._index is None:  # no memory has a token: every record scores 0
@@ -84,10 +63,7 @@ class BM25Store:
             scores = self._scores(tokens)
             # score descending, then memory id ascending
             order = np.lexsort((self._ids, -scores))[:top_k]
-        return [
-            Hit(self._records[i].memory_id, round(float(scores[i]), 4), self._records[i].identifier)
-            for i in order
-        ]
+        return self._hits(scores, order)
 
     def lexical_matches(self, query: str) -> tuple[str, list[str]]:
         """Records sharing at least one token with the query (a BM25 score above 0)."""
@@ -98,21 +74,13 @@ class BM25Store:
             scores = self._scores(tokens)
         return "BM25", sorted(str(self._ids[i]) for i in np.flatnonzero(scores > 0))
 
-    def count(self) -> int:
-        return len(self._records)
 
-    def digest(self) -> str:
-        return records_digest((r.memory_id, r.text) for r in self._records)
-
-    def close(self) -> None:
-        self._index = None
-
-
-class BM25System(TimedCalls):
+class BM25System(OpensRecords, TimedCalls):
     """Okapi BM25 over the records' text; parameters k1 and b as in Lucene."""
 
     embedder = None
     lexical = True
+    store_class = BM25Store
 
     def __init__(self, name: str = "bm25", *, k1: float = 1.5, b: float = 0.75) -> None:
         self.name = name
@@ -131,21 +99,6 @@ class BM25System(TimedCalls):
             "ties": "memory id ascending",
             "clone_format": PACKAGE_FORMAT,
         }
-
-    def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> BM25Store:
-        """A fresh store; `vectors` is ignored (BM25 embeds nothing)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        if (directory / RECORDS).exists():
-            raise FileExistsError(f"{directory / RECORDS}: a store already exists here")
-        atomic_write_bytes(directory / RECORDS, b"")
-        return BM25Store(self, directory, [])
-
-    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> BM25Store:
-        path = Path(directory) / RECORDS
-        if not path.exists():
-            raise FileNotFoundError(f"{path}: no BM25 store here")
-        return BM25Store(self, Path(directory), jsonl_records(path))
 
 
 @register(

@@ -21,23 +21,15 @@ and the record count) and lexical diagnostics; no embedder.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from recallbench.artifacts import atomic_write_bytes
-from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
-from recallbench.systems.kit import (
-    RecordsClone,
-    check_new_ids,
-    jsonl_bytes,
-    jsonl_records,
-    records_digest,
-)
+from recallbench.systems.base import Hit, StoreRecord, TimedCalls
+from recallbench.systems.kit import RecordsClone
 from recallbench.systems.registry import register
+from recallbench.systems.storekit import OpensRecords, RecordsStore
 
-RECORDS = "records.jsonl"
 PACKAGE_FORMAT = "recallbench-bm25-okapi-v1"
 
 
@@ -51,15 +43,8 @@ def rank(scores: np.ndarray) -> np.ndarray:
     return np.argsort(scores)[::-1]
 
 
-class OkapiStore:
-    """Records in `directory/records.jsonl`, indexed in memory with BM25Okapi."""
-
-    def __init__(self, system: OkapiSystem, directory: Path, records: list[StoreRecord]) -> None:
-        self._system = system
-        self.directory = directory
-        self._records: list[StoreRecord] = []
-        self._index: Any = None  # a rank_bm25.BM25Okapi
-        self._add(records)
+class OkapiStore(RecordsStore):
+    """Records in `directory/records.jsonl`, indexed in memory with BM25Okapi (`_index`)."""
 
     def _add(self, records: Sequence[StoreRecord]) -> None:
         from rank_bm25 import BM25Okapi  # the optional extra: imported when a store is built
@@ -74,12 +59,6 @@ class OkapiStore:
                     epsilon=self._system.epsilon,
                 )
 
-    def ingest(self, records: Sequence[StoreRecord]) -> int:
-        check_new_ids((r.memory_id for r in self._records), records)
-        self._add(list(records))
-        atomic_write_bytes(self.directory / RECORDS, jsonl_bytes(self._records))
-        return len(self._records)
-
     def _scores(self, query: str) -> np.ndarray:
         return np.asarray(self._index.get_scores(tokenize(query)))
 
@@ -89,10 +68,7 @@ class OkapiStore:
         with self._system._inside():
             scores = self._scores(query)
             order = rank(scores)[:top_k]
-        return [
-            Hit(self._records[i].memory_id, round(float(scores[i]), 4), self._records[i].identifier)
-            for i in order
-        ]
+        return self._hits(scores, order)
 
     def lexical_matches(self, query: str) -> tuple[str, list[str]]:
         """Records holding at least one query token (BM25Okapi scores can be 0 or negative
@@ -108,21 +84,13 @@ class OkapiStore:
             ]
         return "BM25Okapi", sorted(matched)
 
-    def count(self) -> int:
-        return len(self._records)
 
-    def digest(self) -> str:
-        return records_digest((r.memory_id, r.text) for r in self._records)
-
-    def close(self) -> None:
-        self._index = None
-
-
-class OkapiSystem(TimedCalls):
+class OkapiSystem(OpensRecords, TimedCalls):
     """rank_bm25's BM25Okapi with LongMemEval's tokenisation and ranking."""
 
     embedder = None
     lexical = True
+    store_class = OkapiStore
 
     def __init__(
         self, name: str = "bm25-okapi", *, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25
@@ -147,21 +115,6 @@ class OkapiSystem(TimedCalls):
             "ties": "np.argsort(scores)[::-1] over the store in ingest order",
             "clone_format": PACKAGE_FORMAT,
         }
-
-    def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> OkapiStore:
-        """A fresh store; `vectors` is ignored (BM25 embeds nothing)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        if (directory / RECORDS).exists():
-            raise FileExistsError(f"{directory / RECORDS}: a store already exists here")
-        atomic_write_bytes(directory / RECORDS, b"")
-        return OkapiStore(self, directory, [])
-
-    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> OkapiStore:
-        path = Path(directory) / RECORDS
-        if not path.exists():
-            raise FileNotFoundError(f"{path}: no BM25 store here")
-        return OkapiStore(self, Path(directory), jsonl_records(path))
 
 
 @register(

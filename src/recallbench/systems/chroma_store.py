@@ -27,13 +27,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
-from recallbench.systems.kit import check_new_ids, records_digest
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
+from recallbench.systems.kit import check_new_ids
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
-    DirectoryClone,
-    MiniLMCapability,
-    OpensDirectories,
+    DirectoryStoreSystem,
+    ReadsBack,
     VectorSource,
     package_version,
 )
@@ -68,7 +67,7 @@ def hnsw_configuration() -> dict[str, Any]:
 GET_PAGE = 5000
 
 
-class ChromaStore:
+class ChromaStore(ReadsBack):
     def __init__(self, system: ChromaSystem, directory: Path, lookup: VectorLookup | None):
         import chromadb
         from chromadb.config import Settings
@@ -134,14 +133,8 @@ class ChromaStore:
             for i, d, m in zip(ids, distances, metas, strict=True)
         ]
 
-    def count(self) -> int:
-        with self._system._inside():
-            return self._collection.count()
-
-    def digest(self) -> str:
-        with self._system._inside():
-            pairs = self._pairs()
-        return records_digest(pairs)
+    def _count(self) -> int:
+        return self._collection.count()
 
     def delete_smallest(self) -> None:
         with self._system._inside():
@@ -160,15 +153,11 @@ class ChromaStore:
         self._client = None
 
 
-class ChromaSystem(OpensDirectories, TimedCalls):
+class ChromaSystem(DirectoryStoreSystem):
     """Chroma embedded: cosine HNSW (approximate) over MiniLM vectors passed in."""
 
-    lexical = False
-
     def __init__(self) -> None:
-        self.name = "chroma"
-        self.embedder = MiniLMCapability(self)
-        self.clone = DirectoryClone(self, PACKAGE_FORMAT, lambda s: s.delete_smallest())
+        super().__init__("chroma", PACKAGE_FORMAT)
 
     def configuration(self) -> dict[str, Any]:
         return {

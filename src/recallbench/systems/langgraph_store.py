@@ -37,13 +37,12 @@ import orjson
 
 from recallbench.artifacts import atomic_write_bytes
 from recallbench.errors import RecallbenchError
-from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
-from recallbench.systems.kit import check_new_ids, records_digest
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
+from recallbench.systems.kit import check_new_ids
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
-    DirectoryClone,
-    MiniLMCapability,
-    OpensDirectories,
+    DirectoryStoreSystem,
+    ReadsBack,
     VectorSource,
     package_version,
 )
@@ -71,7 +70,7 @@ def _connect(path: Path) -> Any:
     return pysqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
 
 
-class LangGraphStore:
+class LangGraphStore(ReadsBack):
     def __init__(self, system: LangGraphSystem, directory: Path, lookup: VectorLookup | None):
         from langgraph.store.sqlite import SqliteStore
 
@@ -158,14 +157,8 @@ class LangGraphStore:
             hits.append(Hit(memory_id, round(float(score), 6), str(identifier)))
         return hits
 
-    def count(self) -> int:
-        with self._system._inside():
-            return len(self._items())
-
-    def digest(self) -> str:
-        with self._system._inside():
-            pairs = self._pairs()
-        return records_digest(pairs)
+    def _count(self) -> int:
+        return len(self._items())
 
     def delete_smallest(self) -> None:
         with self._system._inside():
@@ -195,19 +188,13 @@ def _stored_key(reply: Any) -> str:
     return words[-1]
 
 
-class LangGraphSystem(OpensDirectories, TimedCalls):
+class LangGraphSystem(DirectoryStoreSystem):
     """LangGraph SqliteStore with a semantic index (or LangMem's tools over it)."""
 
-    lexical = False
-
     def __init__(self, name: str, *, langmem: bool) -> None:
-        self.name = name
+        super().__init__(name, f"recallbench-{name}-dir-v1")
         self.langmem = langmem
         self.text_field = "content" if langmem else "text"
-        self.embedder = MiniLMCapability(self)
-        self.clone = DirectoryClone(
-            self, f"recallbench-{name}-dir-v1", lambda s: s.delete_smallest()
-        )
 
     def index_config(self, source: VectorSource) -> dict[str, Any]:
         return {

@@ -19,13 +19,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
-from recallbench.systems.kit import check_new_ids, records_digest
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
+from recallbench.systems.kit import check_new_ids
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
-    DirectoryClone,
-    MiniLMCapability,
-    OpensDirectories,
+    DirectoryStoreSystem,
+    ReadsBack,
     VectorSource,
     package_version,
 )
@@ -69,7 +68,34 @@ def _embedding_class() -> type:
     return SourceEmbedding
 
 
-class LlamaIndexStore:
+def text_nodes(records: Sequence[StoreRecord], mark: dict[str, str] | None = None) -> list[Any]:
+    """A `TextNode` per record: id = memory id, its text, the identifier (and `mark`) in
+    its metadata, kept out of the embedded and LLM text."""
+    from llama_index.core.schema import TextNode
+
+    mark = mark or {}
+    keys = [METADATA_KEY, *mark]
+    return [
+        TextNode(
+            id_=r.memory_id,
+            text=r.text,
+            metadata={METADATA_KEY: r.identifier, **mark},
+            excluded_embed_metadata_keys=list(keys),
+            excluded_llm_metadata_keys=list(keys),
+        )
+        for r in records
+    ]
+
+
+def node_hits(found: Sequence[Any]) -> list[Hit]:
+    """A retriever's nodes as hits, in LlamaIndex's order and score."""
+    return [
+        Hit(n.node.node_id, round(float(n.score), 6), str(n.node.metadata[METADATA_KEY]))
+        for n in found
+    ]
+
+
+class LlamaIndexStore(ReadsBack):
     def __init__(
         self, system: LlamaIndexSystem, directory: Path, lookup: VectorLookup | None, load: bool
     ) -> None:
@@ -92,20 +118,9 @@ class LlamaIndexStore:
         return self._index.docstore.docs
 
     def ingest(self, records: Sequence[StoreRecord]) -> int:
-        from llama_index.core.schema import TextNode
-
         with self._system._inside():
             check_new_ids(self._docs(), records)
-            nodes = [
-                TextNode(
-                    id_=r.memory_id,
-                    text=r.text,
-                    metadata={METADATA_KEY: r.identifier},
-                    excluded_embed_metadata_keys=[METADATA_KEY],
-                    excluded_llm_metadata_keys=[METADATA_KEY],
-                )
-                for r in records
-            ]
+            nodes = text_nodes(records)
             if nodes:
                 self._index.insert_nodes(nodes)
             self.flush()
@@ -117,19 +132,13 @@ class LlamaIndexStore:
             if not self._docs() or top_k <= 0:
                 return []
             found = self._index.as_retriever(similarity_top_k=top_k).retrieve(query)
-        return [
-            Hit(n.node.node_id, round(float(n.score), 6), str(n.node.metadata[METADATA_KEY]))
-            for n in found
-        ]
+        return node_hits(found)
 
-    def count(self) -> int:
-        with self._system._inside():
-            return len(self._docs())
+    def _count(self) -> int:
+        return len(self._docs())
 
-    def digest(self) -> str:
-        with self._system._inside():
-            pairs = [(node_id, node.text) for node_id, node in self._docs().items()]
-        return records_digest(pairs)
+    def _pairs(self) -> list[tuple[str, str]]:
+        return [(node_id, node.text) for node_id, node in self._docs().items()]
 
     def delete_smallest(self) -> None:
         with self._system._inside():
@@ -142,16 +151,12 @@ class LlamaIndexStore:
         self._index = None
 
 
-class LlamaIndexSystem(OpensDirectories, TimedCalls):
+class LlamaIndexSystem(DirectoryStoreSystem):
     """LlamaIndex VectorStoreIndex (SimpleVectorStore) over MiniLM vectors."""
 
-    lexical = False
-
     def __init__(self) -> None:
-        self.name = "llamaindex"
-        self.embedder = MiniLMCapability(self)
+        super().__init__("llamaindex", PACKAGE_FORMAT)
         self.embedding_class = _embedding_class()
-        self.clone = DirectoryClone(self, PACKAGE_FORMAT, lambda s: s.delete_smallest())
 
     def configuration(self) -> dict[str, Any]:
         return {

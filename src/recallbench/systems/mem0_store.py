@@ -57,13 +57,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
-from recallbench.systems.kit import check_new_ids, records_digest
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
+from recallbench.systems.kit import check_new_ids
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
-    DirectoryClone,
-    MiniLMCapability,
-    OpensDirectories,
+    DirectoryStoreSystem,
+    ReadsBack,
     VectorSource,
     package_version,
 )
@@ -130,7 +129,7 @@ def _entities_active() -> bool:
     return importlib.util.find_spec("spacy") is not None
 
 
-class Mem0Store:
+class Mem0Store(ReadsBack):
     def __init__(self, system: Mem0System, directory: Path, lookup: VectorLookup | None):
         memory_class = _mem0(directory)
         from langchain_core.embeddings import Embeddings
@@ -217,14 +216,8 @@ class Mem0Store:
             for m in found
         ]
 
-    def count(self) -> int:
-        with self._system._inside():
-            return len(self._all())
-
-    def digest(self) -> str:
-        with self._system._inside():
-            pairs = self._pairs()
-        return records_digest(pairs)
+    def _count(self) -> int:
+        return len(self._all())
 
     def delete_smallest(self) -> None:
         with self._system._inside():
@@ -246,21 +239,18 @@ class Mem0Store:
         self._memory = None
 
 
-class Mem0System(OpensDirectories, TimedCalls):
+class Mem0System(DirectoryStoreSystem):
     """mem0 Memory (open source): faiss (exact L2 over unit vectors, cosine order) over
     MiniLM vectors, infer=False."""
 
-    lexical = False
     #: whether mem0's vector store has a keyword search (its BM25 half), checked at open
     bm25_active = BM25_ACTIVE
     #: reopen mem0 after every ingest, so a search runs on the store as loaded from its files
     reopen_after_ingest = False
 
-    def __init__(self) -> None:
-        self.name = "mem0"
-        self.embedder = MiniLMCapability(self)
+    def __init__(self, name: str = "mem0", package_format: str = PACKAGE_FORMAT) -> None:
+        super().__init__(name, package_format)
         self.embedder.text_transform = TEXT_TRANSFORM
-        self.clone = DirectoryClone(self, PACKAGE_FORMAT, lambda s: s.delete_smallest())
 
     def vector_store(self, directory: Path) -> dict[str, Any]:
         """mem0's `vector_store` configuration for a store in `directory`."""
@@ -346,9 +336,7 @@ class Mem0QdrantSystem(Mem0System):
     one_process_per_store = True
 
     def __init__(self) -> None:
-        super().__init__()
-        self.name = "mem0-qdrant"
-        self.clone = DirectoryClone(self, QDRANT_PACKAGE_FORMAT, lambda s: s.delete_smallest())
+        super().__init__("mem0-qdrant", QDRANT_PACKAGE_FORMAT)
 
     def vector_store(self, directory: Path) -> dict[str, Any]:
         return {

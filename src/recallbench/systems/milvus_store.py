@@ -45,13 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from recallbench.errors import RecallbenchError
-from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
-from recallbench.systems.kit import check_new_ids, records_digest
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
+from recallbench.systems.kit import check_new_ids
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
-    DirectoryClone,
-    MiniLMCapability,
-    OpensDirectories,
+    DirectoryStoreSystem,
+    ReadsBack,
     VectorSource,
     options_variable,
     package_version,
@@ -203,7 +202,7 @@ def _too_long(r: StoreRecord) -> str | None:
     return None
 
 
-class MilvusStore:
+class MilvusStore(ReadsBack):
     def __init__(
         self, system: MilvusSystem, directory: Path, lookup: VectorLookup | None, *, load: bool
     ):
@@ -328,15 +327,6 @@ class MilvusStore:
             for h in found
         ]
 
-    def count(self) -> int:
-        with self._system._inside():
-            return self._count()
-
-    def digest(self) -> str:
-        with self._system._inside():
-            pairs = self._pairs()
-        return records_digest(pairs)
-
     def delete_smallest(self) -> None:
         with self._system._inside():
             smallest = min(i for i, _ in self._pairs())
@@ -361,23 +351,18 @@ class MilvusStore:
         self._stop_server()
 
 
-class MilvusSystem(OpensDirectories, TimedCalls):
+class MilvusSystem(DirectoryStoreSystem):
     """Milvus Lite (pymilvus MilvusClient on a local file): COSINE over MiniLM vectors."""
 
-    lexical = False
     #: Milvus Lite's server locks its file to the process that started it
     one_process_per_store = True
 
     def __init__(self, name: str, index_type: str) -> None:
-        self.name = name
-        self.options = milvus_options(name, index_type)
-        self.marker_options = self.options
-        self.embedder = MiniLMCapability(self)
         # the server's lock file is never read: closing a descriptor of it would release the
         # lock, and the server stops when its lock is released
-        self.clone = DirectoryClone(
-            self, PACKAGE_FORMAT, lambda s: s.delete_smallest(), exclude=(LOCK_FILE,)
-        )
+        super().__init__(name, PACKAGE_FORMAT, exclude=(LOCK_FILE,))
+        self.options = milvus_options(name, index_type)
+        self.marker_options = self.options
 
     def configuration(self) -> dict[str, Any]:
         index_type = self.options["index_type"]

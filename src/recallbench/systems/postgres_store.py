@@ -30,38 +30,29 @@ digest read back through its API; restore = the same into the new store director
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from recallbench.systems.base import (
-    Corruption,
     Hit,
-    PackageInfo,
     SnapshotRejected,
     StoreRecord,
     TimedCalls,
     VectorLookup,
 )
-from recallbench.systems.kit import (
-    check_manifest,
-    check_new_ids,
-    copy_package,
-    package_size,
-    raw_byte_corruption,
-    records_digest,
-    write_manifest,
-)
+from recallbench.systems.kit import check_new_ids
 from recallbench.systems.langgraph_store import NAMESPACE, LangGraphStore, LangGraphSystem
+from recallbench.systems.llamaindex_store import _embedding_class, node_hits, text_nodes
 from recallbench.systems.mem0_store import COLLECTION, DIMS, Mem0Store, Mem0System
 from recallbench.systems.postgres_server import PostgresServer, versions
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
     MiniLMCapability,
     OpensDirectories,
+    PackageClone,
+    ReadsBack,
     VectorSource,
-    check_read_back,
     claim,
     index_options,
     index_options_variable,
@@ -100,7 +91,7 @@ def _set_session(execute: Any, options: dict[str, Any], top_k: int) -> int:
 # --------------------------------------------------------------------------- clone path
 
 
-class DumpClone:
+class DumpClone(PackageClone):
     """pg_dump / pg_restore clone path of a store on its own server (module docstring).
 
     pg_restore builds an index anew; for pgvector's HNSW, whose node levels are random
@@ -108,90 +99,40 @@ class DumpClone:
     says so (`clone_rebuilds_index`), and a restored store may order equal scores, or at
     scale a near neighbour, differently (docs/stores.md).
 
-    The store has `server` (its running `PostgresServer`); `delete_one` deletes the record
-    with the smallest memory id through the store's own API."""
+    The store has `server` (its running `PostgresServer`) and `delete_smallest`, which
+    deletes the record with the smallest memory id through the store's own API."""
 
-    def __init__(self, system: Any, package_format: str) -> None:
-        self._system = system
-        self._format = package_format
+    payload = DUMP
 
-    def snapshot(self, store: Any, package_dir: Path) -> PackageInfo:
-        package_dir = Path(package_dir)
-        package_dir.mkdir(parents=True, exist_ok=False)
-        count, digest = store.count(), store.digest()
-        store.flush()
-        store.server.dump(package_dir / DUMP)
-        write_manifest(
-            package_dir,
-            self._format,
-            count,
-            [DUMP],
-            digest=digest,
-            embedder=self._system.embedder.identity(),
-            system=self._system.name,
-            index=self._system.options,
-        )
-        return PackageInfo(records=count, size_bytes=package_size(package_dir))
+    def _write(self, store: Any, path: Path) -> None:
+        store.server.dump(path)
 
-    def _hydrate(self, dump: Path, directory: Path) -> Any:
-        """A fresh store in `directory` from `dump` (pg_restore into a fresh database)."""
-        claim(directory, self._system.name)
-        with PostgresServer(Path(directory) / SERVER_DIR) as server:
-            server.restore(dump)
-        return self._system.attach(directory)
+    def _extra(self) -> dict[str, Any]:
+        return {"index": self._system.options}
 
-    def _load(self, package_dir: Path, directory: Path) -> tuple[Any, dict[str, Any]]:
-        package_dir = Path(package_dir)
-        manifest = check_manifest(package_dir, self._format)
-        ours = self._system.embedder.identity()
-        if manifest.get("embedder") != ours:
-            raise SnapshotRejected(
-                "embedder_mismatch",
-                f"vectors made by {manifest.get('embedder')!r}, this system embeds with {ours!r}",
-            )
+    def _check(self, manifest: dict[str, Any]) -> None:
         if manifest.get("index") != self._system.options:
             raise SnapshotRejected(
                 "index_mismatch",
                 f"made with index options {manifest.get('index')}, this system has "
                 f"{self._system.options} ({index_options_variable(self._system.name)})",
             )
-        store = self._hydrate(package_dir / DUMP, directory)
-        check_read_back(store, manifest)
-        return store, manifest
 
-    def verify(self, package_dir: Path, work_dir: Path) -> int:
-        work = Path(work_dir) / "verify-load"
-        if work.exists():
-            shutil.rmtree(work)
-        store, manifest = self._load(package_dir, work)
-        store.close()
-        shutil.rmtree(work, ignore_errors=True)
-        return int(manifest["record_count"])
+    def _open(self, payload: Path, directory: Path) -> Any:
+        """A fresh store in `directory` from the dump (pg_restore into a fresh database)."""
+        claim(directory, self._system.name)
+        with PostgresServer(Path(directory) / SERVER_DIR) as server:
+            server.restore(payload)
+        return self._system.attach(directory)
 
-    def restore(self, package_dir: Path, directory: Path) -> Any:
-        store, _ = self._load(package_dir, directory)
-        return store
-
-    def corruptions(self, package_dir: Path, work_dir: Path) -> list[Corruption]:
-        raw = raw_byte_corruption(package_dir, work_dir)
-        stale = copy_package(package_dir, work_dir, "stale_manifest")
-        scratch = Path(work_dir) / "stale_manifest.store"
-        store = self._hydrate(stale / DUMP, scratch)
+    def _delete_smallest(self, payload: Path, scratch: Path) -> None:
+        store = self._open(payload, scratch)
         try:
             store.delete_smallest()
-            (stale / DUMP).unlink()
-            store.server.dump(stale / DUMP)
+            payload.unlink()
+            store.server.dump(payload)
         finally:
             store.close()
-        shutil.rmtree(scratch, ignore_errors=True)
-        return [
-            raw,
-            Corruption(
-                "stale_manifest",
-                "the record with the smallest id deleted through the store's API, the manifest kept",
-                stale,
-            ),
-        ]
 
 
 class ServerBacked:
@@ -328,14 +269,12 @@ class PostgresLangGraphSystem(LangGraphSystem):
 # --------------------------------------------------------------------------- llamaindex
 
 
-class PGVectorLlamaStore(ServerBacked):
+class PGVectorLlamaStore(ServerBacked, ReadsBack):
     """A `VectorStoreIndex` over LlamaIndex's `PGVectorStore` on its own server."""
 
     def __init__(self, system: PGVectorLlamaSystem, directory: Path, lookup: Any) -> None:
         from llama_index.core import VectorStoreIndex
         from llama_index.vector_stores.postgres import PGVectorStore
-
-        from recallbench.systems.llamaindex_store import _embedding_class
 
         self._system = system
         self.directory = directory
@@ -374,20 +313,9 @@ class PGVectorLlamaStore(ServerBacked):
         return [(n.node_id, n.text) for n in self._nodes()]
 
     def ingest(self, records: Sequence[StoreRecord]) -> int:
-        from llama_index.core.schema import TextNode
-
         with self._system._inside():
             check_new_ids((i for i, _ in self._pairs()), records)
-            nodes = [
-                TextNode(
-                    id_=r.memory_id,
-                    text=r.text,
-                    metadata={"identifier": r.identifier, **MARK},
-                    excluded_embed_metadata_keys=["identifier", *MARK],
-                    excluded_llm_metadata_keys=["identifier", *MARK],
-                )
-                for r in records
-            ]
+            nodes = text_nodes(records, MARK)
             if nodes:
                 self._index.insert_nodes(nodes)
             return len(self._nodes())
@@ -402,19 +330,10 @@ class PGVectorLlamaStore(ServerBacked):
                 kwargs["hnsw_ef_search"] = max(self._system.options["ef_search"], top_k)
             retriever = self._index.as_retriever(similarity_top_k=top_k, vector_store_kwargs=kwargs)
             found = retriever.retrieve(query)
-        return [
-            Hit(n.node.node_id, round(float(n.score), 6), str(n.node.metadata["identifier"]))
-            for n in found
-        ]
+        return node_hits(found)
 
-    def count(self) -> int:
-        with self._system._inside():
-            return len(self._nodes())
-
-    def digest(self) -> str:
-        with self._system._inside():
-            pairs = self._pairs()
-        return records_digest(pairs)
+    def _count(self) -> int:
+        return len(self._nodes())
 
     def delete_smallest(self) -> None:
         with self._system._inside():

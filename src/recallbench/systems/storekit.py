@@ -1,6 +1,7 @@
 """What the built-in third-party stores share (Chroma, txtai, LlamaIndex, LangGraph, LangMem,
 vipune): the MiniLM embedder capability, the vector source a store is fed from, the
-offline environment, the marker file of a store directory and the directory clone path.
+offline environment, the marker file of a store directory and the directory clone path;
+and the `records.jsonl` store of `bm25` and `bm25-okapi`.
 
 * `MiniLMCapability`: the embedder capability of `minilm` (`dense.DenseEmbedder` over
   `semantic.shared_embedder()`): the same identity, so all of them share one prep cache.
@@ -14,7 +15,9 @@ offline environment, the marker file of a store directory and the directory clon
   store's own load of an extracted copy (its count and digest read back through its API);
   restore = verify, extract into a clean directory, load. Its corruptions: one byte flipped
   (`raw_byte`) and a record deleted through the store's own API under the old manifest
-  (`stale_manifest`).
+  (`stale_manifest`). Its base, `PackageClone`, serves postgres_store's pg_dump clone too.
+* `RecordsStore` / `OpensRecords`: a store kept as `records.jsonl` (the kit's
+  `RecordsClone` package) and indexed in memory: `bm25`, `bm25-okapi`.
 * `system_options`: a system's user-settable options (index parameters), read from the
   environment variable `RECALLBENCH_INDEX_<NAME>` (`key=value,key=value`) over the
   defaults the store ships; a system records them in its configuration and its store
@@ -29,27 +32,35 @@ import os
 import shutil
 import tarfile
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from recallbench.artifacts import atomic_write_bytes
 from recallbench.errors import RecallbenchError
 from recallbench.systems.base import (
     Corruption,
+    Hit,
     MissingVector,
     PackageInfo,
     SnapshotRejected,
+    StoreRecord,
     TimedCalls,
     VectorLookup,
 )
 from recallbench.systems.kit import (
+    RECORDS_FILE,
     check_manifest,
+    check_new_ids,
     copy_package,
+    jsonl_bytes,
+    jsonl_records,
     package_size,
     raw_byte_corruption,
+    records_digest,
     write_manifest,
 )
 
@@ -130,6 +141,29 @@ def check_read_back(store: Any, manifest: dict[str, Any]) -> None:
         )
 
 
+class ReadsBack:
+    """`count` and `digest` of a store here, read back through the store's own API inside
+    its system's `_inside()`: `_count()` (how many records it holds) and `_pairs()`
+    ((memory id, text) of each record)."""
+
+    _system: Any
+
+    def _count(self) -> int:
+        raise NotImplementedError
+
+    def _pairs(self) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    def count(self) -> int:
+        with self._system._inside():
+            return self._count()
+
+    def digest(self) -> str:
+        with self._system._inside():
+            pairs = self._pairs()
+        return records_digest(pairs)
+
+
 class MiniLMCapability:
     """The `minilm` embedder capability for a third-party system (`DenseEmbedder` over
     `semantic.shared_embedder()`): same identity, same vectors, one shared prep cache."""
@@ -190,6 +224,69 @@ class VectorSource:
                 f"({self.transforms[role]}), a form only `recallbench prep --system {name}` "
                 "embeds"
             ) from None
+
+
+# --------------------------------------------------------------------------- records.jsonl stores
+
+
+class RecordsStore:
+    """A store kept as `records.jsonl` in its directory and indexed in memory (`bm25`,
+    `bm25-okapi`). A subclass's `_add` appends records to `_records` and rebuilds
+    `_index`; ingest refuses a repeated id, adds the batch and rewrites the file."""
+
+    def __init__(self, system: Any, directory: Path, records: list[StoreRecord]) -> None:
+        self._system = system
+        self.directory = directory
+        self._records: list[StoreRecord] = []
+        self._index: Any = None
+        self._add(records)
+
+    def _add(self, records: Sequence[StoreRecord]) -> None:
+        raise NotImplementedError
+
+    def ingest(self, records: Sequence[StoreRecord]) -> int:
+        check_new_ids((r.memory_id for r in self._records), records)
+        self._add(list(records))
+        atomic_write_bytes(self.directory / RECORDS_FILE, jsonl_bytes(self._records))
+        return len(self._records)
+
+    def _hits(self, scores: Any, order: Iterable[int]) -> list[Hit]:
+        """The records at the positions `order`, scores rounded to 4 places."""
+        return [
+            Hit(self._records[i].memory_id, round(float(scores[i]), 4), self._records[i].identifier)
+            for i in order
+        ]
+
+    def count(self) -> int:
+        return len(self._records)
+
+    def digest(self) -> str:
+        return records_digest((r.memory_id, r.text) for r in self._records)
+
+    def close(self) -> None:
+        self._index = None
+
+
+class OpensRecords:
+    """`open_store` and `attach` of a system whose stores are `RecordsStore`s
+    (`store_class`)."""
+
+    store_class: type[RecordsStore]
+
+    def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> Any:
+        """A fresh store; `vectors` is ignored (BM25 embeds nothing)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        if (directory / RECORDS_FILE).exists():
+            raise FileExistsError(f"{directory / RECORDS_FILE}: a store already exists here")
+        atomic_write_bytes(directory / RECORDS_FILE, b"")
+        return self.store_class(self, directory, [])
+
+    def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> Any:
+        path = Path(directory) / RECORDS_FILE
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no BM25 store here")
+        return self.store_class(self, Path(directory), jsonl_records(path))
 
 
 # --------------------------------------------------------------------------- options
@@ -330,41 +427,52 @@ def untar(tarball: Path, directory: Path) -> None:
         raise SnapshotRejected("unreadable", f"{tarball}: {exc}") from None
 
 
-class DirectoryClone:
-    """The clone path of a store that persists to its directory (see the module docstring).
+class PackageClone:
+    """A clone path whose package is one payload file plus a manifest (sha256, record
+    count, digest, embedder identity, `_extra()`): `DirectoryClone` (a tar of the store's
+    directory) and postgres_store's `DumpClone` (a pg_dump). verify = the manifest, then
+    the store loaded from the payload (`_open`) and its count and digest read back;
+    restore = the same into the new store's directory. A subclass names its `payload` file
+    and says how it is written (`_write`), loaded (`_open`) and rewritten with its smallest
+    record deleted (`_delete_smallest`, for the `stale_manifest` corruption)."""
 
-    `close` releases what the store holds on its files before they are read; `delete_one`
-    deletes the record with the smallest memory id through the store's own API (for the
-    `stale_manifest` corruption); `exclude`: names of files a package leaves out, never
-    opened (a server's lock file: closing any descriptor of a file releases the process's
-    POSIX lock on it, and Milvus Lite's server stops when its lock is released)."""
+    payload: str
 
-    def __init__(
-        self,
-        system: Any,
-        package_format: str,
-        delete_one: Callable[[Any], None],
-        exclude: Sequence[str] = (),
-    ) -> None:
+    def __init__(self, system: Any, package_format: str) -> None:
         self._system = system
         self._format = package_format
-        self._delete_one = delete_one
-        self._exclude = tuple(exclude)
+
+    def _write(self, store: Any, path: Path) -> None:
+        raise NotImplementedError
+
+    def _extra(self) -> dict[str, Any]:
+        """Further manifest fields."""
+        return {}
+
+    def _check(self, manifest: dict[str, Any]) -> None:
+        """Further checks of a manifest, before the payload is loaded."""
+
+    def _open(self, payload: Path, directory: Path) -> Any:
+        raise NotImplementedError
+
+    def _delete_smallest(self, payload: Path, scratch: Path) -> None:
+        raise NotImplementedError
 
     def snapshot(self, store: Any, package_dir: Path) -> PackageInfo:
         package_dir = Path(package_dir)
         package_dir.mkdir(parents=True, exist_ok=False)
         count, digest = store.count(), store.digest()
         store.flush()
-        (package_dir / TARBALL).write_bytes(tar_directory(store.directory, self._exclude))
+        self._write(store, package_dir / self.payload)
         write_manifest(
             package_dir,
             self._format,
             count,
-            [TARBALL],
+            [self.payload],
             digest=digest,
             embedder=self._system.embedder.identity(),
             system=self._system.name,
+            **self._extra(),
         )
         return PackageInfo(records=count, size_bytes=package_size(package_dir))
 
@@ -377,11 +485,8 @@ class DirectoryClone:
                 "embedder_mismatch",
                 f"vectors made by {manifest.get('embedder')!r}, this system embeds with {ours!r}",
             )
-        untar(package_dir / TARBALL, directory)
-        try:
-            store = self._system.attach(directory)
-        except FileNotFoundError as exc:
-            raise SnapshotRejected("missing_file", str(exc)) from None
+        self._check(manifest)
+        store = self._open(package_dir / self.payload, directory)
         check_read_back(store, manifest)
         return store, manifest
 
@@ -402,12 +507,7 @@ class DirectoryClone:
         raw = raw_byte_corruption(package_dir, work_dir)
         stale = copy_package(package_dir, work_dir, "stale_manifest")
         scratch = Path(work_dir) / "stale_manifest.store"
-        untar(stale / TARBALL, scratch)
-        store = self._system.attach(scratch)
-        self._delete_one(store)
-        store.flush()
-        store.close()
-        (stale / TARBALL).write_bytes(tar_directory(scratch, self._exclude))
+        self._delete_smallest(stale / self.payload, scratch)
         shutil.rmtree(scratch, ignore_errors=True)
         return [
             raw,
@@ -417,6 +517,60 @@ class DirectoryClone:
                 stale,
             ),
         ]
+
+
+class DirectoryClone(PackageClone):
+    """The clone path of a store that persists to its directory (see the module docstring).
+
+    `close` releases what the store holds on its files before they are read; `delete_one`
+    deletes the record with the smallest memory id through the store's own API (for the
+    `stale_manifest` corruption); `exclude`: names of files a package leaves out, never
+    opened (a server's lock file: closing any descriptor of a file releases the process's
+    POSIX lock on it, and Milvus Lite's server stops when its lock is released)."""
+
+    payload = TARBALL
+
+    def __init__(
+        self,
+        system: Any,
+        package_format: str,
+        delete_one: Callable[[Any], None],
+        exclude: Sequence[str] = (),
+    ) -> None:
+        super().__init__(system, package_format)
+        self._delete_one = delete_one
+        self._exclude = tuple(exclude)
+
+    def _write(self, store: Any, path: Path) -> None:
+        path.write_bytes(tar_directory(store.directory, self._exclude))
+
+    def _open(self, payload: Path, directory: Path) -> Any:
+        untar(payload, directory)
+        try:
+            return self._system.attach(directory)
+        except FileNotFoundError as exc:
+            raise SnapshotRejected("missing_file", str(exc)) from None
+
+    def _delete_smallest(self, payload: Path, scratch: Path) -> None:
+        untar(payload, scratch)
+        store = self._system.attach(scratch)
+        self._delete_one(store)
+        store.flush()
+        store.close()
+        payload.write_bytes(tar_directory(scratch, self._exclude))
+
+
+class DirectoryStoreSystem(OpensDirectories, TimedCalls):
+    """A system here over MiniLM vectors (`MiniLMCapability`) whose stores are cloned as
+    their directory (`DirectoryClone`, the smallest record deleted by the store's
+    `delete_smallest`; `exclude` as there)."""
+
+    lexical = False
+
+    def __init__(self, name: str, package_format: str, *, exclude: Sequence[str] = ()) -> None:
+        self.name = name
+        self.embedder = MiniLMCapability(self)
+        self.clone = DirectoryClone(self, package_format, lambda s: s.delete_smallest(), exclude)
 
 
 # --------------------------------------------------------------------------- index options

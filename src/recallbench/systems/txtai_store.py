@@ -22,13 +22,12 @@ from typing import Any
 import orjson
 
 from recallbench.artifacts import atomic_write_bytes
-from recallbench.systems.base import Hit, StoreRecord, TimedCalls, VectorLookup
-from recallbench.systems.kit import check_new_ids, records_digest
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
+from recallbench.systems.kit import check_new_ids
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
-    DirectoryClone,
-    MiniLMCapability,
-    OpensDirectories,
+    DirectoryStoreSystem,
+    ReadsBack,
     VectorSource,
     package_version,
 )
@@ -40,7 +39,7 @@ PACKAGE_FORMAT = "recallbench-txtai-dir-v1"
 CONFIG: dict[str, Any] = {"method": "external", "content": True, "hybrid": True}
 
 
-class TxtaiStore:
+class TxtaiStore(ReadsBack):
     def __init__(self, system: TxtaiSystem, directory: Path, lookup: VectorLookup | None, load):
         from txtai import Embeddings
 
@@ -88,14 +87,8 @@ class TxtaiStore:
             rows = self._embeddings.search(query, limit=top_k)
         return [Hit(r["id"], round(float(r["score"]), 6), self._identifiers[r["id"]]) for r in rows]
 
-    def count(self) -> int:
-        with self._system._inside():
-            return self._embeddings.count()
-
-    def digest(self) -> str:
-        with self._system._inside():
-            pairs = self._pairs()
-        return records_digest(pairs)
+    def _count(self) -> int:
+        return self._embeddings.count()
 
     def delete_smallest(self) -> None:
         with self._system._inside():
@@ -115,15 +108,11 @@ class TxtaiStore:
         self._embeddings = None
 
 
-class TxtaiSystem(OpensDirectories, TimedCalls):
+class TxtaiSystem(DirectoryStoreSystem):
     """txtai Embeddings, hybrid: its BM25 and dense scores fused by txtai."""
 
-    lexical = False
-
     def __init__(self) -> None:
-        self.name = "txtai"
-        self.embedder = MiniLMCapability(self)
-        self.clone = DirectoryClone(self, PACKAGE_FORMAT, lambda s: s.delete_smallest())
+        super().__init__("txtai", PACKAGE_FORMAT)
 
     def configuration(self) -> dict[str, Any]:
         return {
