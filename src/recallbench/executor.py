@@ -79,6 +79,7 @@ Start and exit behaviour:
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing
 import os
 import signal
@@ -109,8 +110,28 @@ PARENT_POLL_SECONDS = 0.5
 #: how long a graceful shutdown waits for Ray actors to run their finalizers (seconds)
 RAY_CLOSE_TIMEOUT = 60.0
 
-#: how long `--ray-address` may take to accept a TCP connection before the run fails (seconds)
+#: how long `--ray-address` may take to accept a TCP connection before the run fails (seconds;
+#: the environment variable RAY_ADDRESS_WAIT_VARIABLE sets another)
 RAY_ADDRESS_WAIT = 30.0
+RAY_ADDRESS_WAIT_VARIABLE = "RECALLBENCH_RAY_ADDRESS_WAIT"
+
+
+def ray_address_wait() -> float:
+    """Seconds `--ray-address` may take to answer: RECALLBENCH_RAY_ADDRESS_WAIT when set (a
+    positive number), else RAY_ADDRESS_WAIT."""
+    raw = os.environ.get(RAY_ADDRESS_WAIT_VARIABLE, "").strip()
+    if not raw:
+        return RAY_ADDRESS_WAIT
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = float("nan")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise RecallbenchError(
+            f"{RAY_ADDRESS_WAIT_VARIABLE}={raw!r}: expected a positive number of seconds"
+        )
+    return seconds
+
 
 #: how long the Ray actors may take to be placed on a node and start (seconds); their
 #: initializers then run for as long as they need, watched for dead nodes and actors
@@ -591,7 +612,7 @@ LOCALHOST = ("localhost", "127.0.0.1", "::1")
 
 def wait_for_address(address: str, local_ip: str | None = None) -> None:
     """Wait until something accepts a TCP connection at `address` (``host:port``; other
-    forms, such as ``auto``, are left to Ray), for at most RAY_ADDRESS_WAIT seconds, else
+    forms, such as ``auto``, are left to Ray), for at most `ray_address_wait()` seconds, else
     one line naming the address: Ray itself retries an address nobody answers forever.
     A LOCALHOST host is probed at `local_ip` when given, where Ray will connect."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
@@ -601,7 +622,8 @@ def wait_for_address(address: str, local_ip: str | None = None) -> None:
     target = ""
     if host in LOCALHOST and local_ip:
         host, target = local_ip, f" (Ray connects to {local_ip}:{port} for it)"
-    deadline = time.monotonic() + RAY_ADDRESS_WAIT
+    wait = ray_address_wait()
+    deadline = time.monotonic() + wait
     while True:
         try:
             with socket.create_connection((host, int(port)), timeout=5):
@@ -611,7 +633,7 @@ def wait_for_address(address: str, local_ip: str | None = None) -> None:
         if time.monotonic() >= deadline:
             raise RecallbenchError(
                 f"no Ray cluster answers at {address}{target}: nothing accepted a connection "
-                f"there within {RAY_ADDRESS_WAIT:g} s ({reason}); is `ray start --head` running "
+                f"there within {wait:g} s ({reason}); is `ray start --head` running "
                 "there, on that port?"
             )
         time.sleep(1.0)

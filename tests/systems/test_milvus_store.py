@@ -251,17 +251,19 @@ def gone_within(under: Path, seconds: float) -> bool:
     ids=["sigterm", "sighup", "ctrl-c", "killed"],
 )
 def test_a_run_ended_while_milvus_serves_leaves_no_server(
-    tmp_path: Path, signum: int, codes: set[int]
+    tmp_path: Path, signum: int, codes: set[int], fixture_runs: dict[str, Any]
 ) -> None:
     """hydrate is signalled once its store's Milvus Lite server is up (seen while the run is
     stopped, so the signal lands during the work); afterwards no server of its build is left
-    (SIGKILL included: the server stops when the lock its parent held is released)."""
+    (SIGKILL included: the server stops when the lock its parent held is released). The
+    vectors come from the module's prep cache: what is signalled is the server, not a model
+    load."""
     build = tmp_path / "build"
     cli(build, "validate")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build), "-q", "hydrate"]
-        + ["--system", "milvus"],
+        + ["--system", "milvus", "--cache", str(fixture_runs["root"] / "cache")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,

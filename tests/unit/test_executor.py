@@ -501,6 +501,27 @@ def test_an_address_nobody_answers_is_one_line_naming_it(monkeypatch: pytest.Mon
     executor.wait_for_address("")
 
 
+def test_the_address_wait_is_set_by_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RECALLBENCH_RAY_ADDRESS_WAIT sets the bound (seconds); a value that is not a positive
+    number is one line naming the variable."""
+    from recallbench import executor
+
+    monkeypatch.delenv("RECALLBENCH_RAY_ADDRESS_WAIT", raising=False)
+    assert executor.ray_address_wait() == executor.RAY_ADDRESS_WAIT == 30.0
+    monkeypatch.setenv("RECALLBENCH_RAY_ADDRESS_WAIT", "0.5")
+    assert executor.ray_address_wait() == 0.5
+    address = f"127.0.0.1:{_free_port()}"
+    with pytest.raises(RecallbenchError, match="within 0.5 s"):
+        executor.wait_for_address(address)
+    for bad in ("0", "-1", "soon", "nan", "inf"):
+        monkeypatch.setenv("RECALLBENCH_RAY_ADDRESS_WAIT", bad)
+        with pytest.raises(RecallbenchError) as caught:
+            executor.ray_address_wait()
+        assert str(caught.value) == (
+            f"RECALLBENCH_RAY_ADDRESS_WAIT={bad!r}: expected a positive number of seconds"
+        )
+
+
 def test_an_address_that_answers_grpc_is_not_waited_for() -> None:
     """A gRPC server (what Ray's GCS and Ray Client are) passes the probe at once."""
     from concurrent import futures
