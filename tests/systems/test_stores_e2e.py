@@ -69,9 +69,12 @@ def test_workers_and_cache_give_the_same_results(base: dict[str, Path], system: 
     assert sum(len(q["hits"]) for q in one["queries"]) > 0
 
     # without --cache the stages make the same cache in BUILD/vectors (the one embedding
-    # path): the same bytes, not only the same rankings
-    auto = staged(base, "auto", system)
-    assert auto == one
+    # path): the same bytes, not only the same rankings. For one store: the path is the
+    # stages', the same for every store (each store's own vector lookup is the contract's
+    # test_the_embedder_feeds_a_vector_cache), and each such run loads the model again
+    if system == STORES[0]:
+        auto = staged(base, "auto", system)
+        assert auto == one
 
 
 def test_compare_over_the_stores_on_a_generated_longmemeval_file(tmp_path: Path) -> None:
