@@ -37,8 +37,9 @@ STAGE_OUTPUTS: tuple[tuple[str, str], ...] = tuple((s.command, s.file) for s in 
 #: with the same kernels; it holds for any kernels that are deterministic, and runs once.
 #: Listed as "file::function"; each entry says what it compares.
 KERNEL_SENSITIVE_TESTS = {
-    # docs/stores.md's committed figures table, from a compare over every built-in system
+    # docs/stores.md's committed figures table, from compares over every built-in system
     "test_stores_figures.py::test_compare_over_every_built_in_system_matches_the_docs",
+    "test_stores_figures_servers.py::test_compare_over_the_server_systems_matches_the_docs",
     # a recall@5 bound on hotmem-minilm's paraphrase category
     "test_semantic.py::test_minilm_finds_paraphrases_the_hash_embedder_misses",
     # the store's scores against numpy's cosine of vectors from another batch (1e-6)
@@ -67,7 +68,8 @@ SLOW_FIRST = (
     "systems/test_mem0_store.py",  # 84 s
     "unit/test_executor.py",  # 79 s
     "e2e/test_docs_commands.py",  # 76 s
-    "systems/test_stores_figures.py",  # 66 s
+    "systems/test_stores_figures.py",  # 66 s for both halves
+    "systems/test_stores_figures_servers.py",
     "e2e/test_ray_pipeline.py",  # 61 s
 )
 

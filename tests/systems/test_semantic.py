@@ -93,3 +93,26 @@ def test_a_cached_longmemeval_run_never_loads_the_model(tmp_path: Path) -> None:
     assert result["system"]["name"] == "hotmem-minilm"
     assert result["dataset"]["dataset"] == "longmemeval"
     assert result["counts"]["queries"] == len(result["queries"]) > 0
+
+
+def test_loading_the_model_leaves_scikit_learn_unimported_until_it_is_needed() -> None:
+    """sentence-transformers imports scikit-learn for one function the embedder never calls:
+    a process that loads the model does not import it (seconds of every embedding process's
+    start), the vectors are the model's, and scikit-learn still imports, and that function
+    still works, when something asks for them."""
+    script = (
+        "import sys\n"
+        "from recallbench.systems.semantic import MiniLMEmbedder\n"
+        "vectors = MiniLMEmbedder().embed_batch(['a cat on a mat', 'stock prices fell'])\n"
+        "assert len(vectors) == 2 and all(len(v) == 384 for v in vectors)\n"
+        "assert 'sklearn' not in sys.modules, sorted(m for m in sys.modules if 'sklearn' in m)\n"
+        "from sentence_transformers.util import similarity\n"
+        "assert similarity.pairwise_distances([[0.0, 3.0]], [[4.0, 0.0]])[0][0] == 5.0\n"
+        "import sklearn.metrics\n"
+        "assert sklearn.metrics.__file__ and 'sklearn' in sys.modules\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
