@@ -511,17 +511,16 @@ def test_a_package_made_with_other_index_options_is_refused(
 
 
 def test_compare_over_the_postgres_stores_on_a_generated_longmemeval_file(tmp_path: Path) -> None:
-    """bm25, minilm and the stores on PostgreSQL side by side on conversational data (one
-    store, so one server, per question), with its round trip through pg_dump / pg_restore:
-    each of the three adapters once (`llamaindex-pgvector` is `llamaindex-pgvector-hnsw`'s
-    adapter without the index; it runs in the contract tests and ranks as minilm does in
-    test_the_exact_variants_rank_as_minilm_does)."""
+    """bm25, minilm and stores on PostgreSQL side by side on conversational data (one store,
+    so one server, per question), with its round trip through pg_dump / pg_restore: mem0's
+    and LangGraph's (the LlamaIndex stores run through every stage in the docs figures'
+    compare, test_stores_figures_servers.py, and in the contract tests)."""
     from recallbench.datasets.longmemeval.generator import generate
 
     data = tmp_path / "lme.json"
     generate(data, shape="s", questions=2, seed=3, sessions_per_question=4, session_chars=200)
     out = tmp_path / "compare.json"
-    systems = ("bm25", "minilm", *(n for n in PG_SYSTEMS if n != "llamaindex-pgvector"))
+    systems = ("bm25", "minilm", "langgraph-postgres", "mem0-pgvector")
     args: list[str | Path] = ["compare", "--dataset", "longmemeval", "--data", data,
                               "--resamples", "200"]  # fmt: skip
     for name in systems:
