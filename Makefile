@@ -55,27 +55,26 @@ eval: $(CORE_STAMP)
 # pytest prints the 25 slowest tests at the end (`make bench-tests` for the whole picture).
 PYTEST := $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
-# The pytest run includes the portable rerun (below) as one test of its own
-# (tests/test_portable_kernels.py), so that the two workers share it with the other files.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(PYTEST)
+	$(MAKE) --no-print-directory test-portable
 	$(BIN)/mkdocs build --strict --quiet
 
 # The tests whose assertions compare a learned embedder's numbers with numbers computed
 # another way (marked `embedding`; the rule is in tests/conftest.py), again with other CPU
 # kernels than this machine's best (torch's default ATen kernels, MKL limited to AVX2): they
-# must not depend on which kernels ran. `make test` runs them so inside its pytest run
-# (tests/test_portable_kernels.py); this target runs them alone.
+# must not depend on which kernels ran.
 PORTABLE_KERNELS := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=AVX2
 test-portable: $(STAMP)
 	$(PORTABLE_KERNELS) $(PYTEST) -m embedding
 
-# What the pytest run of `make test` costs: wall time, the 30 slowest tests and files
+# What the two pytest passes of `make test` cost: wall time, the 30 slowest tests and files
 # (benchmarks/bench_tests.py; figures only, build/bench_tests.json).
 bench-tests: $(STAMP)
-	$(BIN)/python benchmarks/bench_tests.py --pass main "$(PYTEST)"
+	$(BIN)/python benchmarks/bench_tests.py --pass main "$(PYTEST)" \
+	  --pass portable "$(PORTABLE_KERNELS) $(PYTEST) -m embedding"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """What the test suite costs: reports figures, asserts nothing.
 
-Runs the pytest passes it is given (`make bench-tests`: the one pytest run of `make test`,
-whose test tests/test_portable_kernels.py holds the portable rerun of the `embedding`
-tests), each with `--durations=0`, and prints
+Runs the two pytest passes of `make test` (the Makefile gives their command lines: the main
+run and the portable rerun of the `embedding` tests), each with `--durations=0`, and prints
 for each pass its wall time, its outcome line and the load average before and after, then
 the 30 slowest tests and the 30 slowest files. A test's figure is its setup + call +
 teardown seconds as pytest reports them (a module fixture's cost falls on the first test
