@@ -94,7 +94,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
 from recallbench.errors import RecallbenchError
-from recallbench.signals import kill_me_with_parent
+from recallbench.signals import die_with_parent
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -285,9 +285,7 @@ def _find_slot() -> int | None:
 
 def _die_with_parent(parent_pid: int) -> None:
     """Make this worker process exit when `parent_pid` is no longer its parent."""
-    kill_me_with_parent()  # where it is not available, the watchdog below still covers it
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
+    die_with_parent(parent_pid)  # where prctl is not available, the watchdog below covers it
     threading.Thread(
         target=_watch_parent, args=(parent_pid,), name="recallbench-parent-watchdog", daemon=True
     ).start()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import os
 import signal
 import sys
 import threading
@@ -131,3 +132,13 @@ def prepare_parent_death_signal() -> None:
     `kill_me_with_parent` only calls prctl."""
     if sys.platform.startswith("linux"):
         _libc()
+
+
+def die_with_parent(parent_pid: int) -> bool:
+    """`kill_me_with_parent`, then exit at once when `parent_pid` is already gone (it died
+    before prctl took effect). For a `preexec_fn` or a worker's initializer; returns whether
+    the kernel will send the signal."""
+    armed = kill_me_with_parent()
+    if os.getppid() != parent_pid:
+        os._exit(1)
+    return armed

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from recallbench.errors import RecallbenchError
-from recallbench.signals import kill_me_with_parent, prepare_parent_death_signal
+from recallbench.signals import die_with_parent, prepare_parent_death_signal
 
 #: the database each store keeps its data in (one server per store)
 DATABASE = "recallbench"
@@ -102,18 +102,10 @@ def versions() -> dict[str, str]:
     return {"postgresql": out.stdout.strip().rsplit(" ", 1)[-1], "pgvector": pgvector}
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """`preexec_fn`: SIGKILL this process when its parent dies (PR_SET_PDEATHSIG; the C
-    library resolved in the parent: `prepare_parent_death_signal`)."""
-    kill_me_with_parent()
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
-
-
 def _dies_with_this_process() -> functools.partial:
     """A `preexec_fn` for a child that must not outlive this process."""
     prepare_parent_death_signal()
-    return functools.partial(_die_with_parent, os.getpid())
+    return functools.partial(die_with_parent, os.getpid())
 
 
 def _namespace_ids() -> tuple[int, int]:
