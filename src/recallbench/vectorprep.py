@@ -15,8 +15,10 @@ The batches are fixed by the set of distinct texts alone:
   then memories, scope after scope), which also gives each text its row;
 * cut into windows of `WINDOW` texts; within a window, sorted by token count (the model's
   own tokenizer, capped at its input limit; ties by row), which keeps padding small;
-* each window cut into batches of `BATCH` texts, each embedded as one forward pass
-  (`embed_batch`, a worker task).
+* each window cut, in that order, into batches of at most `BATCH_TEXTS` texts and at most
+  `BATCH_TOKENS` padded tokens (texts x the batch's longest text, capped), each embedded as
+  one forward pass (`embed_batch`, a worker task): long texts go in small batches, short
+  ones in large ones.
 
 Which worker, engine or device embeds a batch never changes the batch, nor does the order
 in which the batches are handed out: a window's batches go out costliest first (padded
@@ -62,16 +64,22 @@ from recallbench.stagework import Execution, run_tasks
 VECTORS_DIR = "vectors"
 
 
-#: texts per forward pass of the model: 32 pads a length-sorted window of real texts about
-#: half as much as 64 did (generated LoCoMo, 1,865 texts: 6.6% padding tokens against 14.1%),
-#: what a plain sentence-transformers encode pays with its default batch of 32
-BATCH = 32
-#: distinct texts sorted by length together (a multiple of BATCH)
+#: padded tokens per forward pass at most (texts x the batch's longest text, capped at the
+#: model's limit). A fixed count of texts (32, what a plain sentence-transformers encode
+#: uses) puts 32 texts of 256 tokens in one pass; this budget puts 8. Measured on the
+#: generated LoCoMo file (1,865 texts, one torch thread, the same process, alternated): the
+#: forward passes took 28.3-29.8 s in these batches against 34.5-35.3 s in batches of 32
+#: (docs/performance.md, "Fourth pass")
+BATCH_TOKENS = 2048
+#: texts per forward pass at most (short texts: the budget alone would make huge batches)
+BATCH_TEXTS = 64
+#: distinct texts sorted by length together
 WINDOW = 4096
 #: what the manifest records of the batching (a cache made otherwise is another cache)
 BATCHING = {
     "order": "distinct texts by first appearance; windows sorted by token count, then row",
-    "batch": BATCH,
+    "batch_tokens": BATCH_TOKENS,
+    "batch_texts": BATCH_TEXTS,
     "window": WINDOW,
 }
 
@@ -97,13 +105,28 @@ def plan_batches(
 ) -> list[list[int]]:
     """One window's batches: positions into `texts` (rows first_row...), sorted by token
     count (capped at the model's limit: longer texts are truncated to it) then by row, cut
-    into batches of BATCH. `sort_by_length=False` keeps row order (for the benchmark that
-    measures what sorting saves; such a cache records its other batching)."""
+    in that order into batches of at most BATCH_TEXTS texts and BATCH_TOKENS padded tokens
+    (a text longer than the budget is a batch of its own). `sort_by_length=False` keeps
+    row order (for the benchmark that measures what sorting saves; such a cache records
+    its other batching)."""
     limit = cap if cap is not None else max(token_counts, default=0)
     order = list(range(len(texts)))
     if sort_by_length:
         order.sort(key=lambda i: (min(token_counts[i], limit), i))
-    return [order[i : i + BATCH] for i in range(0, len(order), BATCH)]
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        tokens = min(token_counts[i], limit)
+        widest = max(longest, tokens)
+        if current and (len(current) >= BATCH_TEXTS or (len(current) + 1) * widest > BATCH_TOKENS):
+            batches.append(current)
+            current, widest = [], tokens
+        current.append(i)
+        longest = widest
+    if current:
+        batches.append(current)
+    return batches
 
 
 def distinct_texts(
@@ -334,7 +357,10 @@ def make_vector_cache(
         # batches, so none loads the model for nothing; the workers start (and start
         # loading the model) before the spool is read again for the batches
         total = distinct_texts(suite_env, transforms)
-        plan = embedding_plan(execution, -(-total // BATCH), thread_safe=thread_safe(embedder))
+        # at least this many batches (each holds BATCH_TEXTS texts at most)
+        plan = embedding_plan(
+            execution, -(-total // BATCH_TEXTS), thread_safe=thread_safe(embedder)
+        )
         if total:
             progress.say(f"embedding {total:,} texts: {plan.summary} ({IDENTITY})")
         for result in run_tasks(

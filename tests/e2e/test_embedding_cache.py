@@ -55,7 +55,12 @@ def test_prep_writes_the_same_cache_for_any_workers_and_engine(
         timing = orjson.loads((fixture_cache["build"] / "timings" / "prep.json").read_bytes())
         assert timing["plan"]["summary"] == summary, name
     manifest = orjson.loads(reference[MANIFEST])
-    assert manifest["batching"]["batch"] == 32
+    assert manifest["batching"] == {
+        "order": "distinct texts by first appearance; windows sorted by token count, then row",
+        "batch_tokens": 2048,
+        "batch_texts": 64,
+        "window": 4096,
+    }
     assert manifest["texts"] == {"seen": 137, "distinct": 136}
     build = manifest["embedder_build"]
     assert build["device"] == "cpu" and build["torch_threads"] == 1 and build["cpu_capability"]
@@ -150,16 +155,32 @@ def test_hydrate_checks_the_cache_with_transient_stores_too(fixture_cache, tmp_p
 
 
 def test_the_batches_depend_on_the_texts_alone() -> None:
-    from recallbench.vectorprep import BATCH, plan_batches
+    from recallbench.vectorprep import BATCH_TEXTS, plan_batches
 
     texts = [f"text {i}" for i in range(150)]
     tokens = [(i * 7) % 13 + 1 for i in range(150)]
     batches = plan_batches(texts, 0, tokens, cap=10)
-    assert [len(b) for b in batches] == [BATCH] * (150 // BATCH) + [150 % BATCH]
     flat = [i for b in batches for i in b]
     assert sorted(flat) == list(range(150))
     assert [min(tokens[i], 10) for i in flat] == sorted(min(t, 10) for t in tokens)
+    # short texts: the count caps a batch (150 texts of at most 10 tokens: 64, 64, 22)
+    assert [len(b) for b in batches] == [BATCH_TEXTS, BATCH_TEXTS, 150 - 2 * BATCH_TEXTS]
     assert plan_batches(texts, 0, tokens, cap=10) == batches  # nothing else decides them
+
+
+def test_long_texts_go_in_small_batches_within_the_token_budget() -> None:
+    from recallbench.vectorprep import BATCH_TOKENS, plan_batches
+
+    tokens = [300] * 20 + [100] * 50 + [5000]  # 300 and 5000 capped at 256
+    texts = [f"t{i}" for i in range(len(tokens))]
+    batches = plan_batches(texts, 0, tokens, cap=256)
+    widths = [max(min(tokens[i], 256) for i in b) for b in batches]
+    assert all(len(b) * w <= BATCH_TOKENS for b, w in zip(batches, widths, strict=True))
+    # 50 texts of 100 tokens: 20 per batch; 21 of 256 tokens (capped): 8 per batch
+    assert [len(b) for b in batches] == [20, 20, 10, 8, 8, 5]
+    # no cap (a model without a limit): a text over the budget is a batch of its own
+    alone = plan_batches(["a", "b"], 0, [BATCH_TOKENS + 1, 3], cap=None)
+    assert alone == [[1], [0]]
 
 
 def test_prep_reports_texts_and_tokens_per_second(fixture_cache, tmp_path) -> None:

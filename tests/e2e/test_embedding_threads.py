@@ -15,7 +15,13 @@ from pathlib import Path
 import orjson
 
 from recallbench.stagework import Execution
-from recallbench.vectorprep import BATCH, dispatch_order, embedding_plan, grouped, plan_batches
+from recallbench.vectorprep import (
+    BATCH_TEXTS,
+    dispatch_order,
+    embedding_plan,
+    grouped,
+    plan_batches,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "benchmarks" / "retrieval"
@@ -56,14 +62,14 @@ def test_batches_are_grouped_in_dispatch_order() -> None:
 
 
 def test_batches_go_out_costliest_first_and_stay_the_same_batches() -> None:
-    texts = [f"t{i}" for i in range(3 * BATCH + 5)]
+    texts = [f"t{i}" for i in range(3 * BATCH_TEXTS + 5)]
     tokens = [(i * 37) % 300 + 1 for i in range(len(texts))]
     batches = plan_batches(texts, 0, tokens, cap=256)
     order = dispatch_order(batches, tokens, cap=256)
     assert sorted(order) == list(range(len(batches)))
     cost = [len(b) * max(min(tokens[i], 256) for i in b) for b in batches]
     assert [cost[i] for i in order] == sorted(cost, reverse=True)
-    assert order[0] == len(batches) - 2  # the last full batch holds the longest texts
+    assert len(set(cost)) > 1  # the order is a choice here, not every batch alike
     assert plan_batches(texts, 0, tokens, cap=256) == batches
 
 

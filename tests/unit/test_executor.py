@@ -135,6 +135,28 @@ def test_forked_and_spawned_workers_give_the_same_results(method: str) -> None:
         assert len({r["pid"] for r in ex.map(tasks.whoami, range(40))}) <= 2
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_worker_ends_after_its_finalizers_without_the_teardown(
+    method: str, tmp_path: Path
+) -> None:
+    """A worker's finalizer runs at the pool's shutdown on both start methods; a spawned one
+    also runs its own `atexit` handlers (a forked one never does: they are its parent's)
+    and, like a forked one, skips the interpreter's teardown (`_end_spawned_worker`)."""
+    with ProcessExecutor(
+        2,
+        tasks.mark_exit,
+        (str(tmp_path),),
+        tasks.forget,
+        start_method=method,
+    ) as ex:
+        pids = {r["pid"] for r in ex.map(tasks.whoami, range(8))}
+    marks = sorted(p.name for p in tmp_path.iterdir())
+    for pid in pids:
+        assert f"fin-{pid}" in marks, marks
+        assert (f"atexit-{pid}" in marks) == (method == "spawn"), marks
+        assert (tmp_path / f"teardown-{pid}").read_bytes() == b"", marks
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork is chosen on Linux only")
 def test_workers_fork_only_from_a_single_threaded_parent() -> None:
     """`start_method`: fork when the process runs one thread (native threads counted), spawn

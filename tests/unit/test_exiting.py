@@ -1,0 +1,101 @@
+"""The console command's exit: the interpreter's teardown skipped, nothing else."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recallbench.exiting import EXIT_FLUSH_FAILED, exit_status
+
+
+@pytest.mark.parametrize(
+    ("code", "status"), [(None, 0), (0, 0), (2, 2), (143, 143), (256 + 3, 3), (-1, 255)]
+)
+def test_exit_status_is_what_sys_exit_gives(code: object, status: int) -> None:
+    assert exit_status(code) == status
+
+
+def test_a_message_exits_1_and_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert exit_status("bad things") == 1
+    assert capsys.readouterr().err == "bad things\n"
+
+
+# `recallbench stages` through `console_main`, in a process that also registers an atexit
+# handler, starts a thread that is not a daemon (still sleeping when the command ends), and
+# keeps an object whose finalizer would run only in the interpreter's teardown
+SCRIPT = """
+import atexit, os, sys, threading, time
+from pathlib import Path
+from recallbench.cli import console_main
+
+out = Path(sys.argv[1])
+
+class Teardown:  # the file opened and the function bound now: no module needed later
+    def __init__(self, path):
+        self.fd, self.write = os.open(path, os.O_WRONLY | os.O_CREAT), os.write
+
+    def __del__(self):
+        self.write(self.fd, b"ran")
+
+kept = Teardown(out / "teardown")
+atexit.register(lambda: (out / "atexit").write_text("ran"))
+threading.Thread(target=lambda: (time.sleep(0.5), (out / "thread").write_text("ran"))).start()
+sys.argv = ["recallbench", *sys.argv[2:]]
+console_main()
+"""
+
+
+def run_console(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_command_waits_for_threads_runs_atexit_and_flushes_but_skips_teardown(
+    tmp_path: Path,
+) -> None:
+    done = run_console(tmp_path, "stages")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["validate", *done.stdout.split()[1:]]
+    assert "decide" in done.stdout.split()  # every line reached the pipe
+    assert (tmp_path / "thread").read_text() == "ran"
+    assert (tmp_path / "atexit").read_text() == "ran"
+    assert (tmp_path / "teardown").read_bytes() == b""  # the teardown is what is skipped
+
+
+def test_the_command_keeps_its_exit_code(tmp_path: Path) -> None:
+    usage = run_console(tmp_path, "no-such-command")
+    assert usage.returncode == 2
+    assert "no-such-command" in usage.stderr
+    assert (tmp_path / "atexit").read_text() == "ran"
+
+
+def test_output_that_cannot_be_flushed_fails_the_process() -> None:
+    """stdout's reader gone before the buffered output is flushed: exit 120, as Python's own
+    exit gives (the CLI's click.echo flushes as it writes, so a command sees the broken pipe
+    earlier, as an error of its own)."""
+    script = (
+        "import sys, time\n"
+        "from recallbench.exiting import exit_process\n"
+        "sys.stdout.write('buffered, not flushed')\n"
+        "time.sleep(1)\n"  # the reader closes its end meanwhile
+        "exit_process(0)\n"
+    )
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    writer = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=buffered,
+    )
+    assert writer.stdout is not None
+    writer.stdout.close()
+    assert writer.wait(timeout=60) == EXIT_FLUSH_FAILED
