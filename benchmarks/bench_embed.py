@@ -1,6 +1,6 @@
 """The cost of the learned-embedding lane on this machine, against its limit.
 
-The headline (`make bench-embed`, about 5 minutes on 2 quiet cores): `recallbench prep` of a
+The headline (`make bench-embed`, about 6 minutes on 2 quiet cores): `recallbench prep` of a
 generated LoCoMo file (`locomo generate --conversations 10 --seed 3`, session unit) at 1 and
 2 local workers and on Ray (2 workers), beside a plain sentence-transformers encode of the
 same distinct texts on the same machine (the packaged MiniLM, batch 32, texts sorted by
@@ -12,7 +12,10 @@ user of a plain script waits for too). Each prep figure is measured right after 
 encode it is compared with (pairs interleaved, so both see the same load; the 1-minute load
 average before and after each pair is recorded beside it: on a shared machine these are
 loaded figures). `2 local workers as 2 processes` is the plan prep no longer chooses
-(`RECALLBENCH_EMBEDDING_PLAN=processes`), measured to show why. `--repeat N` takes medians.
+(`RECALLBENCH_EMBEDDING_PLAN=processes`), measured to show why. For the local plans a
+third process encodes the same texts in prep's own batches with its allocator setting
+(`x of encode in prep's batches`: what prep adds to its forward passes). `--repeat N` runs
+the pairs in N rounds and takes medians, each round's ratio kept beside.
 
 `--all` adds the older lanes: prep of a LongMemEval S-shaped file and a LoCoMo turn-unit
 file with and without length sorting, and `compare` of three learned systems with the shared
