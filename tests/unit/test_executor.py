@@ -592,8 +592,12 @@ def test_handlers_kept_puts_our_handlers_back() -> None:
     from recallbench.signals import _raise_terminated, as_raised, handle_sigterm, handlers_kept
 
     before = signal.getsignal(signal.SIGTERM)
+    before_int = signal.getsignal(signal.SIGINT)
     try:
         handle_sigterm()
+        # Python's own Ctrl-C handler before the block (whatever an earlier test in this
+        # process left), so that its return is what is checked
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         with handlers_kept():
             signal.signal(signal.SIGTERM, lambda *_: None)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -603,3 +607,5 @@ def test_handlers_kept_puts_our_handlers_back() -> None:
         assert as_raised(plain) is plain  # no SIGTERM arrived: a Ctrl-C stays a Ctrl-C
     finally:
         signal.signal(signal.SIGTERM, before)
+        if before_int is not None:
+            signal.signal(signal.SIGINT, before_int)

@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "recallbench.buildpaths",
             "recallbench.progress",
             "recallbench.signals",
+            "recallbench.exiting",
             "recallbench.model",
             "recallbench.metrics.*",
             "recallbench.artifacts",
