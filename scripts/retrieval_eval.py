@@ -251,4 +251,6 @@ def main(
 
 
 if __name__ == "__main__":
-    main()
+    from recallbench.exiting import run_then_exit
+
+    run_then_exit(main)  # the process ends without the interpreter's teardown

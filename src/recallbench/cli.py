@@ -1120,14 +1120,9 @@ def console_main() -> None:
     interpreter's teardown (`recallbench.exiting`: 1.2-1.6 s after a command that embedded),
     once its threads, `atexit` handlers and output are done. A traceback (a bug) takes
     Python's own exit."""
-    from recallbench.exiting import exit_process, exit_status
+    from recallbench.exiting import run_then_exit
 
-    try:
-        main()
-        code: object = 0
-    except SystemExit as exc:
-        code = exc.code
-    exit_process(exit_status(code))
+    run_then_exit(main)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -321,14 +321,12 @@ def _init_process_worker(
     # forked worker must not inherit the parent's handler (`recallbench.signals`)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent(parent_pid)
+    from multiprocessing import util
+
     if finalizer is not None:
         # runs when the worker exits normally (the pool's shutdown), not on terminate
-        from multiprocessing import util
-
         util.Finalize(None, finalizer, exitpriority=10)
     if spawned:
-        from multiprocessing import util
-
         # the last of the exit's finalizers (multiprocessing's own run at -5 and above)
         util.Finalize(None, _end_spawned_worker, exitpriority=-100)
     if initializer is not None:

@@ -12,8 +12,10 @@ place before the command returns.
 that shut down a `concurrent.futures` executor still open), runs the `atexit` handlers
 (temporary directories, Ray's shutdown, multiprocessing's, logging's flush), flushes stdout
 and stderr (a flush that fails turns a success into exit 120, as Python's exit does), and then
-ends the process with `os._exit`. Only the console commands call it (`recallbench`, the
-evaluation script), never a library caller, a test's in-process runner or a worker.
+ends the process with `os._exit`. Only what ends a process calls it: the console commands
+(`run_then_exit`: `recallbench`, `scripts/retrieval_eval.py`) and a spawned pool worker after
+its finalizers (`executor._end_spawned_worker`), never a library caller or a test's
+in-process runner.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import contextlib
 import os
 import sys
 import threading
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 #: the exit status Python gives a process whose stdout or stderr could not be flushed at exit
 EXIT_FLUSH_FAILED = 120
@@ -58,3 +61,15 @@ def exit_process(code: int) -> NoReturn:
             if code == 0:
                 code = EXIT_FLUSH_FAILED
     os._exit(code)
+
+
+def run_then_exit(command: Callable[[], Any]) -> NoReturn:
+    """A console command's whole life: `command()` (a click command in standalone mode,
+    which ends by raising SystemExit), then `exit_process` with its status. An exception
+    other than SystemExit (a bug) propagates and takes Python's own exit, traceback and all."""
+    try:
+        command()
+        code: object = 0
+    except SystemExit as exc:
+        code = exc.code
+    exit_process(exit_status(code))

@@ -108,7 +108,7 @@ _PR_SET_PDEATHSIG = 1
 
 
 @functools.cache
-def _libc() -> ctypes.CDLL | None:
+def loaded_libc() -> ctypes.CDLL | None:
     """The C library this process already has loaded (`CDLL(None)`: no search, no child
     process; `ctypes.util.find_library` runs `ldconfig` through a shell), or None."""
     try:
@@ -121,7 +121,7 @@ def kill_me_with_parent() -> bool:
     """Ask the kernel to SIGKILL this process when its parent dies (PR_SET_PDEATHSIG, Linux);
     False where that is not available. Safe in a `preexec_fn` (between fork and exec): it
     starts nothing, once `prepare_parent_death_signal()` ran in the parent."""
-    libc = _libc() if sys.platform.startswith("linux") else None
+    libc = loaded_libc() if sys.platform.startswith("linux") else None
     if libc is None or not hasattr(libc, "prctl"):
         return False
     return libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL) == 0
@@ -131,7 +131,7 @@ def prepare_parent_death_signal() -> None:
     """Resolve the C library now, in the parent, so that a forked child's
     `kill_me_with_parent` only calls prctl."""
     if sys.platform.startswith("linux"):
-        _libc()
+        loaded_libc()
 
 
 def die_with_parent(parent_pid: int) -> bool:

@@ -138,10 +138,10 @@ def keep_freed_memory() -> bool:
     same either way; the process keeps up to 1 GiB of freed memory for reuse."""
     import ctypes
 
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    from recallbench.signals import loaded_libc
+
+    mallopt = getattr(loaded_libc(), "mallopt", None)
+    if mallopt is None:
         return False
     return bool(
         mallopt(_M_MMAP_THRESHOLD, ctypes.c_int(_KEEP_BYTES))
