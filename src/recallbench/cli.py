@@ -42,6 +42,7 @@ from recallbench.options import (
     k_option,
     measure_option,
     output_options,
+    parse_gates,
     preset_option,
     ray_address_option,
     repeat_option,
@@ -50,6 +51,10 @@ from recallbench.options import (
     top_k_option,
 )
 from recallbench.signals import Terminated, handle_sigterm
+
+#: compare's --correction choices: `recallbench.stats.CORRECTIONS` (a test ties them; stats
+#: imports numpy, which a command's start does not need)
+CORRECTION_CHOICES = ("holm", "bh", "none")
 
 
 class CommandError(click.ClickException):
@@ -903,8 +908,40 @@ def check_compare_arguments(systems: tuple[str, ...], result_files: tuple[Path, 
     help="The reference every other system is compared against: a system (run too when not "
     "among --system) or a --result's label [default: the first --system or --result].",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the resampling.")
-@click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of the resampling; each figure draws from its own stream of it, named by the "
+    "pair, measure and level.",
+)
+@click.option(
+    "--resamples",
+    type=click.IntRange(min=100),
+    default=10_000,
+    show_default=True,
+    help="Bootstrap resamples, and random sign patterns of a test with more than 20 "
+    "non-zero differences (its p cannot go below 1/(resamples+1)).",
+)
+@click.option(
+    "--correction",
+    type=click.Choice(CORRECTION_CHOICES),
+    default="holm",
+    show_default=True,
+    help="Adjust p for multiple comparisons over every challenger x measure (and, apart, "
+    "x category): holm (family-wise), bh (Benjamini-Hochberg, false discovery rate), none.",
+)
+@click.option(
+    "--fail-if-worse",
+    "gates",
+    multiple=True,
+    metavar="MEASURE[:MARGIN]",
+    callback=parse_gates,
+    help="Exit 4 when a challenger is significantly worse than the reference on MEASURE "
+    "(adjusted p < 0.05) and the whole 95% interval of the difference lies below -MARGIN "
+    "(default 0); repeat for several measures.",
+)
 @click.option(
     "--json",
     "as_json",
@@ -927,6 +964,8 @@ def compare_cmd(
     reference: str | None,
     seed: int,
     resamples: int,
+    correction: str,
+    gates: tuple[tuple[str, float], ...],
     as_json: bool,
     output: Path | None,
     report_path: Path | None,
@@ -937,9 +976,12 @@ def compare_cmd(
     call_timeout: float | None,
 ) -> None:
     """Run a dataset against several systems (or read saved results) and compare them with
-    paired statistics per query: mean differences, bootstrap CIs, sign-flip p-values,
-    wins/ties/losses. Each comparison reads "challenger vs reference": differences are
-    challenger - reference, wins are the challenger's. Systems that share an embedder share
+    paired statistics per query: each system's means with 95% intervals, mean differences
+    with bootstrap CIs, sign-flip p-values (exact up to 20 non-zero differences) adjusted
+    for multiple comparisons, wins/ties/losses and the smallest difference the comparison
+    could detect. Each comparison reads "challenger vs reference": differences are
+    challenger - reference, wins are the challenger's. Exit 4 when a --fail-if-worse gate
+    finds a challenger significantly worse. Systems that share an embedder share
     one vector cache (each distinct text is embedded once per embedder for the whole
     comparison). Ends with each system's headline table, the files written and the closing
     "N queries scored in X s"."""
@@ -950,6 +992,7 @@ def compare_cmd(
     from recallbench.artifacts import dumps, load_envelope
     from recallbench.compare import (
         compare_results,
+        gate_failures,
         reference_first,
         render_markdown,
         result_labels,
@@ -1020,7 +1063,13 @@ def compare_cmd(
         )
         results, builds, vectors, timing = runs.results, runs.builds, runs.vectors, runs.timing
     doc = compare_results(
-        results, labels, seed=seed, resamples=resamples, vectors=vectors, builds=builds
+        results,
+        labels,
+        seed=seed,
+        resamples=resamples,
+        correction=correction,
+        vectors=vectors,
+        builds=builds,
     )
     output = output or ctx.build_dir / "compare.json"
     report_path = report_path or ctx.build_dir / "compare.md"
@@ -1050,6 +1099,7 @@ def compare_cmd(
     written = [output, report_path, page, *([plotted] if plotted else [])]
     if made.data.names:  # compare.html's data files, which travel with it
         written.append(f"{page.parent / made.data_dir}/")
+    worse = gate_failures(doc, gates)
     if as_json:
         import json
 
@@ -1066,11 +1116,13 @@ def compare_cmd(
                     ],
                     "comparisons": render_markdown(doc, headline_only=True).splitlines(),
                     "notes": list(doc["notes"]),
+                    "worse": worse,
                     "files": [str(f) for f in written],
                     "seconds": round(seconds, 3),
                 }
             )
         )
+        _fail_if_worse(worse)
         return
     if not ctx.quiet:
         from recallbench.escape import terminal
@@ -1089,6 +1141,96 @@ def compare_cmd(
         echo_line(
             closing_line(results, time.perf_counter() - started, ran=not result_files), err=True
         )
+    _fail_if_worse(worse)
+
+
+def _fail_if_worse(worse: list[str]) -> None:
+    """compare's gate: each finding on stderr, then exit 4 (`WorseThanReference`)."""
+    if not worse:
+        return
+    from recallbench.errors import WorseThanReference
+
+    for line in worse:
+        echo_line(f"worse: {line}", err=True)
+    raise WorseThanReference(
+        f"--fail-if-worse: {len(worse)} challenger x measure significantly worse than the "
+        "reference (above)"
+    )
+
+
+@command("power", writes=False)
+@click.option(
+    "--result",
+    "result_files",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    multiple=True,
+    required=True,
+    help="Saved results.json files (two or more; the first is the reference), as for compare.",
+)
+@click.option(
+    "--effect",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="A mean difference to detect: prints how many questions it needs at the observed "
+    "spread of the paired differences.",
+)
+@click.option(
+    "--measure",
+    "measures",
+    multiple=True,
+    metavar="NAME",
+    help="Only these measures (repeat) [default: every mean measure].",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+def power_cmd(
+    result_files: tuple[Path, ...],
+    effect: float | None,
+    measures: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """The power of a paired comparison of saved results: per challenger and measure, the
+    paired queries n, the observed difference and its spread sd(d), the smallest difference
+    this many queries detect (MDE: 80% power, alpha 0.05, two-sided; (t + t) sd(d) / sqrt(n))
+    and, with --effect, how many questions that difference needs at the same spread."""
+    if len(result_files) < 2:
+        raise click.UsageError("power needs two or more results: add another `--result PATH`")
+    from recallbench.artifacts import load_envelope
+    from recallbench.compare import power_table, result_labels
+    from recallbench.report.sections import table, terminal_table
+
+    results = [load_envelope(p, "results", "recallbench report")["data"] for p in result_files]
+    rows = power_table(
+        results, result_labels(result_files, results), effect=effect, measures=measures
+    )
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"alpha": 0.05, "power": 0.8, "rows": rows}))
+        return
+
+    def f(x: float | None, fmt: str = ".3f") -> str:
+        return "n/a" if x is None else format(x, fmt)
+
+    header = ["challenger vs reference", "measure", "n", "difference", "sd(d)", "MDE"]
+    if effect is not None:
+        header.append(f"questions for {effect:g}")
+    body = [
+        [
+            f"{r['challenger']} vs {r['reference']}",
+            r["measure"],
+            str(r["queries"]),
+            f(r["mean_difference"], "+.3f"),
+            f(r["sd_difference"]),
+            f(r["mde"]),
+            *([] if effect is None else [f(r["queries_needed"], ",")]),
+        ]
+        for r in rows
+    ]
+    click.echo(terminal_table(table(header, body, numeric=range(2, len(header)))))
+    click.echo(
+        "MDE: the smallest mean difference detected with 80% power at alpha 0.05 (two-sided), "
+        "from the observed sd of the paired differences; n/a where every pair is tied."
+    )
 
 
 @command("systems", writes=False)

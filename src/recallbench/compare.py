@@ -3,16 +3,23 @@
 Every result must come from the same dataset (same files' sha256, same reader options) and
 the same top-k, so a query of one system pairs with the same query of the other (a fixture
 query, a LongMemEval question, a LoCoMo question). For each challenger against the
-reference (the first result) and each per-query metric:
+reference (the first result), each per-query metric, overall and in each category:
 
 - mean of each system over the queries the metric applies to, and the mean difference
   d = mean(challenger - reference);
 - per-query wins / ties / losses (challenger above / equal to / below the reference);
-- a paired randomization (sign-flip) test of mean(d) = 0, two-sided: exact when there are at
-  most 2**14 sign patterns, else `resamples` random ones (scipy.stats.permutation_test);
-- a paired bootstrap 95% percentile confidence interval of mean(d) (scipy.stats.bootstrap).
-Randomness comes from one seeded numpy Generator, so the output is reproducible.
-No correction for multiple comparisons is applied; the report says so.
+- a paired sign-flip test of mean(d) = 0, two-sided, over the non-zero differences: exact
+  when there are at most 2**20 sign patterns, else `resamples` random ones, with the
+  p-value's floor recorded (`recallbench.stats.sign_flip`);
+- a paired bootstrap 95% percentile interval of mean(d);
+- the minimum detectable difference at 80% power, alpha 0.05 (`stats.minimum_detectable`);
+- the p-value adjusted for multiple comparisons over its family (Holm by default): the
+  overall tests of every challenger x metric are one family, the per-category tests another.
+And each system's own means with 95% intervals (`report.result.system_intervals`).
+
+Every random figure draws from a stream of its own, seeded by `seed` and the figure's names
+(`stats.stream`): a pair's figures never depend on the other systems compared, nor on
+their order; only the adjusted p-values depend on the family's size, which is recorded.
 """
 
 from __future__ import annotations
@@ -23,36 +30,50 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
+from recallbench import stats
 from recallbench.errors import RecallbenchError
-from recallbench.escape import markdown as md
-from recallbench.measures import preferred_measures
-from recallbench.report.markdown import format_setting
+from recallbench.report.comparison import (
+    ci_text,
+    correction_name,
+    headline,
+    p_text,
+    render_markdown,
+    signed,
+)
 from recallbench.report.result import (
     RESULT_SCHEMA,
     RESULT_SCHEMA_VERSION,
     mean_measures,
     per_query_values,
+    system_intervals,
 )
 from recallbench.stagework import Execution
 
 COMPARE_SCHEMA = "recallbench.comparison"
-COMPARE_SCHEMA_VERSION = 1
-EXACT_LIMIT = 2**14
-
-
-def _mean_diff(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.mean(y - x, axis=axis)
+COMPARE_SCHEMA_VERSION = 2
+#: the level of the tests, the intervals and the gate
+ALPHA = stats.ALPHA
+#: compare's exit code when `--fail-if-worse` finds a challenger significantly worse
+GATE_EXIT = 4
 
 
 def paired_stats(
-    reference: list[float], challenger: list[float], *, resamples: int, rng: np.random.Generator
+    reference: Sequence[float],
+    challenger: Sequence[float],
+    *,
+    resamples: int,
+    seed: int = 0,
+    names: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Means, mean difference, W/T/L, sign-flip p-value and bootstrap CI for paired values."""
+    """Means, mean difference, W/T/L, the sign-flip test, the bootstrap interval of the
+    mean difference, sd(d) and the MDE for paired values; the random figures draw from
+    `stats.stream(seed, kind, *names)`, `names` naming the figure (reference, challenger,
+    metric, level). `p_adjusted` is filled in over the family by `compare_results`."""
     a, b = np.asarray(reference, dtype=float), np.asarray(challenger, dtype=float)
     n = len(a)
     d = b - a
+    sd = stats.difference_sd(d)
     out: dict[str, Any] = {
         "queries": n,
         "reference_mean": float(a.mean()) if n else None,
@@ -62,39 +83,23 @@ def paired_stats(
         "ties": int((d == 0).sum()),
         "losses": int((d < 0).sum()),
         "p_value": None,
+        "p_floor": None,
+        "p_adjusted": None,
         "ci95": None,
         "test": None,
+        "sd_difference": sd,
+        "mde": None if not sd else stats.minimum_detectable(sd, n),
     }
     if n < 2:
         return out
     if not d.any():  # identical on every query: nothing to test, nothing to resample
         out.update(p_value=1.0, ci95=[0.0, 0.0], test="identical on every query")
         return out
-    exact = 2**n <= EXACT_LIMIT
-    perm = stats.permutation_test(
-        (a, b),
-        _mean_diff,
-        permutation_type="samples",
-        vectorized=True,
-        n_resamples=EXACT_LIMIT if exact else resamples,
-        alternative="two-sided",
-        random_state=rng,
+    test = stats.sign_flip(d, resamples=resamples, rng=stats.stream(seed, "sign-flip", *names))
+    low, high = stats.bootstrap_interval(
+        d, resamples=resamples, rng=stats.stream(seed, "bootstrap", *names)
     )
-    boot = stats.bootstrap(
-        (a, b),
-        _mean_diff,
-        paired=True,
-        vectorized=True,
-        n_resamples=resamples,
-        confidence_level=0.95,
-        method="percentile",
-        random_state=rng,
-    )
-    out.update(
-        p_value=float(perm.pvalue),
-        ci95=[float(boot.confidence_interval.low), float(boot.confidence_interval.high)],
-        test="exact sign-flip" if exact else f"sign-flip, {resamples} random resamples",
-    )
+    out.update(p_value=test.p_value, p_floor=test.floor, ci95=[low, high], test=test.name())
     return out
 
 
@@ -369,10 +374,13 @@ def compare_results(
     *,
     seed: int = 0,
     resamples: int = 10_000,
+    correction: str = "holm",
     vectors: Sequence[Mapping[str, Any]] = (),
     builds: Sequence[dict[str, Any] | None] = (),
 ) -> dict[str, Any]:
-    """The comparison document: every challenger against the first result (the reference).
+    """The comparison document: every challenger against the first result (the reference),
+    overall and per category, with p-values adjusted over their family by `correction`
+    (`holm`, `bh` or `none`), and each system's own means with 95% intervals.
 
     `vectors`: which vector cache each system read (`SystemRuns.vectors`); `builds`: the
     embedder build behind each result, for the note when they differ (`build_notes`)."""
@@ -380,10 +388,11 @@ def compare_results(
         raise RecallbenchError("compare needs at least two results")
     if len(set(labels)) != len(labels):
         raise RecallbenchError(f"labels must be distinct, got {labels}")
+    if correction not in stats.CORRECTIONS:
+        raise RecallbenchError(f"correction {correction!r}: one of {', '.join(stats.CORRECTIONS)}")
     for result, label in zip(results, labels, strict=True):
         check_result(result, label)
     _check_comparable(results, labels)
-    rng = np.random.default_rng(seed)
     ref = results[0]
     k = ref["run"]["top_k"]
     metrics = mean_measures(ref)
@@ -396,23 +405,24 @@ def compare_results(
         for metric in metrics:
             a_all, b_all = per_query_values(ref, metric), per_query_values(challenger, metric)
             ids = [q for q in a_all if a_all[q] is not None and b_all.get(q) is not None]
-            overall = paired_stats(
-                [a_all[q] for q in ids], [b_all[q] for q in ids], resamples=resamples, rng=rng
+            levels = {"overall": ids}
+            levels.update(
+                (f"category:{cat}", [q for q in ids if category_of[q] == cat]) for cat in categories
             )
-            by_category = {}
-            for cat in categories:
-                cat_ids = [q for q in ids if category_of[q] == cat]
-                a, b = np.array([a_all[q] for q in cat_ids]), np.array([b_all[q] for q in cat_ids])
-                d = b - a
-                by_category[cat] = {
-                    "queries": len(cat_ids),
-                    "reference_mean": float(a.mean()) if cat_ids else None,
-                    "challenger_mean": float(b.mean()) if cat_ids else None,
-                    "wins": int((d > 0).sum()),
-                    "ties": int((d == 0).sum()),
-                    "losses": int((d < 0).sum()),
-                }
-            per_metric[metric] = {"overall": overall, "per_category": by_category}
+            figures = {
+                level: paired_stats(
+                    [a_all[q] for q in chosen],
+                    [b_all[q] for q in chosen],
+                    resamples=resamples,
+                    seed=seed,
+                    names=(labels[0], label, metric, level),
+                )
+                for level, chosen in levels.items()
+            }
+            per_metric[metric] = {
+                "overall": figures["overall"],
+                "per_category": {cat: figures[f"category:{cat}"] for cat in categories},
+            }
         rates = {
             name: {
                 "reference": ref["metrics"]["overall"][name],
@@ -423,10 +433,36 @@ def compare_results(
         pairs.append(
             {"reference": labels[0], "challenger": label, "metrics": per_metric, "rates": rates}
         )
+    overall_family = [m["overall"] for p in pairs for m in p["metrics"].values()]
+    category_family = [
+        c for p in pairs for m in p["metrics"].values() for c in m["per_category"].values()
+    ]
+    families = {}
+    for name, family in (("overall", overall_family), ("per_category", category_family)):
+        # a row where the systems agree on every query tests nothing: p 1, outside the family
+        tested = [f for f in family if f["p_value"] is not None and f["wins"] + f["losses"]]
+        for f in family:
+            if f["p_value"] is not None and not f["wins"] + f["losses"]:
+                f["p_adjusted"] = 1.0
+        for f, adjusted in zip(
+            tested, stats.adjust([f["p_value"] for f in tested], correction), strict=True
+        ):
+            f["p_adjusted"] = adjusted
+        families[name] = {"tests": len(tested)}
+    intervals = [
+        {
+            metric: (None if i is None else i.record())
+            for metric, i in system_intervals(
+                r, metrics, seed=seed, resamples=resamples, categories=False
+            )[None].items()
+        }
+        for r in results
+    ]
     return {
         "schema": COMPARE_SCHEMA,
         "schema_version": COMPARE_SCHEMA_VERSION,
         "systems": [{"label": lab, **r["system"]} for lab, r in zip(labels, results, strict=True)],
+        "means": {lab: i for lab, i in zip(labels, intervals, strict=True)},
         "dataset": {
             "name": ref["dataset"]["dataset"],
             "label": ref["dataset"]["identity"]["label"],
@@ -438,139 +474,110 @@ def compare_results(
         "top_k": k,
         "seed": seed,
         "resamples": resamples,
+        "statistics": {
+            "alpha": ALPHA,
+            "power": stats.POWER,
+            "streams": stats.STREAM_RULE,
+            "exact_limit": stats.EXACT_LIMIT,
+            "test": "two-sided paired sign-flip over the non-zero differences: exact over "
+            f"every pattern when there are at most {stats.EXACT_LIMIT} of them, else "
+            f"{resamples} random patterns, p >= 1/({resamples} + 1)",
+            "interval": "95% percentile bootstrap of the mean difference",
+            "system_interval": "95%: Wilson's when every per-query value is 0 or 1, else "
+            "percentile bootstrap",
+            "mde": "(t_{0.975,n-1} + t_{0.80,n-1}) sd(d) / sqrt(n)",
+            "correction": correction,
+            "families": {
+                "overall": {
+                    **families["overall"],
+                    "of": "every challenger x measure where the two differ, over all queries",
+                },
+                "per_category": {
+                    **families["per_category"],
+                    "of": "every challenger x measure x category where the two differ",
+                },
+            },
+        },
         "vectors": [dict(v) for v in vectors],
         "notes": build_notes(labels, builds) if builds else [],
         "comparisons": pairs,
     }
 
 
-def _f(x: float | None, signed: bool = False) -> str:
-    if x is None:
-        return "n/a"
-    return f"{x:+.3f}" if signed else f"{x:.3f}"
-
-
-def headline(doc: dict[str, Any]) -> str:
-    """One line per challenger, "challenger vs reference": nDCG@k (else recall@k, else the
-    first measure): the reference's and the challenger's means, the difference (challenger -
-    reference), CI, p and W/T/L (wins are the challenger's). For the terminal: labels are
-    escaped (`escape.terminal`)."""
+def gate_failures(doc: Mapping[str, Any], gates: Sequence[tuple[str, float]]) -> list[str]:
+    """The `--fail-if-worse MEASURE:MARGIN` findings: one line per challenger and gated
+    measure where the challenger is significantly worse than the reference after the
+    correction (adjusted p < alpha) and the whole 95% interval of (challenger - reference)
+    lies below -MARGIN. A measure not compared is a one-line error naming the choices."""
     from recallbench.escape import terminal
 
-    lines = []
-    k = doc["top_k"]
-    for pair in doc["comparisons"]:
-        names = list(pair["metrics"])
-        preferred = preferred_measures(names, k)
-        metric = (preferred or names)[0]
-        o = pair["metrics"][metric]["overall"]
-        ci = "n/a" if o["ci95"] is None else f"[{o['ci95'][0]:+.3f}, {o['ci95'][1]:+.3f}]"
-        p = "n/a" if o["p_value"] is None else f"{o['p_value']:.4f}"
-        lines.append(
-            f"{terminal(pair['challenger'])} vs {terminal(pair['reference'])}: {terminal(metric)} "
-            f"{_f(o['reference_mean'])} -> "
-            f"{_f(o['challenger_mean'])} ({_f(o['mean_difference'], signed=True)}, 95% CI {ci}, "
-            f"p {p}, W/T/L {o['wins']}/{o['ties']}/{o['losses']}, n={o['queries']})"
-        )
-    return "\n".join(lines)
-
-
-def render_markdown(
-    doc: dict[str, Any], headline_only: bool = False, plots: Sequence[tuple[str, str]] = ()
-) -> str:
-    """The comparison as Markdown, from the document alone (`headline_only`: one line per
-    challenger, for the terminal); `plots` are (path relative to compare.md, caption) of the
-    images it links to (the forest plot, the bars)."""
-    if headline_only:
-        return headline(doc)
-    files = ", ".join(md(f["name"]) for f in doc["dataset"]["files"])
-    out = [
-        "# Systems side by side",
-        "",
-        f"Dataset: {md(doc['dataset']['name'])} ({files}; {md(doc['dataset']['label'])}), "
-        f"{doc['dataset']['queries']} scored queries, top-{doc['top_k']}. "
-        f"Seed {doc['seed']}, {doc['resamples']} resamples.",
-        "",
-        "| label | system | configuration |",
-        "|---|---|---|",
-    ]
-    out += [
-        f"| {md(s['label'])} | {md(s['name'])} | "
-        + "; ".join(
-            md(f"{k.replace('_', ' ')} {format_setting(v)}")
-            for k, v in s.items()
-            if k not in ("label", "name") and not k.endswith("function")
-        )
-        + " |"
-        for s in doc["systems"]
-    ]
-    if doc.get("vectors"):
-        out += [
-            "",
-            "Learned vectors (one cache per embedder, each distinct text embedded once):",
-            "",
-        ]
-        out += [
-            f"- {md(v['system'])}: {md(v['embedder_identity'])}, cache {md(v['cache'])}"
-            for v in doc["vectors"]
-        ]
-    for note in doc.get("notes", []):
-        out += ["", f"Note: {md(note)}"]
-    if plots:
-        out += ["", *(line for path, text in plots for line in (f"![{md(text)}]({path})", ""))]
-    for pair in doc["comparisons"]:
-        ref, ch = md(pair["reference"]), md(pair["challenger"])
-        out += [
-            "",
-            f"## {ch} against {ref}",
-            "",
-            f"| metric | n | {ref} | {ch} | difference | 95% CI (bootstrap) | p (sign-flip) | wins / ties / losses |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for metric, m in pair["metrics"].items():
-            o = m["overall"]
-            ci = "n/a" if o["ci95"] is None else f"[{o['ci95'][0]:+.3f}, {o['ci95'][1]:+.3f}]"
-            p = "n/a" if o["p_value"] is None else f"{o['p_value']:.4f}"
-            out.append(
-                f"| {md(metric)} | {o['queries']} | {_f(o['reference_mean'])} | {_f(o['challenger_mean'])} "
-                f"| {_f(o['mean_difference'], signed=True)} | {ci} | {p} | {o['wins']} / {o['ties']} / {o['losses']} |"
+    names = list(doc["comparisons"][0]["metrics"]) if doc["comparisons"] else []
+    out = []
+    for measure, margin in gates:
+        if measure not in names:
+            raise RecallbenchError(
+                f"--fail-if-worse {measure}: not a compared measure; one of {', '.join(names)}"
             )
-        out += ["", "Per category (means; wins / ties / losses of the challenger):", ""]
-        metrics = list(pair["metrics"])
-        out.append("| category | " + " | ".join(md(x) for x in metrics) + " |")
-        out.append("|---|" + "---|" * len(metrics))
-        for cat in pair["metrics"][metrics[0]]["per_category"]:
-            cells = []
-            for metric in metrics:
-                c = pair["metrics"][metric]["per_category"][cat]
-                cells.append(
-                    "n/a"
-                    if not c["queries"]
-                    else f"{_f(c['reference_mean'])} → {_f(c['challenger_mean'])} ({c['wins']}/{c['ties']}/{c['losses']})"
+        for pair in doc["comparisons"]:
+            o = pair["metrics"][measure]["overall"]
+            if o["ci95"] is None or o["p_adjusted"] is None:
+                continue
+            if o["p_adjusted"] < ALPHA and o["ci95"][1] < -margin:
+                out.append(
+                    f"{terminal(pair['challenger'])} is worse than {terminal(pair['reference'])} "
+                    f"on {measure} by more than {margin:g}: {signed(o['mean_difference'])}, "
+                    f"95% CI {ci_text(o['ci95'])}, p {correction_name(doc)} "
+                    f"{p_text(o, 'p_adjusted')}"
                 )
-            label = doc["dataset"].get("category_labels", {}).get(cat, cat)
-            out.append(f"| {md(label)} | " + " | ".join(cells) + " |")
-        out += [
-            "",
-            "Pooled slot rates (no test: they are counts over slots, not per-query values):",
-            "",
-        ]
-        for name, r in pair["rates"].items():
-            a, b = r["reference"], r["challenger"]
-            out.append(
-                f"- {md(name)}: {ref} {a['numerator']}/{a['denominator']}, {ch} {b['numerator']}/{b['denominator']}"
+    return out
+
+
+#: the comparison's text, written by `report.comparison`, importable from here as before
+__all__ = ["headline", "render_markdown"]
+
+
+def power_table(
+    results: list[dict[str, Any]],
+    labels: list[str],
+    *,
+    effect: float | None,
+    measures: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """Per challenger and measure (every mean measure, or `measures`): the paired queries n,
+    the observed mean difference and sd(d), the minimum detectable difference at n (80%
+    power, alpha 0.05, two-sided) and, given `effect`, the questions that effect needs at
+    the observed sd(d) (`stats.questions_needed`)."""
+    for result, label in zip(results, labels, strict=True):
+        check_result(result, label)
+    _check_comparable(results, labels)
+    ref = results[0]
+    names = mean_measures(ref)
+    unknown = [m for m in measures if m not in names]
+    if unknown:
+        raise RecallbenchError(
+            f"--measure {unknown[0]}: not a measure of these results; one of {', '.join(names)}"
+        )
+    rows = []
+    for label, challenger in zip(labels[1:], results[1:], strict=True):
+        for metric in measures or names:
+            a_all, b_all = per_query_values(ref, metric), per_query_values(challenger, metric)
+            d = [
+                b_all[q] - a for q, a in a_all.items() if a is not None and b_all.get(q) is not None
+            ]
+            sd = stats.difference_sd(d)
+            rows.append(
+                {
+                    "reference": labels[0],
+                    "challenger": label,
+                    "measure": metric,
+                    "queries": len(d),
+                    "mean_difference": float(np.mean(d)) if d else None,
+                    "sd_difference": sd,
+                    "mde": stats.minimum_detectable(sd, len(d)) if sd else None,
+                    "effect": effect,
+                    "queries_needed": (
+                        stats.questions_needed(sd, effect) if sd and effect else None
+                    ),
+                }
             )
-    out += [
-        "",
-        "## Reading this",
-        "",
-        "- p is the two-sided paired sign-flip (randomization) test of a zero mean difference; "
-        "the interval is a paired bootstrap percentile interval of the mean difference.",
-        "- No correction for multiple comparisons: with several metrics, one small p can be chance.",
-        "- A few dozen queries detect only large differences: a large p is not evidence that two "
-        "systems are equal, and per-category rows (5-8 queries) carry no test at all.",
-        "- On the committed fixture suite (small, synthetic, written by us) a difference is a "
-        "reason to look, not a ranking of systems.",
-        "",
-    ]
-    return "\n".join(out)
+    return rows

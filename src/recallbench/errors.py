@@ -27,3 +27,10 @@ class GateFailed(RecallbenchError):
     """A regression gate (e.g. the committed baseline) does not match. Distinct exit code."""
 
     exit_code = 3
+
+
+class WorseThanReference(RecallbenchError):
+    """compare's `--fail-if-worse` gate: a challenger is significantly and materially worse
+    than the reference. Distinct exit code."""
+
+    exit_code = 4

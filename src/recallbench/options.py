@@ -332,3 +332,32 @@ def run_command_options(
         execution_options,
         json_option,
     )
+
+
+def parse_gates(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> tuple[tuple[str, float], ...]:
+    """`--fail-if-worse MEASURE[:MARGIN]` values as (measure name, margin >= 0); a measure
+    name that does not parse or a margin that is not a finite number >= 0 is a usage error."""
+    import math
+
+    from recallbench.errors import RecallbenchError
+    from recallbench.measures import parse
+
+    gates = []
+    for value in values:
+        name, sep, margin_text = value.rpartition(":") if ":" in value else (value, "", "0")
+        try:
+            parse(name)
+        except RecallbenchError as exc:
+            raise click.BadParameter(f"{value!r}: {exc}") from None
+        try:
+            margin = float(margin_text)
+        except ValueError:
+            margin = math.nan
+        if not math.isfinite(margin) or margin < 0:
+            raise click.BadParameter(
+                f"{value!r}: the margin after ':' must be a number >= 0 (e.g. ndcg@5:0.01)"
+            )
+        gates.append((name, margin))
+    return tuple(gates)

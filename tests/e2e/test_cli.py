@@ -1073,8 +1073,12 @@ def test_run_ends_with_the_table_the_files_and_the_closing_line(tmp_path: Path) 
     result = cli(build, "run", "--system", "bm25", "--output", out, "--report", report)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["category", "n", "recall@1", "recall@5", "mrr@5", "ndcg@5"]
-    assert lines[1].split() == ["overall", "57", "0.574", "0.841", "0.788", "0.800"]
+    assert lines[0].split() == ["category", "n"] + [
+        w for m in ("recall@1", "recall@5", "mrr@5", "ndcg@5") for w in (m, "[95%", "CI]")
+    ]
+    # each mean with its 95% interval
+    assert lines[1].split()[:4] == ["overall", "57", "0.574", "[0.452,"]
+    assert lines[1].split()[2::3] == ["0.574", "0.841", "0.788", "0.800"]
     assert len(lines) == 1 + 9 + 1  # header, overall and eight categories, the decision
     # bm25 is not HotMem: the committed rules (HotMem's roadmap) give it no advice
     assert lines[-1] == (

@@ -64,8 +64,8 @@ def test_valid_fixtures_exit_0_and_write_every_output(tmp_path: Path) -> None:
     assert "## Conclusion" in markdown
     out = proc.stdout.splitlines()
     # the headline table `recallbench report` and `run` print, then the summary and decision
-    assert out[0].split() == ["category", "n", "recall@1", "recall@5", "mrr@5", "ndcg@5"]
-    assert out[1].split() == ["overall", "57", "0.467", "0.702", "0.645", "0.648"]
+    assert out[0].split()[:4] == ["category", "n", "recall@1", "[95%"]
+    assert out[1].split()[2::3] == ["0.467", "0.702", "0.645", "0.648"]
     assert len(out) == 2 + 9 + 1  # header, overall, the eight categories; summary; decision
     assert out[-2] == (
         "Recall@1 0.467  Recall@5 0.702  MRR@5 0.645  nDCG@5 0.648  round-trip 57/57 identical"

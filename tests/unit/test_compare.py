@@ -32,13 +32,13 @@ BASELINE = ROOT / "benchmarks" / "retrieval" / "baseline.json"
 
 
 def stats_of(a, b, resamples=2000):
-    return paired_stats(a, b, resamples=resamples, rng=np.random.default_rng(0))
+    return paired_stats(a, b, resamples=resamples, seed=0, names=("a", "b", "m", "overall"))
 
 
 def test_exact_sign_flip_all_wins() -> None:
     # d = [1, 1, 1]: of the 2**3 sign patterns only +++ and --- reach |mean| >= 1 -> p = 2/8.
     s = stats_of([0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
-    assert s["test"] == "exact sign-flip"
+    assert s["test"] == "exact sign-flip over 2^3 patterns"
     assert s["p_value"] == pytest.approx(0.25)
     assert (s["wins"], s["ties"], s["losses"]) == (3, 0, 0)
     assert s["mean_difference"] == 1.0
@@ -68,9 +68,10 @@ def test_large_n_uses_seeded_random_resamples_reproducibly() -> None:
     a = rng.random(40).tolist()
     b = (np.asarray(a) + 0.05).tolist()
     first = stats_of(a, b)
-    assert first["test"].startswith("sign-flip, 2000 random")
+    assert first["test"].startswith("sign-flip, 2,000 random")
     assert first == stats_of(a, b)
-    assert first["p_value"] < 0.001  # every difference is +0.05
+    # every difference is +0.05: no random pattern is as extreme, p is the floor 1/(R+1)
+    assert first["p_value"] == first["p_floor"] == pytest.approx(1 / 2001)
     assert first["ci95"][0] == pytest.approx(0.05) and first["ci95"][1] == pytest.approx(0.05)
 
 
@@ -137,18 +138,21 @@ def test_headline_is_one_line_per_challenger_on_ndcg_at_k() -> None:
     base = _baseline()
     doc = compare_results([base, copy.deepcopy(base), copy.deepcopy(base)], ["a", "b", "c"])
     lines = headline(doc).splitlines()
+    mean = doc["means"]["a"]["ndcg@5"]
+    assert mean["mean"] == pytest.approx(0.648, abs=5e-4) and mean["method"] == "bootstrap"
+    ci = f"0.648 [{mean['ci95'][0]:.3f}, {mean['ci95'][1]:.3f}]"
     assert lines == [
-        f"{label} vs a: ndcg@5 0.648 -> 0.648 (+0.000, 95% CI [+0.000, +0.000], "
-        "p 1.0000, W/T/L 0/50/0, n=50)"
+        f"{label} vs a: ndcg@5 {ci} -> {ci} (+0.000, 95% CI [+0.000, +0.000], "
+        "p 1.0000, p Holm 1.0000, W/T/L 0/50/0, n=50, MDE n/a)"
         for label in ("b", "c")
     ]
     assert render_markdown(doc, headline_only=True) == headline(doc)
     # without nDCG@k: recall@k; without either: the first measure
     pair = doc["comparisons"][0]
     del pair["metrics"]["ndcg@5"]
-    assert headline(doc).splitlines()[0].startswith("b vs a: recall@5 0.702 -> 0.702 ")
+    assert headline(doc).splitlines()[0].startswith("b vs a: recall@5 0.702 [")
     del pair["metrics"]["recall@5"]
-    assert headline(doc).splitlines()[0].startswith("b vs a: recall@1 0.467 -> 0.467 ")
+    assert headline(doc).splitlines()[0].startswith("b vs a: recall@1 0.467 [")
 
 
 def test_cli_compares_real_systems_reproducibly(tmp_path: Path) -> None:
@@ -273,10 +277,9 @@ def test_compare_two_systems_on_a_conversational_dataset(
     assert f"{scored} scored queries, top-10" in text
     line = headline(doc)  # conversational datasets score ndcg_any, not ndcg@k: recall@k
     o = pair["metrics"]["recall@10"]["overall"]
-    assert line.startswith(
-        f"bm25 vs hotmem: recall@10 {o['reference_mean']:.3f} -> {o['challenger_mean']:.3f} "
-    )
-    assert line.endswith(f"W/T/L {o['wins']}/{o['ties']}/{o['losses']}, n={scored})")
+    assert line.startswith(f"bm25 vs hotmem: recall@10 {o['reference_mean']:.3f} [")
+    assert f"] -> {o['challenger_mean']:.3f} [" in line
+    assert f"W/T/L {o['wins']}/{o['ties']}/{o['losses']}, n={scored}, MDE " in line
 
 
 def test_compare_refuses_results_from_different_files(
@@ -376,7 +379,8 @@ def test_the_headline_reads_challenger_vs_reference_with_challenger_deltas() -> 
             q["metrics"]["ndcg@5"] = 1.0
     doc = compare_results([base, better], ["bm25", "mine"], resamples=200)
     line = headline(doc)
-    assert line.startswith("mine vs bm25: ndcg@5 0.648 -> 1.000 (+0.352, ")
+    assert line.startswith("mine vs bm25: ndcg@5 0.648 [")
+    assert "] -> 1.000 [" in line and "(+0.352, " in line
     o = doc["comparisons"][0]["metrics"]["ndcg@5"]["overall"]
     assert o["wins"] > 0 and o["losses"] == 0  # the wins are the challenger's
 
@@ -422,7 +426,7 @@ def test_cli_reference_system_is_run_first_and_every_other_is_a_challenger(
     assert lines[0] == "bm25 (reference):"
     assert lines[1].split()[:2] == ["category", "n"]
     assert "hotmem-mmr (challenger):" in lines
-    assert lines[-1].startswith("hotmem-mmr vs bm25: ndcg@5 0.800 -> ")
+    assert lines[-1].startswith("hotmem-mmr vs bm25: ndcg@5 0.800 [")
     err = r.stderr.splitlines()
     assert err[-2].startswith(f"wrote {tmp_path / 'b' / 'compare.json'}, ")
     assert "compare.html" in err[-2]

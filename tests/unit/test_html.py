@@ -313,13 +313,14 @@ def test_report_without_its_spool_shows_ids_and_a_damaged_spool_is_refused(
 
 
 def test_compare_html_puts_the_results_before_the_configuration(lane: Run) -> None:
-    """compare.html opens on each challenger's results table; the systems' configuration
-    follows the results and the plots (issue 26, item 7)."""
+    """compare.html opens on each system's means, then each challenger's results table; the
+    systems' configuration follows the results (issue 26, item 7)."""
     from recallbench.compare import compare_results
 
     results = [lane.result, copy.deepcopy(lane.result)]
     doc = compare_results(results, ["a", "b"], resamples=200)
     html = render_compare_html(doc, results, no_texts("memory")).decode("utf-8")
     main = html.split("<main>", 1)[1]
-    assert main.lstrip().startswith('<section id="pair-1">\n<h2>b against a</h2>')
+    assert main.lstrip().startswith('<section id="means">\n<h2>Each system&#39;s means</h2>')
+    assert main.index('<section id="means">') < main.index('<section id="pair-1">\n<h2>b against')
     assert main.index('<section id="pair-1">') < main.index('<section id="systems">')

@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "recallbench.embedding",
             "recallbench.executor",
             "recallbench.trec",
+            "recallbench.stats",
         ),
     ),
     ("measures", ("recallbench.measures",)),

@@ -226,7 +226,7 @@ def test_compare_md_keeps_result_labels_and_every_string_as_text(lane: Run) -> N
     assert_same_structure(clean, text, headings=False)
     for render in RENDERERS.values():
         headings = html_structure(render(text))["headings"]
-        assert headings[1] == f"h2 {visible(LABELS[1])} against {visible(LABELS[0])}"
+        assert headings[2] == f"h2 {visible(LABELS[1])} against {visible(LABELS[0])}"
 
 
 def test_compare_md_of_saved_results_in_hostile_directories(tmp_path: Path) -> None:
@@ -248,6 +248,7 @@ def test_compare_md_of_saved_results_in_hostile_directories(tmp_path: Path) -> N
     for render in RENDERERS.values():
         page = html_structure(render(text))
         assert [h for h in page["headings"] if h.startswith("h2 ")][-1] == "h2 Reading this"
-        assert len(page["headings"]) == 3
+        # the title, each system's means, the pair, the configurations, Reading this
+        assert len(page["headings"]) == 5
         assert not {"a", "b", "script"} & set(page["tags"])
         assert all(len(set(t)) == 1 for t in page["tables"])

@@ -286,15 +286,20 @@ def test_markdown_metrics_table_has_a_row_per_category(lane: Run) -> None:
     table = [x for x in metrics if x.startswith("|")]
     means = METRICS[:4]
     assert table[0] == "| category | queries | " + " | ".join(means) + " |"
+    # each mean with its 95% interval (`result.system_intervals`)
     assert table[2].startswith(
-        "| **overall** | 57 | 0.467 (n=50; found 29/86) | 0.702 (n=50; found 58/86) |"
+        "| **overall** | 57 | 0.467 [0.337, 0.593] (n=50; found 29/86) | "
+        "0.702 [0.570, 0.824] (n=50; found 58/86) |"
     )
     rows = table[3 : 3 + len(CATEGORIES)]
     assert [row.split(" | ")[0][2:] for row in rows] == list(CATEGORIES)
     assert all(row.count("|") == len(means) + 3 for row in table[: 3 + len(CATEGORIES)])
     exact = rows[0]
+    # 7 of 7 at recall@5: Wilson's interval, lower bound (1 + z²/14 - z²/14) / (1 + z²/7)
+    # = 1 / (1 + 3.8415 / 7) = 0.646; recall@1's values are not all 0 or 1: a bootstrap
     assert exact.startswith(
-        "| exact_lexical | 7 | 0.929 (n=7; found 7/8) | 1.000 (n=7; found 8/8) |"
+        "| exact_lexical | 7 | 0.929 [0.786, 1.000] (n=7; found 7/8) | "
+        "1.000 [0.646, 1.000] (n=7; found 8/8) |"
     )
     negative = rows[CATEGORIES.index("negative_or_no_answer")]
     assert negative == "| negative_or_no_answer | 7 | n/a | n/a | n/a | n/a |"

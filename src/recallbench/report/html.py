@@ -555,11 +555,14 @@ def _config_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def _cell(cell: Mapping[str, Any] | None, measure: Mapping[str, Any]) -> tuple[str, str]:
-    """An aggregate cell as (value, the counts behind it), as the Markdown writes it."""
+def _cell(
+    cell: Mapping[str, Any] | None, measure: Mapping[str, Any], interval: Any
+) -> tuple[str, str]:
+    """An aggregate cell as (value, its interval and the counts behind it), as the Markdown
+    writes it."""
     from recallbench.report.markdown import cell_text
 
-    main, _, sub = cell_text(cell, measure).partition(" ")
+    main, _, sub = cell_text(cell, measure, interval).partition(" ")
     return main, sub
 
 
@@ -568,10 +571,12 @@ def _metric_tables(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     `markdown.MAX_COLUMNS` measures each, so they fit a 1280 px window); the pooled slot
     rates are apart (`markdown.rate_rows`)."""
     from recallbench.report.markdown import column_groups
+    from recallbench.report.result import mean_measures, system_intervals
 
     measures = result["run"]["measures"]
     labels = result["dataset"]["category_labels"]
     counts = result["counts"]["per_category"]
+    intervals = system_intervals(result, mean_measures(result))
     tables = []
     for level in result["dataset"]["levels"]:
         means = [m for m in measures if m["level"] == level["name"] and not m["pooled"]]
@@ -583,7 +588,9 @@ def _metric_tables(result: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "label": "overall",
                     "overall": True,
                     "queries": result["counts"]["queries"],
-                    "cells": [_cell(overall[m["name"]], m) for m in cols],
+                    "cells": [
+                        _cell(overall[m["name"]], m, intervals[None][m["name"]]) for m in cols
+                    ],
                 }
             ]
             for cat in result["dataset"]["categories"]:
@@ -593,7 +600,9 @@ def _metric_tables(result: Mapping[str, Any]) -> list[dict[str, Any]]:
                         "label": labels.get(cat, cat),
                         "overall": False,
                         "queries": counts.get(cat, {}).get("scored", 0),
-                        "cells": [_cell(cells[m["name"]], m) for m in cols],
+                        "cells": [
+                            _cell(cells[m["name"]], m, intervals[cat][m["name"]]) for m in cols
+                        ],
                     }
                 )
             title = f"{level['name']} level ({level['description'] or level['name']})"
@@ -938,25 +947,6 @@ def compare_page_data(
     }
 
 
-def _pair_rows(pair: Mapping[str, Any]) -> list[dict[str, str]]:
-    rows = []
-    for metric, m in pair["metrics"].items():
-        o = m["overall"]
-        rows.append(
-            {
-                "metric": metric,
-                "n": str(o["queries"]),
-                "ref": _fmt(o["reference_mean"]),
-                "ch": _fmt(o["challenger_mean"]),
-                "diff": "n/a" if o["mean_difference"] is None else f"{o['mean_difference']:+.3f}",
-                "ci": "n/a" if o["ci95"] is None else f"[{o['ci95'][0]:+.3f}, {o['ci95'][1]:+.3f}]",
-                "p": "n/a" if o["p_value"] is None else f"{o['p_value']:.4f}",
-                "wtl": f"{o['wins']} / {o['ties']} / {o['losses']}",
-            }
-        )
-    return rows
-
-
 def render_compare_page(
     doc: Mapping[str, Any],
     results: Sequence[Mapping[str, Any]],
@@ -971,8 +961,9 @@ def render_compare_page(
     others in data files (`report.pagedata`), the comparison's plots."""
     from recallbench import __version__
     from recallbench.report import COMPARE_DATA_DIR
-    from recallbench.report.markdown import format_setting
+    from recallbench.report.comparison import compare_sections
     from recallbench.report.plots import caption
+    from recallbench.report.sections import html_sections
 
     if not isinstance(texts, Texts):
         texts = merged(results[0]["dataset"]["levels"][0]["name"], texts)
@@ -984,18 +975,6 @@ def render_compare_page(
     data["chunks"]["files"] = list(files.names)
     stats = text_stats(texts)
     doc_files = ", ".join(f["name"] for f in doc["dataset"]["files"])
-    systems = [
-        {
-            "label": s["label"],
-            "name": s["name"],
-            "config": "; ".join(
-                f"{k.replace('_', ' ')} {format_setting(v)}"
-                for k, v in s.items()
-                if k not in ("label", "name") and not k.endswith("function")
-            ),
-        }
-        for s in doc["systems"]
-    ]
     page = (
         _environment()
         .get_template("compare.html")
@@ -1008,11 +987,7 @@ def render_compare_page(
                 f"{doc['dataset']['queries']:,} scored queries, top-{doc['top_k']}; seed "
                 f"{doc['seed']}, {doc['resamples']:,} resamples"
             ),
-            systems=systems,
-            pairs=[
-                {"reference": p["reference"], "challenger": p["challenger"], "rows": _pair_rows(p)}
-                for p in doc["comparisons"]
-            ],
+            sections=html_sections(compare_sections(doc)),
             images=[_image(n, svg, caption(n)) for n, svg in (plots or {}).items()],
             categories=[tuple(c) for c in data["categories"]],
             text_note=_text_note(stats, COMPARE_DATA_DIR),

@@ -36,19 +36,25 @@ def cut(items: Sequence[str], limit: int = LIST_LIMIT, where: str = "results.jso
     return shown
 
 
-def cell_text(cell: Mapping[str, Any] | None, measure: Mapping[str, Any]) -> str:
-    """One aggregate cell as table text: the value and the counts behind it."""
+def cell_text(
+    cell: Mapping[str, Any] | None, measure: Mapping[str, Any], interval: Any = None
+) -> str:
+    """One aggregate cell as table text: the value, its 95% interval when given
+    (`result.system_intervals`) and the counts behind it."""
     if not cell or cell["value"] is None:
         return "n/a"
     if measure["pooled"]:
         return f"{_fmt(cell['value'], pct=True)} ({cell['numerator']}/{cell['denominator']})"
+    value = _fmt(cell["value"])
+    if interval is not None and interval.low is not None:
+        value += f" [{interval.low:.3f}, {interval.high:.3f}]"
     pooled = cell.get("pooled")
     if pooled:
         return (
-            f"{_fmt(cell['value'])} (n={cell['denominator']}; found "
+            f"{value} (n={cell['denominator']}; found "
             f"{pooled['numerator']}/{pooled['denominator']})"
         )
-    return f"{_fmt(cell['value'])} (n={cell['denominator']})"
+    return f"{value} (n={cell['denominator']})"
 
 
 def format_setting(value: Any) -> str:
@@ -127,10 +133,13 @@ def rate_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
 def metric_tables(result: Mapping[str, Any]) -> list[str]:
     """Per level: the means, overall and per category, in tables of at most `MAX_COLUMNS`
     measures; then the pooled slot rates apart, each with the queries it was measured on."""
+    from recallbench.report.result import mean_measures, system_intervals
+
     out: list[str] = []
     measures = result["run"]["measures"]
     labels = result["dataset"]["category_labels"]
     counts = result["counts"]["per_category"]
+    intervals = system_intervals(result, mean_measures(result))
     for level in result["dataset"]["levels"]:
         means = [m for m in measures if m["level"] == level["name"] and not m["pooled"]]
         groups = column_groups(means)
@@ -144,7 +153,9 @@ def metric_tables(result: Mapping[str, Any]) -> list[str]:
             overall = result["metrics"]["overall"]
             out.append(
                 f"| **overall** | {result['counts']['queries']} | "
-                + " | ".join(cell_text(overall[m["name"]], m) for m in cols)
+                + " | ".join(
+                    cell_text(overall[m["name"]], m, intervals[None][m["name"]]) for m in cols
+                )
                 + " |"
             )
             for cat in result["dataset"]["categories"]:
@@ -152,7 +163,9 @@ def metric_tables(result: Mapping[str, Any]) -> list[str]:
                 scored = counts.get(cat, {}).get("scored", 0)
                 out.append(
                     f"| {md(labels.get(cat, cat))} | {scored} | "
-                    + " | ".join(cell_text(cells[m["name"]], m) for m in cols)
+                    + " | ".join(
+                        cell_text(cells[m["name"]], m, intervals[cat][m["name"]]) for m in cols
+                    )
                     + " |"
                 )
             out.append("")

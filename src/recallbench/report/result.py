@@ -182,3 +182,50 @@ def per_query_values(result: Mapping[str, Any], metric: str) -> dict[str, float 
 def mean_measures(result: Mapping[str, Any]) -> Sequence[str]:
     """Names of the result's per-query measures that are means (not pooled slot rates)."""
     return [m["name"] for m in result["run"]["measures"] if not m["pooled"]]
+
+
+#: the seed of the per-system intervals a run's report shows (compare's `--seed` 0 gives
+#: the same intervals, so a system's figures agree between its report and a comparison)
+INTERVAL_SEED = 0
+INTERVAL_RESAMPLES = 10_000
+
+
+def system_intervals(
+    result: Mapping[str, Any],
+    metrics: Sequence[str],
+    *,
+    seed: int = INTERVAL_SEED,
+    resamples: int = INTERVAL_RESAMPLES,
+    categories: bool = True,
+) -> dict[str | None, dict[str, Any]]:
+    """Each metric's mean with its 95% interval (`stats.mean_interval`: Wilson's when every
+    value is 0 or 1, else the percentile bootstrap), overall (key None) and, with `categories`, per
+    category: {level: {metric: Interval or None}}. The stream of each figure is named by
+    ("mean", metric, level) alone, so a figure does not depend on the system's label, the
+    other metrics or the order they are computed in."""
+    from recallbench.stats import mean_interval
+
+    levels: list[str | None] = [None]
+    if categories:
+        levels += list(result["dataset"]["categories"])
+    out: dict[str | None, dict[str, Any]] = {level: {} for level in levels}
+    for metric in metrics:
+        values = [(q["category"], value_of(q["metrics"].get(metric))) for q in result["queries"]]
+        for level in levels:
+            xs = [v for c, v in values if v is not None and (level is None or c == level)]
+            out[level][metric] = mean_interval(
+                xs,
+                seed=seed,
+                names=("mean", metric, "overall" if level is None else f"category:{level}"),
+                resamples=resamples,
+            )
+    return out
+
+
+def interval_text(interval: Any) -> str:
+    """`0.872 [0.855, 0.888]`; the mean alone when one query gives no interval; `n/a`."""
+    if interval is None:
+        return "n/a"
+    if interval.low is None:
+        return f"{interval.mean:.3f}"
+    return f"{interval.mean:.3f} [{interval.low:.3f}, {interval.high:.3f}]"

@@ -53,20 +53,36 @@ def headline_rows(
     ]
 
 
+def headline_intervals(result: Mapping[str, Any]) -> dict[str | None, dict[str, Any]]:
+    """The headline measures' 95% intervals, overall (None) and per category
+    (`result.system_intervals`)."""
+    from recallbench.report.result import system_intervals
+
+    return system_intervals(result, headline_measures(result))
+
+
 def summary_table(result: Mapping[str, Any]) -> str:
-    """A compact table of the primary level's headline measures per category, with the
-    number of scored queries of each row (`n`). Labels are escaped for the terminal, so a
-    label cannot move the cursor or break the table's alignment."""
-    names = [terminal(n) for n in headline_measures(result)]
-    rows = [(terminal(label), n, values) for _, label, n, values in headline_rows(result)]
+    """A compact table of the primary level's headline measures per category, each mean
+    with its 95% interval (`result.system_intervals`), with the number of scored queries of each row (`n`). Labels are
+    escaped for the terminal, so a label cannot move the cursor or break the table's
+    alignment."""
+    from recallbench.report.result import interval_text
+
+    names = [f"{terminal(n)} [95% CI]" for n in headline_measures(result)]
+    intervals = headline_intervals(result)
+    rows = [
+        (terminal(label), n, [interval_text(intervals[category][m]) for m in values])
+        for category, label, n, values in headline_rows(result)
+    ]
     width = max(12, *(len(label) for label, _, _ in rows))
-    columns = [max(12, len(name)) for name in names]  # a long name widens its column
+    columns = [  # a long name or interval widens its column
+        max(12, len(name), *(len(cells[i]) for _, _, cells in rows)) for i, name in enumerate(names)
+    ]
     lines = [
         f"{'category':<{width}}  {'n':>5}  "
         + "  ".join(f"{n:>{w}}" for n, w in zip(names, columns, strict=True))
     ]
-    for label, n, values in rows:
-        cells = ["n/a" if v is None else f"{v:.3f}" for v in values.values()]
+    for label, n, cells in rows:
         lines.append(
             f"{label:<{width}}  {n:>5}  "
             + "  ".join(f"{c:>{w}}" for c, w in zip(cells, columns, strict=True))
@@ -115,6 +131,7 @@ def closing_json(
     scored queries and their level, the headline figures per row (overall, then each
     category, with n), the files written, the decision and the wall seconds."""
     n, raw, level = scored_queries(result)
+    intervals = headline_intervals(result)
     return {
         "dataset": result["dataset"]["dataset"],
         "system": result["system"]["name"],
@@ -124,7 +141,16 @@ def closing_json(
         "seconds": round(seconds, 3),
         "measures": headline_measures(result),
         "figures": [
-            {"category": category, "label": label, "n": count, "values": values}
+            {
+                "category": category,
+                "label": label,
+                "n": count,
+                "values": values,
+                "ci95": {
+                    name: None if i is None or i.low is None else [i.low, i.high]
+                    for name, i in intervals[category].items()
+                },
+            }
             for category, label, count, values in headline_rows(result)
         ],
         "files": [str(f) for f in files],
