@@ -144,7 +144,8 @@ def test_counts_by_category_and_drops_match_hand_counts(tiny: Path) -> None:
     ]
     drops = [i for i in items if isinstance(i, Drop)]
     assert [d.reason for d in drops] == ["adversarial", "no_evidence", "no_evidence", "adversarial"]
-    assert drops[0].detail == "category 5 (adversarial): the answer is not in the conversation"
+    assert drops[0].detail.startswith("category 5 (adversarial): left out by default")
+    assert "--categories all scores it" in drops[0].detail
     assert drops[0].category == "5" and drops[0].scope_id == "conv-a"
     assert "empty evidence list" in drops[1].detail
     assert "D3:1" in drops[2].detail
@@ -160,6 +161,32 @@ def test_counts_by_category_and_drops_match_hand_counts(tiny: Path) -> None:
     ]
     assert [q.category for q in scope.queries] == ["4", "1", "2", "1", "2"]
     assert scope.queries[0].text == "What did Bob buy?"
+
+
+def test_categories_all_scores_category_5_with_its_evidence(tiny: Path) -> None:
+    """--categories all: the two category-5 questions are scored with their evidence (D1:1,
+    session D1), in category "5"; conversation B, whose one question is category 5, is now a
+    scope; the option is recorded and the category-5 note says so."""
+    source = open_source({"data": tiny}, {"unit": "turn", "categories": "all"})
+    items = list(source.stream())
+    summary = source.summary()
+    assert summary["scored"] == {"1": 2, "2": 2, "3": 0, "4": 1, "5": 2}
+    assert summary["dropped"] == {"adversarial": 0, "no_evidence": 2}
+    assert summary["conversations_without_scored_questions"] == 0
+    scopes = {i.scope_id: i for i in items if isinstance(i, Scope)}
+    assert sorted(scopes) == ["conv-a", "conv-b"]
+    adversarial = [q for s in scopes.values() for q in s.queries if q.category == "5"]
+    assert [q.query_id for q in adversarial] == ["conv-a:q3", "conv-b:q0"]
+    for q in adversarial:
+        assert q.relevance == {"session": {"D1": 2}, "turn": {"D1:1": 2}}
+    assert [d.reason for d in items if isinstance(d, Drop)] == ["no_evidence", "no_evidence"]
+    assert source.options == {"unit": "turn", "categories": "all"}
+    assert any(n.startswith("Category 5 (adversarial) questions are kept") for n in source.notes)
+    # the default: category 5 dropped, nothing recorded
+    default = open_source({"data": tiny}, {"unit": "turn", "categories": "1-4"})
+    assert default.options == {"unit": "turn"}
+    with pytest.raises(RecallbenchError, match="--categories must be one of 1-4, all, not '5'"):
+        open_source({"data": tiny}, {"categories": "5"})
 
 
 def test_declared_categories_levels_and_measures(tiny: Path) -> None:
