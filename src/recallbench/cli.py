@@ -424,10 +424,11 @@ def query_cmd(
     call_timeout: float | None,
 ) -> None:
     """Run every query through the system's production search (runs.json)."""
-    from recallbench.presets import default_top_k, run_options
+    from recallbench.presets import check_suite, default_top_k, run_options
     from recallbench.stages.query import run_query
 
     suite = ctx.read("suite")
+    check_suite(preset, suite["data"]["dataset"], suite["data"]["options"])
     unit = suite["data"]["options"].get("unit")
     top_k, ks = run_options(preset, suite["data"]["dataset"], top_k, ks, unit)
     top_k = default_top_k(top_k, ks)
@@ -495,12 +496,29 @@ def roundtrip_cmd(
 @command("score")
 @k_option
 @measure_option
+@preset_option
 @pass_ctx
-def score_cmd(ctx: Context, ks: tuple[int, ...] | None, measures: tuple[str, ...] | None) -> None:
+def score_cmd(
+    ctx: Context,
+    ks: tuple[int, ...] | None,
+    measures: tuple[str, ...] | None,
+    preset: str | None,
+) -> None:
     """Compute every measure per query, per category and overall (scores.json)."""
+    from recallbench.presets import measure_names
     from recallbench.stages.score import run_score
 
-    env = run_score(ctx.read("suite"), ctx.read_current("runs"), ks=ks, measure_names=measures)
+    suite = ctx.read("suite")
+    if preset is not None:
+        from recallbench.presets import PRESETS, check_suite
+
+        check_suite(preset, suite["data"]["dataset"], suite["data"]["options"])
+        if ks is not None and tuple(ks) != PRESETS[preset].ks:
+            raise click.UsageError(
+                f"--preset {preset} uses --k {','.join(map(str, PRESETS[preset].ks))}"
+            )
+    measures = measure_names(preset, measures)
+    env = run_score(suite, ctx.read_current("runs"), ks=ks, measure_names=measures)
     path = ctx.write(env)
     overall = env["data"]["overall"]
     shown = [m["name"] for m in env["data"]["measures"] if not m["pooled"]][:4]
@@ -753,7 +771,7 @@ def echo_closing(
     import json
     import time
 
-    from recallbench.presets import paper_summary
+    from recallbench.presets import preset_summary
     from recallbench.report.summary import closing_json, closing_line, files_line, summary_table
     from recallbench.stages.decide import headline
 
@@ -766,7 +784,7 @@ def echo_closing(
     if not quiet:
         click.echo(summary_table(run.result))
     if preset is not None:
-        click.echo(paper_summary(run.result))
+        click.echo(preset_summary(run.result, preset))
     if before_decision:
         click.echo(before_decision)
     echo_line(headline(decision))
@@ -810,6 +828,9 @@ def run_cmd(
     started = time.perf_counter()
     paths, options, k, ks = run_arguments(dataset, dataset_args, preset, top_k, ks)
     from recallbench.outputs import check_run_outputs
+    from recallbench.presets import measure_names
+
+    measures = measure_names(preset, measures)
 
     check_run_outputs(ctx.build_dir, paths, cache, output, report_path)
     run = run_pipeline(

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from recallbench.datasets.base import DATASETS, DEFAULT_DATASET, dataset_spec, shared_options
+from recallbench.presets import PRESETS, preset_help
 
 FIXTURE_DIR = Path("benchmarks/retrieval")
 DEFAULT_BASELINE = FIXTURE_DIR / "baseline.json"
@@ -250,10 +251,9 @@ measure_option = click.option(
 )
 preset_option = click.option(
     "--preset",
-    type=click.Choice(["longmemeval-paper"]),
+    type=click.Choice(list(PRESETS)),
     default=None,
-    help="longmemeval-paper: the LongMemEval paper's protocol (--session-text user, "
-    "--gold official, --k 1,3,5,10,30,50, --top-k 50).",
+    help=preset_help() + " (docs/protocols.md; an option beside it must agree).",
 )
 repeat_option = click.option(
     "--repeat",
