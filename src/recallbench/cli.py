@@ -316,6 +316,14 @@ def _execution(
     return Execution(executor, workers, ray_address, cache, call_timeout=call_timeout)
 
 
+def input_bytes(path: Path) -> int:
+    """A dataset input's size for a byte progress bar: a file's, or the sum of a
+    directory's files (LoCoMo's per-conversation layout); 0 for what is neither."""
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+    return path.stat().st_size if path.is_file() else 0
+
+
 def _top_k(top_k: int | None, dataset: str) -> int:
     return top_k if top_k is not None else DEFAULT_TOP_K.get(dataset, 5)
 
@@ -346,7 +354,7 @@ def validate_cmd(
     from recallbench.stages.validate import publish_suite, run_validate
 
     paths, options = dataset_inputs(dataset, reader_options(preset, dataset, dataset_args))
-    size = sum(p.stat().st_size for p in paths.values() if p.is_file())
+    size = sum(input_bytes(p) for p in paths.values())
     with progress.bar(size, "validate", "B", unit_scale=True, unit_divisor=1024) as bar:
         env = run_validate(
             dataset, paths, options, progress=bar.update, spool=ctx.build_dir / SPOOL

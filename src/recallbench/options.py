@@ -62,7 +62,6 @@ class SystemChoice(click.Choice):
 
 def _dataset_params(base: Path, shown: str | None) -> list[click.Parameter]:
     """--dataset, then every dataset's options (generated from the specs, each flag once)."""
-    file = click.Path(dir_okay=False, path_type=Path)
     params: list[click.Parameter] = [
         click.Option(
             ["--dataset"],
@@ -78,6 +77,7 @@ def _dataset_params(base: Path, shown: str | None) -> list[click.Parameter]:
             where = f"{shown}/{option.default_file}" if shown else str(base / option.default_file)
             default = f" [default: {where}]"
         text = f"{option.help} ({', '.join(owners)}){default}."
+        file = click.Path(dir_okay=option.dir_okay, path_type=Path)
         kind = file if option.type == "file" else click.Choice(option.choices)
         params.append(click.Option([option.flag], type=kind, default=None, help=text))
     return params

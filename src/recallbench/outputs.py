@@ -133,9 +133,13 @@ def input_places(
     paths: Mapping[str, Path], cache: Path | None = None, *extra: tuple[str, Path | None]
 ) -> list[Place]:
     """The files a command reads: its dataset files (role -> path, as `options.dataset_inputs`
-    gives them), the vector cache given with --cache (a directory), and `extra` (label, path)
+    gives them; a directory, LoCoMo's per-conversation layout, with everything in it), the
+    vector cache given with --cache (a directory), and `extra` (label, path)
     pairs such as ("the --check-baseline file", path); None paths are skipped."""
-    places = [Place(f"the {role} file this command reads", Path(p)) for role, p in paths.items()]
+    places = [
+        Place(f"the {role} file this command reads", Path(p), tree=Path(p).is_dir())
+        for role, p in paths.items()
+    ]
     if cache is not None:
         places.append(Place("the vector cache given with --cache", Path(cache), tree=True))
     places += [Place(label, Path(p)) for label, p in extra if p is not None]

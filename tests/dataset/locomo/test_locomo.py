@@ -462,7 +462,10 @@ def test_duplicate_sample_id(tmp_path: Path) -> None:
     ("content", "message"),
     [
         (b"", "expected a JSON array of LoCoMo samples, found an empty file"),
-        (b'{"sample_id": "x"}', "expected a JSON array of LoCoMo samples, found '{'"),
+        (
+            b'{"sample_id": "x"}',
+            "one JSON object, as in LoCoMo's per-conversation layout, but not named <n>.json",
+        ),
         (b"[]", "the array holds no records"),
         (b"[1]", "record[0]: must be an object, not an integer"),
         (
@@ -483,8 +486,8 @@ def test_bad_files(tmp_path: Path, content: bytes, message: str) -> None:
 def test_bad_paths_and_options(tmp_path: Path, tiny: Path) -> None:
     with pytest.raises(RecallbenchError, match="missing.json does not exist"):
         open_source({"data": tmp_path / "missing.json"}, {})
-    with pytest.raises(RecallbenchError, match="is a directory; give a regular file"):
-        open_source({"data": tmp_path}, {})
+    with pytest.raises(RecallbenchError, match="locomo10.json: not a conversation file of Lo"):
+        open_source({"data": tmp_path}, {})  # a directory: the per-conversation layout's?
     with pytest.raises(RecallbenchError, match="is a character device; give a regular file"):
         open_source({"data": Path("/dev/zero")}, {})
     with pytest.raises(RecallbenchError, match="--unit must be one of session, turn, not 'chunk'"):

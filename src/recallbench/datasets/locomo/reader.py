@@ -1,5 +1,10 @@
 """Stream a LoCoMo file (``locomo10.json``) one conversation at a time, as scopes and drops.
 
+The array file is read here; LoCoMo's other layout, one JSON object per conversation (the
+repository zip's ``locomo10_v2/<n>.json``: a directory, the zip itself, or one such file), is
+read by `recallbench.datasets.locomo.layout` into the same samples, so both give the same
+scopes and figures.
+
 LoCoMo (Maharana et al., ACL 2024; snap-research/locomo) is a JSON array of samples, each
 one long conversation between two speakers (``conversation``: ``session_N`` lists of turns
 ``{"speaker", "dia_id", "text"}``, some with ``img_url`` / ``blip_caption``) and its
@@ -74,6 +79,7 @@ from recallbench.datasets.jsonstream import (
     record_error,
 )
 from recallbench.datasets.jsonstream import type_name as _type_name
+from recallbench.datasets.sniff import refuse_other
 from recallbench.errors import RecallbenchError
 from recallbench.ids import opaque_id
 from recallbench.measures import LOCOMO as LOCOMO_FAMILY
@@ -378,11 +384,24 @@ def check_sample(raw: Any, index: int, path: Path) -> Sample:
     )
 
 
+def _member_sample(raw: dict[str, Any], index: int, path: Path, label: str) -> Sample:
+    """A per-conversation member checked as a sample (`layout.as_sample` shaped it): an
+    error names the member (`label`) and the field as the member holds it (no
+    ``conversation.`` wrapper), e.g. ``locomo10_v2/26.json: field 'qa[3].category' ...``."""
+    try:
+        return check_sample(raw, index, path)
+    except RecallbenchError as exc:
+        prefix = f"{path}: record[{index}] (sample_id {raw['sample_id']!r}): "
+        message = str(exc).removeprefix(prefix).replace("field 'conversation.", "field '")
+        raise RecallbenchError(f"{label}: {message}") from None
+
+
 # -- streaming ---------------------------------------------------------------------------
 
 
-def identify(path: Path, sha256: str) -> dict[str, Any]:
-    """{"known": bool, "label": sentence}: synthetic data from our generator, or unknown."""
+def identify(path: Path, sha256: str, conversations: Any = None) -> dict[str, Any]:
+    """{"known": bool, "label": sentence}: synthetic data from our generator, or unknown.
+    `conversations`: the per-conversation layout (`layout.Conversations`) read, if any."""
     meta = generated_sidecar(path, sha256)
     if meta is not None:
         params = meta.get("parameters")
@@ -397,6 +416,14 @@ def identify(path: Path, sha256: str) -> dict[str, Any]:
                 f"({params.get('conversations')} conversations, {questions} questions, "
                 f"seed {params.get('seed')}) - not LoCoMo"
             ),
+        }
+    if conversations is not None:
+        count = len(conversations.members)
+        kind = {"directory": "directory", "zip": "zip"}.get(conversations.layout, "file")
+        return {
+            "known": False,
+            "label": f"LoCoMo per-conversation {kind} ({count} conversation file"
+            f"{'s' if count != 1 else ''}; sha256 matches no release recorded here)",
         }
     return {
         "known": False,
@@ -446,10 +473,18 @@ class LoCoMoSource:
                 f"--categories must be one of {', '.join(CATEGORY_SETS)}, not {categories!r}"
             )
         self.path = Path(path)
+        from recallbench.datasets.locomo.layout import ARRAY, Conversations, layout_of
         from recallbench.inputs import check_regular_file, input_limit
 
         self.unit = unit
-        self.size_bytes = check_regular_file(self.path, "LoCoMo file", input_limit("data"))
+        #: the array file, or the per-conversation layout (a directory, the zip, one file)
+        self.layout = layout_of(self.path)
+        self._conversations: Conversations | None = None
+        if self.layout == ARRAY:
+            self.size_bytes = check_regular_file(self.path, "LoCoMo file", input_limit("data"))
+        else:
+            self._conversations = Conversations(self.path, self.layout, input_limit("data"))
+            self.size_bytes = self._conversations.size
         self._array = JsonArrayFile(self.path, what="LoCoMo samples", id_field="sample_id")
         self.options: dict[str, Any] = {"unit": unit}
         # recorded only when not the default, so default runs keep their artifacts unchanged
@@ -470,9 +505,17 @@ class LoCoMoSource:
     # -- the stream ----------------------------------------------------------------------
 
     def samples(self, progress: Callable[[int], Any] | None = None) -> Iterator[Sample]:
-        """Every sample, checked, in file order; sets `sha256` when exhausted."""
+        """Every sample, checked, in file order (a per-conversation layout's in the order of
+        the conversations' numbers); sets `sha256` when exhausted."""
+        if self._conversations is not None:
+            for index, raw, label in self._conversations.records(progress):
+                yield _member_sample(raw, index, self.path, label)
+            self.sha256 = self._conversations.sha256
+            return
         seen: dict[str, int] = {}
         for index, raw in self._array.stream(progress):
+            if index == 0:
+                refuse_other(self.path, raw, NAME)  # a LongMemEval file: say so
             sample = check_sample(raw, index, self.path)
             if sample.sample_id in seen:
                 raise _fail(
@@ -602,8 +645,11 @@ class LoCoMoSource:
     # -- what the stages ask -------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
         if self.sha256 is None:  # not streamed (yet): hash the file on its own
-            self.sha256 = file_sha256(self.path)
-        known = identify(self.path, self.sha256)
+            if self._conversations is not None:
+                self.sha256 = self._conversations.digest()
+            else:
+                self.sha256 = file_sha256(self.path)
+        known = identify(self.path, self.sha256, self._conversations)
         return {
             "dataset": NAME,
             "files": [

@@ -45,9 +45,12 @@ class DataFile:
     """A LongMemEval file on disk, read as a stream."""
 
     def __init__(self, path: Path) -> None:
+        from recallbench.datasets.sniff import locomo_layout, wrong_dataset
         from recallbench.inputs import check_regular_file, input_limit
 
         self.path = Path(path)
+        if locomo_layout(self.path):  # a LoCoMo directory, zip or conversation: say so
+            raise wrong_dataset(self.path, "locomo")
         self.size = check_regular_file(self.path, "LongMemEval file", input_limit("data"))
         self.sha256: str | None = None
         self.records = 0
@@ -58,7 +61,11 @@ class DataFile:
 
         `progress` is called with the number of bytes read, chunk by chunk.
         """
+        from recallbench.datasets.sniff import refuse_other
+
         for index, raw in self._array.stream(progress):
+            if index == 0:
+                refuse_other(self.path, raw, NAME)  # a LoCoMo file: say so
             yield check_record(raw, index, self.path)
         self.records = self._array.records
         self.sha256 = self._array.sha256
