@@ -1120,6 +1120,103 @@ def compare_cmd(
         )
 
 
+@command("protocols")
+@dataset_options()
+@system_option
+@top_k_option
+@k_option
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the protocols document (protocols.json's) on stdout instead of the table.",
+)
+@output_options("BUILD/protocols.json", "BUILD/protocols.md")
+@executor_option
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Parallel workers (results are identical for any number).",
+)
+@ray_address_option
+@pass_ctx
+def protocols_cmd(
+    ctx: Context,
+    dataset: str,
+    dataset_args: dict[str, Any],
+    system: str,
+    top_k: int | None,
+    ks: tuple[int, ...] | None,
+    as_json: bool,
+    output: Path | None,
+    report_path: Path | None,
+    executor: str,
+    workers: int,
+    ray_address: str | None,
+) -> None:
+    """Every published definition of LoCoMo's figures from one ranking per unit: the
+    default, --unit turn, --categories all and each LoCoMo preset, each with what it counts,
+    its figures and its difference from the default split into unit + k counting +
+    questions kept + measure. Runs the system once per unit (every category scored); writes
+    protocols.json, protocols.md and protocols.html (docs/protocols.md)."""
+    from recallbench.protocols import DATASET, DEFAULT_KS, run_protocols
+
+    if dataset != DATASET:
+        raise click.UsageError(
+            f"protocols covers --dataset {DATASET}; for {dataset}, run its presets "
+            "(`recallbench run --preset NAME`, docs/protocols.md)"
+        )
+    for flag in ("unit", "categories"):
+        if dataset_args.get(flag) is not None:
+            raise click.UsageError(f"protocols runs every unit and category itself; drop --{flag}")
+    paths, _ = dataset_inputs(dataset, dataset_args)
+    ks = ks or DEFAULT_KS
+    top_k = top_k or max(ks)
+    output = output or ctx.build_dir / "protocols.json"
+    report_path = report_path or ctx.build_dir / "protocols.md"
+    from recallbench.outputs import check_protocols_outputs
+    from recallbench.stages.report import html_path
+
+    page = html_path(report_path)
+    check_protocols_outputs(ctx.build_dir, output, report_path, page, paths)
+    ctx.build_dir.mkdir(parents=True, exist_ok=True)
+    doc, seconds = run_protocols(
+        paths,
+        system,
+        ks=ks,
+        top_k=top_k,
+        parent=ctx.build_dir,
+        execution=_execution(executor, workers, ray_address, None),
+        say=ctx.say,
+    )
+    from recallbench.artifacts import dumps
+    from recallbench.protocols import render_html, render_markdown, render_text
+
+    ctx.publish(
+        {
+            output: dumps(doc),
+            report_path: render_markdown(doc).encode("utf-8"),
+            page: render_html(doc).encode("utf-8"),
+        }
+    )
+    if as_json:
+        import json
+
+        click.echo(json.dumps(doc))
+        return
+    click.echo(render_text(doc))
+    if not ctx.quiet:
+        from recallbench.report.summary import files_line
+
+        echo_line(files_line([output, report_path, page]), err=True)
+        echo_line(
+            f"{len(doc['protocols'])} protocols from {len(doc['runs'])} runs in {seconds:.1f} s",
+            err=True,
+        )
+
+
 @command("systems", writes=False)
 @click.option(
     "--json",

@@ -228,3 +228,17 @@ def check_compare_outputs(
         ),
     ]
     check_outputs(outputs, inputs, build_places(build_dir)[1])
+
+
+def check_protocols_outputs(
+    build_dir: Path, output: Path, report_path: Path, page: Path, paths: Mapping[str, Path]
+) -> None:
+    """Refuse, before any work, a protocols output (--output, default BUILD/protocols.json;
+    --report, default BUILD/protocols.md, with protocols.html beside it) that is one of its
+    dataset files, another of its outputs, or a file of the build (`check_outputs`)."""
+    outputs = [
+        Place("--output", Path(output)),
+        Place("--report", Path(report_path)),
+        Place("the HTML page beside --report", Path(page)),
+    ]
+    check_outputs(outputs, input_places(paths), build_places(build_dir)[1])
