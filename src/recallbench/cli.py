@@ -48,6 +48,7 @@ from recallbench.options import (
     run_command_options,
     system_option,
     top_k_option,
+    workers_option,
 )
 from recallbench.signals import Terminated, handle_sigterm
 
@@ -318,9 +319,14 @@ def _execution(
 
 def input_bytes(path: Path) -> int:
     """A dataset input's size for a byte progress bar: a file's, or the sum of a
-    directory's files (LoCoMo's per-conversation layout); 0 for what is neither."""
+    directory's visible .json files (LoCoMo's per-conversation layout); 0 for what is
+    neither."""
     if path.is_dir():
-        return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+        return sum(
+            p.stat().st_size
+            for p in path.iterdir()
+            if p.suffix == ".json" and not p.name.startswith(".") and p.is_file()
+        )
     return path.stat().st_size if path.is_file() else 0
 
 
@@ -1133,13 +1139,7 @@ def compare_cmd(
 )
 @output_options("BUILD/protocols.json", "BUILD/protocols.md")
 @executor_option
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Parallel workers (results are identical for any number).",
-)
+@workers_option
 @ray_address_option
 @pass_ctx
 def protocols_cmd(
@@ -1165,8 +1165,9 @@ def protocols_cmd(
 
     if dataset != DATASET:
         raise click.UsageError(
-            f"protocols covers --dataset {DATASET}; for {dataset}, run its presets "
-            "(`recallbench run --preset NAME`, docs/protocols.md)"
+            f"protocols covers --dataset {DATASET} only (give --dataset {DATASET}); "
+            "LongMemEval's protocols are presets of `recallbench run --preset NAME` "
+            "(docs/protocols.md)"
         )
     for flag in ("unit", "categories"):
         if dataset_args.get(flag) is not None:

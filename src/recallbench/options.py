@@ -274,15 +274,16 @@ ray_address_option = click.option(
     default=None,
     help="With --executor ray: the cluster's address [default: start a local Ray].",
 )
+workers_option = click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Parallel workers (results are identical for any number).",
+)
 execution_options = _compose(
     executor_option,
-    click.option(
-        "--workers",
-        type=click.IntRange(min=1),
-        default=1,
-        show_default=True,
-        help="Parallel workers (results are identical for any number).",
-    ),
+    workers_option,
     ray_address_option,
     click.option(
         "--cache",

@@ -49,10 +49,10 @@ class Preset:
     used_by: str
     #: reader options (validate's): name -> value; `unit` when the protocol fixes it
     reader: Mapping[str, str]
-    ks: tuple[int, ...]
-    top_k: int
+    ks: tuple[int, ...] = (1, 5, 10)
+    top_k: int = 10
     #: top-k at --unit turn
-    turn_top_k: int
+    turn_top_k: int = 10
     #: the measures the protocol reports, each (name with ``{k}``, the protocol's label with
     #: ``{k}``), at every k of `ks`; empty: the dataset's own measures
     measures: tuple[tuple[str, str], ...] = field(default=())
@@ -91,9 +91,6 @@ PRESETS: dict[str, Preset] = {
             used_by="store claims over all 500 questions (taosmd's any-hit R@5 on cleaned S; "
             "one such claim also cuts sessions to their user turns' first 512 characters)",
             reader={"unit": "session", "session_text": "user", "abstention": "keep"},
-            ks=(1, 5, 10),
-            top_k=10,
-            turn_top_k=10,
             measures=(("recall_any@{k}", "any-hit R@{k}"),),
         ),
         Preset(
@@ -108,9 +105,6 @@ PRESETS: dict[str, Preset] = {
                 "gold": "answer_session_ids",
                 "abstention": "drop",
             },
-            ks=(1, 5, 10),
-            top_k=10,
-            turn_top_k=10,
             measures=(("recall@{k}", "recall@{k}"),),
         ),
         Preset(
@@ -121,9 +115,6 @@ PRESETS: dict[str, Preset] = {
             used_by="two popular turn-index harnesses (their own scoring code, category 5 "
             "kept: 1,978 questions of the real file)",
             reader={"unit": "turn", "categories": "all"},
-            ks=(1, 5, 10),
-            top_k=10,
-            turn_top_k=10,
             measures=(("turn_sessions_any@{k}", "any@{k}"),),
         ),
         Preset(
@@ -134,9 +125,6 @@ PRESETS: dict[str, Preset] = {
             "memory per turn; category 5 kept",
             used_by="a third turn-index harness (its own scoring code)",
             reader={"unit": "turn", "categories": "all"},
-            ks=(1, 5, 10),
-            top_k=10,
-            turn_top_k=10,
             measures=(
                 ("turn_sessions_all@{k}", "session-expanded strict@{k}"),
                 ("turn_recall_any@{k}", "turn-id any@{k}"),

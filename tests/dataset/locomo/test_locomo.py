@@ -590,6 +590,26 @@ def test_reader_accepts_generated_files_and_labels_them_synthetic(tmp_path: Path
     assert source.identity()["known"] is False
 
 
+def test_generated_category_5_is_scored_with_categories_all_and_only_then(tmp_path: Path):
+    """Every generated category-5 question carries evidence of real turns (as in the real
+    file): --categories all scores all of them; without it none, and the other questions'
+    scopes are the same."""
+    path = tmp_path / "gen.json"
+    meta = generate(path, conversations=2, questions_per_conversation=(40, 60), seed=4)
+    default = open_source({"data": path}, {})
+    everything = open_source({"data": path}, {"categories": "all"})
+    scopes = {
+        name: [i for i in source.stream() if isinstance(i, Scope)]
+        for name, source in (("default", default), ("all", everything))
+    }
+    assert everything.summary()["scored"]["5"] == meta["counts"]["questions"]["5"] > 0
+    assert default.summary()["scored"]["5"] == 0
+    for mine, theirs in zip(scopes["default"], scopes["all"], strict=True):
+        assert mine.memories == theirs.memories
+        kept = tuple(q for q in theirs.queries if q.category != "5")
+        assert mine.queries == kept
+
+
 def test_generated_evidence_shares_vocabulary_with_its_question(tmp_path: Path) -> None:
     path = tmp_path / "gen.json"
     generate(path, conversations=1, questions_per_conversation=60, seed=3)

@@ -269,3 +269,17 @@ def test_the_generator_replaces_only_its_own_directory(files: dict[str, Path], t
     ):
         generate(out, layout="directory", conversations=1, sessions=2, turns_per_session=2)
     assert (out / "mine.txt").exists()
+
+
+def test_no_output_is_written_into_a_data_directory(files: dict[str, Path], tmp_path: Path):
+    """The per-conversation directory is an input with everything in it: an output inside
+    it is refused before any work."""
+    inside = files["directory"] / "results.json"
+    result = CliRunner().invoke(
+        main,
+        ["--build-dir", str(tmp_path / "b"), "run", "--dataset", "locomo", "--system", "bm25"]
+        + ["--data", str(files["directory"]), "--output", str(inside)],
+    )
+    assert result.exit_code == 1, result.output
+    assert "would overwrite the data file this command reads" in result.stderr
+    assert not inside.exists()
