@@ -167,6 +167,9 @@ def main(
             )
         dataset, dataset_args = "longmemeval", {**dataset_args, "data": longmemeval_file}
     paths, options, k, ks = run_arguments(dataset, dataset_args, preset, top_k, ks, FIXTURES)
+    from recallbench.presets import measure_names
+
+    measures = measure_names(preset, measures)
 
     def body() -> None:
         from recallbench.outputs import check_run_outputs

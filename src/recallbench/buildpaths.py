@@ -317,7 +317,8 @@ def check_tree(directory: Path) -> None:
             check_tree(Path(entry.path))
 
 
-#: the work directories `compare` makes in the build directory (`tempfile`'s names)
+#: the work directories `compare` (and `protocols`) make in the build directory
+#: (`tempfile`'s names)
 _LEFTOVER_WORK = re.compile(r"compare-(?:vectors-)?[a-z0-9_]{8}")
 
 

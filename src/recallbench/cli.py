@@ -49,6 +49,7 @@ from recallbench.options import (
     run_command_options,
     system_option,
     top_k_option,
+    workers_option,
 )
 from recallbench.signals import Terminated, handle_sigterm
 
@@ -321,6 +322,19 @@ def _execution(
     return Execution(executor, workers, ray_address, cache, call_timeout=call_timeout)
 
 
+def input_bytes(path: Path) -> int:
+    """A dataset input's size for a byte progress bar: a file's, or the sum of a
+    directory's visible .json files (LoCoMo's per-conversation layout); 0 for what is
+    neither."""
+    if path.is_dir():
+        return sum(
+            p.stat().st_size
+            for p in path.iterdir()
+            if p.suffix == ".json" and not p.name.startswith(".") and p.is_file()
+        )
+    return path.stat().st_size if path.is_file() else 0
+
+
 def _top_k(top_k: int | None, dataset: str) -> int:
     return top_k if top_k is not None else DEFAULT_TOP_K.get(dataset, 5)
 
@@ -351,7 +365,7 @@ def validate_cmd(
     from recallbench.stages.validate import publish_suite, run_validate
 
     paths, options = dataset_inputs(dataset, reader_options(preset, dataset, dataset_args))
-    size = sum(p.stat().st_size for p in paths.values() if p.is_file())
+    size = sum(input_bytes(p) for p in paths.values())
     with progress.bar(size, "validate", "B", unit_scale=True, unit_divisor=1024) as bar:
         env = run_validate(
             dataset, paths, options, progress=bar.update, spool=ctx.build_dir / SPOOL
@@ -429,10 +443,11 @@ def query_cmd(
     call_timeout: float | None,
 ) -> None:
     """Run every query through the system's production search (runs.json)."""
-    from recallbench.presets import default_top_k, run_options
+    from recallbench.presets import check_suite, default_top_k, run_options
     from recallbench.stages.query import run_query
 
     suite = ctx.read("suite")
+    check_suite(preset, suite["data"]["dataset"], suite["data"]["options"])
     unit = suite["data"]["options"].get("unit")
     top_k, ks = run_options(preset, suite["data"]["dataset"], top_k, ks, unit)
     top_k = default_top_k(top_k, ks)
@@ -500,12 +515,29 @@ def roundtrip_cmd(
 @command("score")
 @k_option
 @measure_option
+@preset_option
 @pass_ctx
-def score_cmd(ctx: Context, ks: tuple[int, ...] | None, measures: tuple[str, ...] | None) -> None:
+def score_cmd(
+    ctx: Context,
+    ks: tuple[int, ...] | None,
+    measures: tuple[str, ...] | None,
+    preset: str | None,
+) -> None:
     """Compute every measure per query, per category and overall (scores.json)."""
+    from recallbench.presets import measure_names
     from recallbench.stages.score import run_score
 
-    env = run_score(ctx.read("suite"), ctx.read_current("runs"), ks=ks, measure_names=measures)
+    suite = ctx.read("suite")
+    if preset is not None:
+        from recallbench.presets import PRESETS, check_suite
+
+        check_suite(preset, suite["data"]["dataset"], suite["data"]["options"])
+        if ks is not None and tuple(ks) != PRESETS[preset].ks:
+            raise click.UsageError(
+                f"--preset {preset} uses --k {','.join(map(str, PRESETS[preset].ks))}"
+            )
+    measures = measure_names(preset, measures)
+    env = run_score(suite, ctx.read_current("runs"), ks=ks, measure_names=measures)
     path = ctx.write(env)
     overall = env["data"]["overall"]
     shown = [m["name"] for m in env["data"]["measures"] if not m["pooled"]][:4]
@@ -758,7 +790,7 @@ def echo_closing(
     import json
     import time
 
-    from recallbench.presets import paper_summary
+    from recallbench.presets import preset_summary
     from recallbench.report.summary import closing_json, closing_line, files_line, summary_table
     from recallbench.stages.decide import headline
 
@@ -771,7 +803,7 @@ def echo_closing(
     if not quiet:
         click.echo(summary_table(run.result))
     if preset is not None:
-        click.echo(paper_summary(run.result))
+        click.echo(preset_summary(run.result, preset))
     if before_decision:
         click.echo(before_decision)
     echo_line(headline(decision))
@@ -815,6 +847,9 @@ def run_cmd(
     started = time.perf_counter()
     paths, options, k, ks = run_arguments(dataset, dataset_args, preset, top_k, ks)
     from recallbench.outputs import check_run_outputs
+    from recallbench.presets import measure_names
+
+    measures = measure_names(preset, measures)
 
     check_run_outputs(ctx.build_dir, paths, cache, output, report_path)
     run = run_pipeline(
@@ -1231,6 +1266,98 @@ def power_cmd(
         "MDE: the smallest mean difference detected with 80% power at alpha 0.05 (two-sided), "
         "from the observed sd of the paired differences; n/a where every pair is tied."
     )
+
+
+@command("protocols")
+@dataset_options()
+@system_option
+@top_k_option
+@k_option
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the protocols document (protocols.json's) on stdout instead of the table.",
+)
+@output_options("BUILD/protocols.json", "BUILD/protocols.md")
+@executor_option
+@workers_option
+@ray_address_option
+@pass_ctx
+def protocols_cmd(
+    ctx: Context,
+    dataset: str,
+    dataset_args: dict[str, Any],
+    system: str,
+    top_k: int | None,
+    ks: tuple[int, ...] | None,
+    as_json: bool,
+    output: Path | None,
+    report_path: Path | None,
+    executor: str,
+    workers: int,
+    ray_address: str | None,
+) -> None:
+    """Every published definition of LoCoMo's figures from one ranking per unit: the
+    default, --unit turn, --categories all and each LoCoMo preset, each with what it counts,
+    its figures and its difference from the default split into unit + k counting +
+    questions kept + measure. Runs the system once per unit (every category scored); writes
+    protocols.json, protocols.md and protocols.html (docs/protocols.md)."""
+    from recallbench.protocols import DATASET, DEFAULT_KS, run_protocols
+
+    if dataset != DATASET:
+        raise click.UsageError(
+            f"protocols covers --dataset {DATASET} only (give --dataset {DATASET}); "
+            "LongMemEval's protocols are presets of `recallbench run --preset NAME` "
+            "(docs/protocols.md)"
+        )
+    for flag in ("unit", "categories"):
+        if dataset_args.get(flag) is not None:
+            raise click.UsageError(f"protocols runs every unit and category itself; drop --{flag}")
+    paths, _ = dataset_inputs(dataset, dataset_args)
+    ks = ks or DEFAULT_KS
+    top_k = top_k or max(ks)
+    output = output or ctx.build_dir / "protocols.json"
+    report_path = report_path or ctx.build_dir / "protocols.md"
+    from recallbench.outputs import check_protocols_outputs
+    from recallbench.stages.report import html_path
+
+    page = html_path(report_path)
+    check_protocols_outputs(ctx.build_dir, output, report_path, page, paths)
+    ctx.build_dir.mkdir(parents=True, exist_ok=True)
+    doc, seconds = run_protocols(
+        paths,
+        system,
+        ks=ks,
+        top_k=top_k,
+        parent=ctx.build_dir,
+        execution=_execution(executor, workers, ray_address, None),
+        say=ctx.say,
+    )
+    from recallbench.artifacts import dumps
+    from recallbench.protocols import render_html, render_markdown, render_text
+
+    ctx.publish(
+        {
+            output: dumps(doc),
+            report_path: render_markdown(doc).encode("utf-8"),
+            page: render_html(doc).encode("utf-8"),
+        }
+    )
+    if as_json:
+        import json
+
+        click.echo(json.dumps(doc))
+        return
+    click.echo(render_text(doc))
+    if not ctx.quiet:
+        from recallbench.report.summary import files_line
+
+        echo_line(files_line([output, report_path, page]), err=True)
+        echo_line(
+            f"{len(doc['protocols'])} protocols from {len(doc['runs'])} runs in {seconds:.1f} s",
+            err=True,
+        )
 
 
 @command("systems", writes=False)

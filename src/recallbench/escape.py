@@ -14,6 +14,7 @@ output call it where the string meets the output, never at their callers' sites.
 - `plot_text(text)`: a string matplotlib draws (labels, titles, legends, tick labels).
 - `script_json(obj)`: JSON that stands inside a ``<script>`` element of a page or in a
   JavaScript file the page loads (report.html's data files).
+- `html(text)`: text inside an HTML element or a quoted attribute (protocols.html).
 """
 
 from __future__ import annotations
@@ -150,3 +151,12 @@ def script_json(obj: Any) -> str:
         if ch in text:
             text = text.replace(ch, esc)
     return text
+
+
+def html(text: Any) -> str:
+    """`text` as HTML text or a quoted attribute value that shows exactly that text:
+    control, format and surrogate characters as ``U+XXXX``, ``& < > " '`` as character
+    references, so no string can open an element, end an attribute or start an entity."""
+    import html as _html
+
+    return _html.escape(_visible_controls(str(text)), quote=True)

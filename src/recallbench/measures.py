@@ -345,6 +345,45 @@ class NDCGAnyTurn2Session(NDCGAny):
         return official.turn2session_ndcg(list(ranking), gold, self.k)
 
 
+class SessionsOfTopTurnsAny(Measure):
+    """sessions_any@k, over a turn ranking: 1 if a gold session (one holding a gold turn) is
+    the session of any of the top k turns, else 0 - "any gold session among the sessions of
+    the top k turns". k counts turns, not distinct sessions: the top 5 turns may come from
+    one to five sessions (`recall_any@k` of a turn run counts k distinct sessions). A
+    turn's session is its id without the position (`metrics.turn_session`: D3:4 -> D3).
+    None when no turn is gold."""
+
+    stem = "sessions_any"
+    definition = "1 if any gold session is the session of one of the top k turns (k counts turns)"
+
+    def __call__(self, ranking, grades, groups=None):
+        found = self._sessions(ranking, grades)
+        return None if found is None else float(not found[0].isdisjoint(found[1]))
+
+    def _sessions(self, ranking, grades):
+        try:
+            return m.sessions_of_top_turns(ranking, grades, self.k, self.rel)
+        except ValueError as exc:
+            raise RecallbenchError(f"measure {self.spec} reads a turn ranking: {exc}") from None
+
+
+class SessionsOfTopTurnsAll(SessionsOfTopTurnsAny):
+    """sessions_all@k, over a turn ranking: 1 if every gold session (one holding a gold
+    turn) is the session of one of the top k turns, else 0 - "session-expanded strict@k":
+    each of the top k turns expanded to its whole session, every gold turn then retrieved.
+    k counts turns. None when no turn is gold."""
+
+    stem = "sessions_all"
+    definition = (
+        "1 if every gold session is the session of one of the top k turns (session-expanded "
+        "strict@k)"
+    )
+
+    def __call__(self, ranking, grades, groups=None):
+        found = self._sessions(ranking, grades)
+        return None if found is None else float(found[0] <= found[1])
+
+
 @dataclass(frozen=True)
 class FalsePositiveRate(PooledMeasure):
     """False-positive slots@k = returned ids in the top k graded 0 / min(k, returned);
@@ -383,6 +422,8 @@ MEASURE_CLASSES: tuple[type[Measure], ...] = (
     ReciprocalRank,
     NDCG,
     NDCGAny,
+    SessionsOfTopTurnsAny,
+    SessionsOfTopTurnsAll,
     FalsePositiveRate,
     DuplicateSlotRate,
 )

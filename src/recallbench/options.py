@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from recallbench.datasets.base import DATASETS, DEFAULT_DATASET, dataset_spec, shared_options
+from recallbench.presets import PRESETS, preset_help
 
 FIXTURE_DIR = Path("benchmarks/retrieval")
 DEFAULT_BASELINE = FIXTURE_DIR / "baseline.json"
@@ -61,7 +62,6 @@ class SystemChoice(click.Choice):
 
 def _dataset_params(base: Path, shown: str | None) -> list[click.Parameter]:
     """--dataset, then every dataset's options (generated from the specs, each flag once)."""
-    file = click.Path(dir_okay=False, path_type=Path)
     params: list[click.Parameter] = [
         click.Option(
             ["--dataset"],
@@ -77,6 +77,7 @@ def _dataset_params(base: Path, shown: str | None) -> list[click.Parameter]:
             where = f"{shown}/{option.default_file}" if shown else str(base / option.default_file)
             default = f" [default: {where}]"
         text = f"{option.help} ({', '.join(owners)}){default}."
+        file = click.Path(dir_okay=option.dir_okay, path_type=Path)
         kind = file if option.type == "file" else click.Choice(option.choices)
         params.append(click.Option([option.flag], type=kind, default=None, help=text))
     return params
@@ -250,10 +251,9 @@ measure_option = click.option(
 )
 preset_option = click.option(
     "--preset",
-    type=click.Choice(["longmemeval-paper"]),
+    type=click.Choice(list(PRESETS)),
     default=None,
-    help="longmemeval-paper: the LongMemEval paper's protocol (--session-text user, "
-    "--gold official, --k 1,3,5,10,30,50, --top-k 50).",
+    help=preset_help() + " (docs/protocols.md; an option beside it must agree).",
 )
 repeat_option = click.option(
     "--repeat",
@@ -274,15 +274,16 @@ ray_address_option = click.option(
     default=None,
     help="With --executor ray: the cluster's address [default: start a local Ray].",
 )
+workers_option = click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Parallel workers (results are identical for any number).",
+)
 execution_options = _compose(
     executor_option,
-    click.option(
-        "--workers",
-        type=click.IntRange(min=1),
-        default=1,
-        show_default=True,
-        help="Parallel workers (results are identical for any number).",
-    ),
+    workers_option,
     ray_address_option,
     click.option(
         "--cache",

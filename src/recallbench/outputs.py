@@ -133,9 +133,13 @@ def input_places(
     paths: Mapping[str, Path], cache: Path | None = None, *extra: tuple[str, Path | None]
 ) -> list[Place]:
     """The files a command reads: its dataset files (role -> path, as `options.dataset_inputs`
-    gives them), the vector cache given with --cache (a directory), and `extra` (label, path)
+    gives them; a directory, LoCoMo's per-conversation layout, with everything in it), the
+    vector cache given with --cache (a directory), and `extra` (label, path)
     pairs such as ("the --check-baseline file", path); None paths are skipped."""
-    places = [Place(f"the {role} file this command reads", Path(p)) for role, p in paths.items()]
+    places = [
+        Place(f"the {role} file this command reads", Path(p), tree=Path(p).is_dir())
+        for role, p in paths.items()
+    ]
     if cache is not None:
         places.append(Place("the vector cache given with --cache", Path(cache), tree=True))
     places += [Place(label, Path(p)) for label, p in extra if p is not None]
@@ -224,3 +228,17 @@ def check_compare_outputs(
         ),
     ]
     check_outputs(outputs, inputs, build_places(build_dir)[1])
+
+
+def check_protocols_outputs(
+    build_dir: Path, output: Path, report_path: Path, page: Path, paths: Mapping[str, Path]
+) -> None:
+    """Refuse, before any work, a protocols output (--output, default BUILD/protocols.json;
+    --report, default BUILD/protocols.md, with protocols.html beside it) that is one of its
+    dataset files, another of its outputs, or a file of the build (`check_outputs`)."""
+    outputs = [
+        Place("--output", Path(output)),
+        Place("--report", Path(report_path)),
+        Place("the HTML page beside --report", Path(page)),
+    ]
+    check_outputs(outputs, input_places(paths), build_places(build_dir)[1])

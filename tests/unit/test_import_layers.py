@@ -58,6 +58,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "recallbench.workspace",
             "recallbench.outputs",
             "recallbench.presets",
+            "recallbench.protocols",
         ),
     ),
     ("interface", ("recallbench.options", "recallbench.cli")),

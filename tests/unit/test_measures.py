@@ -31,6 +31,8 @@ from recallbench.measures import (
     RecallAll,
     RecallAny,
     ReciprocalRank,
+    SessionsOfTopTurnsAll,
+    SessionsOfTopTurnsAny,
     aggregate,
     conversational_measures,
     family_measures,
@@ -65,6 +67,8 @@ def test_every_measure_class_is_listed_with_its_stem_and_definition() -> None:
         ReciprocalRank,
         NDCG,
         NDCGAny,
+        SessionsOfTopTurnsAny,
+        SessionsOfTopTurnsAll,
         FalsePositiveRate,
         DuplicateSlotRate,
     ]
@@ -76,10 +80,12 @@ def test_every_measure_class_is_listed_with_its_stem_and_definition() -> None:
         "mrr",
         "ndcg",
         "ndcg_any",
+        "sessions_any",
+        "sessions_all",
         "fp_rate",
         "duplicate_slot_rate",
     ]
-    assert [cls.pooled for cls in MEASURE_CLASSES] == [False] * 6 + [True] * 2
+    assert [cls.pooled for cls in MEASURE_CLASSES] == [False] * 8 + [True] * 2
     for cls in MEASURE_CLASSES:
         assert cls.definition and "\n" not in cls.definition, cls
         assert cls.__doc__ and "@k" in cls.__doc__, cls  # the formula is in the docstring
@@ -174,6 +180,63 @@ def test_ndcg_any_is_binary_over_grade_two_and_up() -> None:
     assert NDCGAny(L, 1)(["c", "a"], grades) == 0.0
     # the graded nDCG does count c: DCG@1 = 1, IDCG@1 = 3
     assert NDCG(L, 1)(["c", "a"], grades) == pytest.approx(1 / 3, abs=1e-12)
+
+
+# Turn ids of sessions D1..D5; the gold turns D1:2 and D3:1 make the gold sessions {D1, D3}.
+TURNS = ["D2:1", "D2:3", "D1:4", "D5:1", "D3:2", "D1:2"]
+TURN_GOLD = {"D1:2": 2, "D3:1": 2, "D4:1": 1}  # D4:1 (grade 1) is not gold, nor D4
+
+
+@pytest.mark.parametrize(
+    ("k", "sessions", "any_gold", "all_gold"),
+    [
+        (1, {"D2"}, 0.0, 0.0),  # [D2:1]
+        (2, {"D2"}, 0.0, 0.0),  # [D2:1, D2:3]: two turns, one session
+        (3, {"D2", "D1"}, 1.0, 0.0),  # + D1:4: D1 is a gold session, though D1:4 is no gold turn
+        (4, {"D2", "D1", "D5"}, 1.0, 0.0),
+        (5, {"D2", "D1", "D5", "D3"}, 1.0, 1.0),  # + D3:2: D3 too
+        (50, {"D2", "D1", "D5", "D3"}, 1.0, 1.0),  # k beyond the list: what was returned
+    ],
+)
+def test_sessions_of_the_top_k_turns(k: int, sessions: set, any_gold: float, all_gold: float):
+    """k counts turns: the sessions of the top k turns (hand-listed in `sessions`)."""
+    from recallbench.metrics import sessions_of_top_turns
+
+    assert sessions_of_top_turns(TURNS, TURN_GOLD, k) == ({"D1", "D3"}, sessions)
+    assert SessionsOfTopTurnsAny("turn", k, "turn_")(TURNS, TURN_GOLD) == any_gold
+    assert SessionsOfTopTurnsAll("turn", k, "turn_")(TURNS, TURN_GOLD) == all_gold
+
+
+def test_sessions_of_top_turns_count_turns_where_recall_any_counts_sessions() -> None:
+    """The same turn ranking at k = 2: two turns hold one session (no gold one); the first
+    two distinct sessions (the session ranking a turn run yields) hold D1."""
+    from recallbench.model import level_ranking
+
+    memories = {t: Memory(t, t, {"turn": (t,), "session": (t.split(":")[0],)}) for t in TURNS}
+    session_ranking = level_ranking(TURNS, memories, "session")
+    assert session_ranking == ["D2", "D1", "D5", "D3"]
+    assert RecallAny("session", 2)(session_ranking, {"D1": 2, "D3": 2}) == 1
+    assert SessionsOfTopTurnsAny("turn", 2, "turn_")(TURNS, TURN_GOLD) == 0.0
+    # the turns themselves: no gold turn in the top 5 (turn_recall_any), a gold session in 3
+    assert RecallAny("turn", 5, "turn_")(TURNS, TURN_GOLD) == 0
+    assert SessionsOfTopTurnsAny("turn", 3, "turn_")(TURNS, TURN_GOLD) == 1.0
+
+
+def test_sessions_of_top_turns_read_longmemeval_turn_ids_and_refuse_session_ids() -> None:
+    from recallbench.errors import RecallbenchError
+    from recallbench.metrics import turn_session
+
+    assert turn_session("D12:30") == "D12"
+    assert turn_session("answer_bf633415_abs_2_5") == "answer_bf633415_abs_2"
+    assert turn_session("sharegpt_x1_3_11") == "sharegpt_x1_3"
+    ranking = ["s1_3", "answer_ab_2_1", "s2_1"]
+    gold = {"answer_ab_1_1": 2, "answer_ab_2_3": 2}  # sessions answer_ab_1, answer_ab_2
+    assert SessionsOfTopTurnsAny("turn", 2, "turn_")(ranking, gold) == 1.0
+    assert SessionsOfTopTurnsAll("turn", 3, "turn_")(ranking, gold) == 0.0
+    assert SessionsOfTopTurnsAny("turn", 5, "turn_")(ranking, {}) is None  # no gold turn
+    assert SessionsOfTopTurnsAll("turn", 5, "turn_")(ranking, {"s1_3": 1}) is None
+    with pytest.raises(RecallbenchError, match=r"turn_sessions_any@5 reads a turn ranking: 'D3'"):
+        SessionsOfTopTurnsAny("turn", 5, "turn_")(["D3", "D1"], {"D1:1": 2})
 
 
 @pytest.mark.parametrize(
@@ -580,7 +643,7 @@ def test_recall_ndcg_rr_and_recall_any_equal_trec_eval(tmp_path: Path, seed: int
 
 def every_produced_measure() -> list[tuple[str, list[Level], Measure]]:
     """Every measure the project produces today: each dataset reader's measures() for each
-    of its options, top-k and cutoffs, with the levels it scores."""
+    of its options, top-k and cutoffs, and each preset's own, with the levels it scores."""
     from recallbench.datasets.locomo import reader as locomo
     from recallbench.datasets.longmemeval import reader as lme
 
@@ -599,6 +662,14 @@ def every_produced_measure() -> list[tuple[str, list[Level], Measure]]:
                     levels = list(lme._levels(unit, gold))
                     for m in lme.measures(top_k, options, ks):
                         out.append(("longmemeval", levels, m))
+    # the presets' own measures, parsed against the levels of the suite they read
+    from recallbench.presets import PRESETS
+
+    for preset in PRESETS.values():
+        unit = preset.reader.get("unit", "session")
+        levels = [Level("session")] + ([Level("turn", "turn_")] if unit == "turn" else [])
+        for name in preset.measure_names():
+            out.append((preset.dataset, levels, parse(name, levels)))
     return out
 
 

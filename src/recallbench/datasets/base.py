@@ -51,8 +51,10 @@ class DatasetOption:
     `default_file` is a file option's default, a file name in the fixture directory.
     `refused_elsewhere`: given with a dataset that does not declare it, the CLI refuses it (a
     usage error) instead of passing it to that reader, which names it in its own error.
-    `doc` is the docs' longer sentence (docs/stages.md's table; `help` when empty). Two
-    datasets declaring the same flag must declare the same option."""
+    `doc` is the docs' longer sentence (docs/stages.md's table; `help` when empty).
+    `dir_okay`: a file option that may name a directory (LoCoMo's per-conversation layout);
+    the reader checks what it holds. Two datasets declaring the same flag must declare the
+    same option."""
 
     flag: str
     type: str
@@ -64,6 +66,7 @@ class DatasetOption:
     required: bool = False
     refused_elsewhere: bool = False
     doc: str = ""
+    dir_okay: bool = False
 
     @property
     def param(self) -> str:
@@ -79,10 +82,13 @@ class DatasetOption:
 DATA_OPTION = DatasetOption(
     "--data",
     "file",
-    "The data file",
+    "The data file (LoCoMo: also its per-conversation directory or zip)",
     role="data",
     required=True,
-    doc="the data file (required; refused for the datasets that do not read one)",
+    doc="the data file (required; refused for the datasets that do not read one); for "
+    "`locomo` also the per-conversation layout, as a directory of `<n>.json` files or the "
+    "zip ([LoCoMo](locomo.md#layouts-the-array-file-or-one-file-per-conversation))",
+    dir_okay=True,
 )
 UNIT_OPTION = DatasetOption(
     "--unit",

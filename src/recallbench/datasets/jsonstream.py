@@ -330,7 +330,7 @@ class JsonArrayFile:
                 if reader.surrogates.found:
                     raise self._lone_surrogate() from None
                 where = f"after record[{index}]" if index >= 0 else "before the first record"
-                reason = (str(exc).strip().splitlines() or ["unreadable"])[0]  # yajl adds a caret
+                reason = _invalid_json(exc)
                 raise RecallbenchError(f"{self.path}: invalid JSON {where}: {reason}") from None
             reader.drain()
             if reader.surrogates.found:
@@ -342,10 +342,62 @@ class JsonArrayFile:
         self.sha256 = reader.digest.hexdigest()
 
 
-def _python_items(handle: BinaryIO) -> Iterator[Any]:
+def _python_items(handle: BinaryIO, prefix: str = "item") -> Iterator[Any]:
     import ijson.backends.python as python_backend
 
-    return python_backend.items(handle, "item", use_float=True)
+    return python_backend.items(handle, prefix, use_float=True)
+
+
+def _invalid_json(exc: Exception) -> str:
+    """A parser's error as one line (yajl adds a caret on further lines)."""
+    return (str(exc).strip().splitlines() or ["unreadable"])[0]
+
+
+def read_object(
+    opener: Callable[[], BinaryIO], label: str, what: str, progress: Progress | None = None
+) -> tuple[dict[str, Any], str, int]:
+    """One JSON document that must be an object (a whole file, an archive member: `opener`
+    opens it as a binary stream, again when a lone surrogate must be located), parsed with
+    `JsonArrayFile.stream`'s checks: repeated keys, lone surrogate escapes, nesting deeper
+    than MAX_DEPTH, a Ctrl-C held until the parse is done. Returns (the object, the sha256
+    of its bytes, their count); every error is one line starting with `label`, e.g.
+    ``locomo10_v2/26.json: invalid JSON: ...``. `what` names the object ("a conversation")."""
+    StrictObject.take_repeated()  # forget what an earlier, failed parse left
+    with opener() as handle:
+        reader = _HashingReader(handle, progress)
+        parser = _ijson_backend.items(
+            reader, "", use_float=True, buf_size=READ_CHUNK, map_type=StrictObject
+        )
+        try:
+            found = list(interrupts_between(parser))
+            reader.drain()
+        except NestedTooDeep:
+            raise RecallbenchError(
+                f"{label}: arrays and objects nested deeper than {MAX_DEPTH} levels"
+            ) from None
+        except (ijson.JSONError, UnicodeDecodeError) as exc:
+            reader.surrogates.feed(b"", final=True)
+            if not reader.surrogates.found:
+                raise RecallbenchError(f"{label}: invalid JSON: {_invalid_json(exc)}") from None
+    if reader.surrogates.found:
+        field = None
+        try:
+            with opener() as again:
+                field = next((_surrogate_field(v) for v in _python_items(again, "")), None)
+        except (ijson.JSONError, UnicodeDecodeError, ValueError):
+            pass
+        where = f"field '{field}'" if field else "a string"
+        raise RecallbenchError(
+            f"{label}: {where} holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without "
+            "its pair), which is not text"
+        )
+    repeated = StrictObject.take_repeated()
+    if repeated is not None:
+        raise RecallbenchError(f"{label}: an object repeats the key {repeated!r}")
+    if not found or not isinstance(found[0], dict):
+        kind = type_name(found[0]) if found else "nothing"
+        raise RecallbenchError(f"{label}: expected one JSON object ({what}), found {kind}")
+    return found[0], reader.digest.hexdigest(), reader.size
 
 
 def generated_sidecar(path: Path, sha256: str) -> dict[str, Any] | None:

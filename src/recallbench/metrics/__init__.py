@@ -20,6 +20,7 @@ Every function is pure: no I/O, no state, inputs are not modified.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +38,9 @@ __all__ = [
     "recall_at_k",
     "reciprocal_rank_at_k",
     "relevant_ids",
+    "sessions_of_top_turns",
     "success_at_k",
+    "turn_session",
 ]
 
 
@@ -139,6 +142,36 @@ def reciprocal_rank_at_k(
         if doc in relevant:
             return 1.0 / rank
     return 0.0
+
+
+#: a turn id: its session's id, then ':' or '_' and the turn's position (D3:4, s1_3)
+_TURN_ID = re.compile(r"^(?P<session>.+?)[:_][0-9]+$", re.DOTALL)
+
+
+def turn_session(turn_id: str) -> str:
+    """The session of a turn id: the id without its trailing position, ``D3:4`` -> ``D3``
+    (a LoCoMo ``dia_id``), ``s1_3`` -> ``s1`` (LongMemEval's session id + '_' + position).
+    A ValueError names an id of another shape."""
+    match = _TURN_ID.match(turn_id)
+    if match is None:
+        raise ValueError(
+            f"{turn_id!r} is not a turn id (a session id, then ':' or '_' and a position)"
+        )
+    return match["session"]
+
+
+def sessions_of_top_turns(
+    ranked_turns: Sequence[str], grades: Mapping[str, int], k: int, threshold: int = RELEVANT_GRADE
+) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(G, S): G = the sessions of the turns graded >= threshold (the gold sessions), S =
+    the sessions of the top k turns (k counts turns: S holds one to k sessions); None when
+    no turn is graded >= threshold."""
+    top = _top(ranked_turns, k)
+    relevant = relevant_ids(grades, threshold)
+    if not relevant:
+        return None
+    gold = frozenset(turn_session(turn) for turn in relevant)
+    return gold, frozenset(turn_session(turn) for turn in top)
 
 
 def dcg(gains: Iterable[float]) -> float:

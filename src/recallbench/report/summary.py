@@ -20,9 +20,12 @@ from recallbench.measures import RELEVANT_GRADE, select
 def headline_measures(result: Mapping[str, Any]) -> list[str]:
     """The table's columns: the primary level's recall@1, then its mean measures at the
     run's top-k, then its other mean measures, at most five (pooled slot rates are not means
-    and are left out)."""
+    and are left out). The primary level is the first level with a measure scored (a
+    preset may score turn measures only)."""
     k = result["run"]["top_k"]
-    primary = result["dataset"]["levels"][0]["name"]
+    scored = {m["level"] for m in result["run"]["measures"]}
+    levels = [level["name"] for level in result["dataset"]["levels"]]
+    primary = next((name for name in levels if name in scored), levels[0])
     measures = [m for m in result["run"]["measures"] if m["level"] == primary and not m["pooled"]]
     names = select(measures, stem="recall", k=1, prefix="", rel=RELEVANT_GRADE)
     names += [m["name"] for m in measures if m["k"] == k and m["name"] not in names]

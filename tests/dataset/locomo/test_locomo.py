@@ -144,7 +144,8 @@ def test_counts_by_category_and_drops_match_hand_counts(tiny: Path) -> None:
     ]
     drops = [i for i in items if isinstance(i, Drop)]
     assert [d.reason for d in drops] == ["adversarial", "no_evidence", "no_evidence", "adversarial"]
-    assert drops[0].detail == "category 5 (adversarial): the answer is not in the conversation"
+    assert drops[0].detail.startswith("category 5 (adversarial): left out by default")
+    assert "--categories all scores it" in drops[0].detail
     assert drops[0].category == "5" and drops[0].scope_id == "conv-a"
     assert "empty evidence list" in drops[1].detail
     assert "D3:1" in drops[2].detail
@@ -160,6 +161,32 @@ def test_counts_by_category_and_drops_match_hand_counts(tiny: Path) -> None:
     ]
     assert [q.category for q in scope.queries] == ["4", "1", "2", "1", "2"]
     assert scope.queries[0].text == "What did Bob buy?"
+
+
+def test_categories_all_scores_category_5_with_its_evidence(tiny: Path) -> None:
+    """--categories all: the two category-5 questions are scored with their evidence (D1:1,
+    session D1), in category "5"; conversation B, whose one question is category 5, is now a
+    scope; the option is recorded and the category-5 note says so."""
+    source = open_source({"data": tiny}, {"unit": "turn", "categories": "all"})
+    items = list(source.stream())
+    summary = source.summary()
+    assert summary["scored"] == {"1": 2, "2": 2, "3": 0, "4": 1, "5": 2}
+    assert summary["dropped"] == {"adversarial": 0, "no_evidence": 2}
+    assert summary["conversations_without_scored_questions"] == 0
+    scopes = {i.scope_id: i for i in items if isinstance(i, Scope)}
+    assert sorted(scopes) == ["conv-a", "conv-b"]
+    adversarial = [q for s in scopes.values() for q in s.queries if q.category == "5"]
+    assert [q.query_id for q in adversarial] == ["conv-a:q3", "conv-b:q0"]
+    for q in adversarial:
+        assert q.relevance == {"session": {"D1": 2}, "turn": {"D1:1": 2}}
+    assert [d.reason for d in items if isinstance(d, Drop)] == ["no_evidence", "no_evidence"]
+    assert source.options == {"unit": "turn", "categories": "all"}
+    assert any(n.startswith("Category 5 (adversarial) questions are kept") for n in source.notes)
+    # the default: category 5 dropped, nothing recorded
+    default = open_source({"data": tiny}, {"unit": "turn", "categories": "1-4"})
+    assert default.options == {"unit": "turn"}
+    with pytest.raises(RecallbenchError, match="--categories must be one of 1-4, all, not '5'"):
+        open_source({"data": tiny}, {"categories": "5"})
 
 
 def test_declared_categories_levels_and_measures(tiny: Path) -> None:
@@ -435,7 +462,10 @@ def test_duplicate_sample_id(tmp_path: Path) -> None:
     ("content", "message"),
     [
         (b"", "expected a JSON array of LoCoMo samples, found an empty file"),
-        (b'{"sample_id": "x"}', "expected a JSON array of LoCoMo samples, found '{'"),
+        (
+            b'{"sample_id": "x"}',
+            "one JSON object, as in LoCoMo's per-conversation layout, but not named <n>.json",
+        ),
         (b"[]", "the array holds no records"),
         (b"[1]", "record[0]: must be an object, not an integer"),
         (
@@ -456,8 +486,8 @@ def test_bad_files(tmp_path: Path, content: bytes, message: str) -> None:
 def test_bad_paths_and_options(tmp_path: Path, tiny: Path) -> None:
     with pytest.raises(RecallbenchError, match="missing.json does not exist"):
         open_source({"data": tmp_path / "missing.json"}, {})
-    with pytest.raises(RecallbenchError, match="is a directory; give a regular file"):
-        open_source({"data": tmp_path}, {})
+    with pytest.raises(RecallbenchError, match="locomo10.json: not a conversation file of Lo"):
+        open_source({"data": tmp_path}, {})  # a directory: the per-conversation layout's?
     with pytest.raises(RecallbenchError, match="is a character device; give a regular file"):
         open_source({"data": Path("/dev/zero")}, {})
     with pytest.raises(RecallbenchError, match="--unit must be one of session, turn, not 'chunk'"):
@@ -558,6 +588,26 @@ def test_reader_accepts_generated_files_and_labels_them_synthetic(tmp_path: Path
     path.write_bytes(path.read_bytes() + b" ")
     source, _ = _read(path)
     assert source.identity()["known"] is False
+
+
+def test_generated_category_5_is_scored_with_categories_all_and_only_then(tmp_path: Path):
+    """Every generated category-5 question carries evidence of real turns (as in the real
+    file): --categories all scores all of them; without it none, and the other questions'
+    scopes are the same."""
+    path = tmp_path / "gen.json"
+    meta = generate(path, conversations=2, questions_per_conversation=(40, 60), seed=4)
+    default = open_source({"data": path}, {})
+    everything = open_source({"data": path}, {"categories": "all"})
+    scopes = {
+        name: [i for i in source.stream() if isinstance(i, Scope)]
+        for name, source in (("default", default), ("all", everything))
+    }
+    assert everything.summary()["scored"]["5"] == meta["counts"]["questions"]["5"] > 0
+    assert default.summary()["scored"]["5"] == 0
+    for mine, theirs in zip(scopes["default"], scopes["all"], strict=True):
+        assert mine.memories == theirs.memories
+        kept = tuple(q for q in theirs.queries if q.category != "5")
+        assert mine.queries == kept
 
 
 def test_generated_evidence_shares_vocabulary_with_its_question(tmp_path: Path) -> None:

@@ -66,6 +66,45 @@ def test_abstention_is_dropped() -> None:
     assert make_scope(_inst(question_id="q1_abs"), "user") == verdict
 
 
+def test_abstention_kept_is_scored_with_its_answer_session_ids() -> None:
+    """--abstention keep: the question is scored like any other (its answer_session_ids
+    that are in its haystack are gold); a kept one without gold is still a no_gold drop."""
+    inst = _inst(
+        question_id="q1_abs",
+        session_ids=("s_1", "answer_a_abs_1", "answer_a_abs_2"),
+        answer_session_ids=("answer_a_abs_1", "answer_a_abs_2"),
+    )
+    made = make_scope(inst, "user", "session", abstention="keep")
+    assert not isinstance(made, Drop), made
+    scope = made[0]
+    assert scope.queries[0].query_id == "q1_abs"
+    assert scope.queries[0].relevance == {"session": {"answer_a_abs_1": 2, "answer_a_abs_2": 2}}
+    assert isinstance(make_scope(inst, "user", "session"), Drop)  # the default drops it
+    gone = _inst(question_id="q2_abs", answer_session_ids=("answer_zz",))
+    verdict = classify(gone, abstention="keep")
+    assert isinstance(verdict, Drop) and verdict.reason == "no_gold"
+
+
+def test_the_reader_keeps_abstention_on_request(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    generate(path, shape="s", questions=20, seed=3, sessions_per_question=6, session_chars=200)
+    dropped = open_source({"data": path}, {})
+    kept = open_source({"data": path}, {"abstention": "keep"})
+    by_default = [i for i in dropped.stream() if isinstance(i, Scope)]
+    with_abs = [i for i in kept.stream() if isinstance(i, Scope)]
+    abstention = [s.scope_id for s in with_abs if "_abs" in s.scope_id]
+    assert abstention and len(with_abs) == len(by_default) + len(abstention)
+    assert kept.summary()["abstention_questions_scored"] == len(abstention)
+    assert "abstention_questions_scored" not in dropped.summary()
+    assert kept.options == {"session_text": "user", "unit": "session", "abstention": "keep"}
+    assert dropped.options == {"session_text": "user", "unit": "session"}
+    assert any("--abstention keep" in note for note in kept.notes)
+    from recallbench.errors import RecallbenchError
+
+    with pytest.raises(RecallbenchError, match="--abstention must be one of drop, keep"):
+        open_source({"data": path}, {"abstention": "maybe"})
+
+
 def test_gold_from_answer_session_ids() -> None:
     info = classify(_inst())
     assert not isinstance(info, Drop)

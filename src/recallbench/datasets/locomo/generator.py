@@ -28,19 +28,36 @@ It is NOT LoCoMo: every word is made up and nothing here was derived from the re
   so a lexical retriever finds the evidence often, not always (BM25 over session memories,
   seed 0: any evidence session in the top 5 for about 80% of scored questions).
 
+Category-5 (adversarial) questions carry clean evidence ids of real turns, as in the real
+file, where all 446 do: the reader drops them by default and scores them with
+``--categories all``.
+
 Deterministic for a seed (same arguments, same bytes). The file is written atomically
 (temporary file + rename); next to it ``<file>.generated.json`` records the generator,
 parameters, the sha256 and the counts the reader should find, which the reader uses to
 label the file "synthetic ... not LoCoMo".
+
+``layout`` writes the same conversations in LoCoMo's other layout, one object per
+conversation (`layout.as_sample`'s inverse): ``"directory"`` as ``OUT/<n>.json``,
+``"zip"`` as the zip ``OUT`` with members ``data/multimodal_dialog/locomo10_v2/<n>.json``
+(fixed timestamps and modes, so the same bytes each time); ``n`` is the array file's
+``conv-<n>``. Each object holds ``speaker_a``, ``speaker_b``, per session
+``session_<i>_date_time``, ``session_<i>``, ``events_session_<i>``,
+``session_<i>_observation`` and ``session_<i>_summary``, the dates of sessions that do not
+exist, and ``qa`` last. The sidecar's sha256 is the one the reader computes for that layout.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from recallbench.datasets.synthetic import (
     COMMON_WORDS,
@@ -323,6 +340,100 @@ class _Generator:
         self.vocab = _Vocabulary(seed)
 
 
+#: the layouts `generate` writes: the array file, or one object per conversation
+LAYOUTS = ("array", "directory", "zip")
+#: where the LoCoMo repository's zip holds the per-conversation files
+ZIP_FOLDER = "data/multimodal_dialog/locomo10_v2"
+
+
+def per_conversation(record: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """(the conversation's number, its object in the per-conversation layout) for one sample
+    of the array file: the conversation's keys at the top level, each session's annotations
+    after its turns, ``qa`` last; no ``sample_id``."""
+    number = int(record["sample_id"].removeprefix("conv-"))
+    conversation = record["conversation"]
+    out: dict[str, Any] = {}
+    for key, value in conversation.items():
+        out[key] = value
+        if key.startswith("session_") and key[len("session_") :].isdigit():
+            n = key[len("session_") :]
+            out[f"events_session_{n}"] = record["event_summary"][f"events_session_{n}"]
+            out[f"session_{n}_observation"] = record["observation"][f"session_{n}_observation"]
+            out[f"session_{n}_summary"] = record["session_summary"][f"session_{n}_summary"]
+    out["qa"] = record["qa"]
+    return number, out
+
+
+def _write_directory(out: Path, records: Iterator[dict[str, Any]]) -> dict[str, Any]:
+    """Each conversation as ``out/<n>.json``, written into a temporary directory renamed into
+    place (a directory an earlier call wrote is replaced; anything else there is refused)."""
+    import shutil
+    import tempfile
+
+    from recallbench.datasets.locomo.layout import MEMBER_NAME, directory_digest
+
+    if out.exists() and not (
+        out.is_dir()
+        and not out.is_symlink()
+        and all(MEMBER_NAME.fullmatch(p.name) for p in out.iterdir())
+    ):
+        raise RecallbenchError(
+            f"{out} exists and is not a per-conversation directory this generator wrote; "
+            "remove it or give another path"
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # a new directory's usual mode, not mkdtemp's 0700
+    try:
+        members = []
+        for record in records:
+            number, obj = per_conversation(record)
+            payload = orjson.dumps(obj)
+            (staging / f"{number}.json").write_bytes(payload)
+            members.append((f"{number}.json", hashlib.sha256(payload).hexdigest(), len(payload)))
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            os.replace(out, old / "gone")
+            os.replace(staging, out)
+            shutil.rmtree(old)
+        else:
+            os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return {
+        "sha256": directory_digest((name, digest) for name, digest, _ in members),
+        "size_bytes": sum(size for _, _, size in members),
+        "layout": "directory",
+    }
+
+
+def _write_zip(out: Path, records: Iterator[dict[str, Any]]) -> dict[str, Any]:
+    """Each conversation as the zip member ``ZIP_FOLDER/<n>.json`` (deflated, with a fixed
+    timestamp and mode), through a temp file renamed into place."""
+    import zipfile
+
+    from recallbench.artifacts import create_temp, file_sha256
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = create_temp(out)
+    try:
+        with os.fdopen(fd, "wb") as handle, zipfile.ZipFile(handle, "w") as archive:
+            for record in records:
+                number, obj = per_conversation(record)
+                info = zipfile.ZipInfo(f"{ZIP_FOLDER}/{number}.json", (1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                archive.writestr(info, orjson.dumps(obj), compresslevel=6)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return {"sha256": file_sha256(out), "size_bytes": out.stat().st_size, "layout": "zip"}
+
+
 def _new_counts() -> dict[str, Any]:
     return {
         "conversations": 0,
@@ -349,14 +460,19 @@ def generate(
     turns_per_session: int | tuple[int, int] = (10, 30),
     questions_per_conversation: int | tuple[int, int] = DEFAULT_QUESTIONS,
     seed: int = 0,
+    layout: str = "array",
 ) -> dict[str, Any]:
     """Write synthetic LoCoMo-format data to `path` (atomically) and its sidecar.
 
-    Ranges are inclusive ``(lo, hi)`` pairs (or one integer). Returns the sidecar dict:
+    Ranges are inclusive ``(lo, hi)`` pairs (or one integer). `layout`: ``"array"`` (the
+    array file ``locomo10.json``), ``"directory"`` or ``"zip"`` (the per-conversation
+    layout, the same conversations; see the module docstring). Returns the sidecar dict:
     generator, parameters, sha256, size and the counts the reader should find.
     """
     if conversations < 1:
         raise RecallbenchError("conversations must be at least 1")
+    if layout not in LAYOUTS:
+        raise RecallbenchError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
     span_s = _span(sessions, "sessions", 1)
     span_t = _span(turns_per_session, "turns_per_session", 1)
     span_q = _span(questions_per_conversation, "questions_per_conversation", 1)
@@ -374,7 +490,8 @@ def generate(
             counts["session_dates_without_sessions"] += len(conv.extra_dates)
             yield conv.record()
 
-    written = write_json_array(Path(path), records())
+    writer = {"array": write_json_array, "directory": _write_directory, "zip": _write_zip}
+    written = writer[layout](Path(path), records())
     counts["questions_total"] = sum(counts["questions"].values())
     sidecar = {
         "generator": GENERATOR,
@@ -402,15 +519,34 @@ def _cli() -> Any:
         """LoCoMo helpers (the stages read a LoCoMo file with --dataset locomo --data FILE)."""
 
     @group.command("generate")
-    @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+    @click.option("--out", type=click.Path(path_type=Path), required=True)
     @click.option("--conversations", type=click.IntRange(min=1), default=10, show_default=True)
     @click.option("--seed", type=int, default=0, show_default=True)
-    def generate_cmd(out: Path, conversations: int, seed: int) -> None:
+    @click.option(
+        "--layout",
+        type=click.Choice(LAYOUTS),
+        default="array",
+        show_default=True,
+        help="array: one JSON array (locomo10.json); directory: OUT/<n>.json, one object per "
+        "conversation; zip: OUT as the LoCoMo repository's zip holds them "
+        f"({ZIP_FOLDER}/<n>.json).",
+    )
+    def generate_cmd(out: Path, conversations: int, seed: int, layout: str) -> None:
         """Write format-faithful SYNTHETIC data (not LoCoMo) for tests and benchmarks."""
-        meta = generate(out, conversations=conversations, seed=seed)
+
+        class Failed(click.ClickException):
+            def show(self, file: Any = None) -> None:
+                click.echo(f"recallbench locomo generate: error: {self.message}", err=True)
+
+        try:
+            meta = generate(out, conversations=conversations, seed=seed, layout=layout)
+        except RecallbenchError as exc:
+            raise Failed(str(exc)) from None
+        except OSError as exc:
+            raise Failed(f"{exc.filename or out}: {exc.strerror or exc}") from None
         click.echo(
-            f"{out}: {conversations} synthetic conversations, {meta['size_bytes']:,} bytes, "
-            f"sha256 {meta['sha256']}"
+            f"{out}: {conversations} synthetic conversations ({layout}), "
+            f"{meta['size_bytes']:,} bytes, sha256 {meta['sha256']}"
         )
 
     return group

@@ -1,5 +1,10 @@
 """Stream a LoCoMo file (``locomo10.json``) one conversation at a time, as scopes and drops.
 
+The array file is read here; LoCoMo's other layout, one JSON object per conversation (the
+repository zip's ``locomo10_v2/<n>.json``: a directory, the zip itself, or one such file), is
+read by `recallbench.datasets.locomo.layout` into the same samples, so both give the same
+scopes and figures.
+
 LoCoMo (Maharana et al., ACL 2024; snap-research/locomo) is a JSON array of samples, each
 one long conversation between two speakers (``conversation``: ``session_N`` lists of turns
 ``{"speaker", "dia_id", "text"}``, some with ``img_url`` / ``blip_caption``) and its
@@ -45,8 +50,12 @@ Mapping onto the internal model (`recallbench.model`):
   pattern are counted as unparseable, ids naming no turn of the conversation as
   unresolved; both are counted over every question, category 5 included.
 * **Drops**, yielded before their conversation's scope, in question order: a category-5
-  question is dropped as ``adversarial`` (the answer is not in the conversation), any
-  other question left without a resolvable evidence turn as ``no_evidence``.
+  question is dropped as ``adversarial`` by default (most published retrieval figures
+  leave category 5 out), any other question left without a resolvable evidence turn as
+  ``no_evidence``. With ``categories="all"`` category-5 questions are scored like the
+  others, with their evidence (in the real file every one of them carries evidence ids),
+  and the option is recorded in the suite; a category-5 question without a resolvable
+  evidence turn is then dropped as ``no_evidence``.
 
 A malformed record stops the stream with one line naming the file, the record index, the
 sample id and the field, e.g.::
@@ -70,6 +79,7 @@ from recallbench.datasets.jsonstream import (
     record_error,
 )
 from recallbench.datasets.jsonstream import type_name as _type_name
+from recallbench.datasets.sniff import refuse_other
 from recallbench.errors import RecallbenchError
 from recallbench.ids import opaque_id
 from recallbench.measures import LOCOMO as LOCOMO_FAMILY
@@ -91,15 +101,23 @@ CATEGORY_NAMES: dict[str, str] = {
 CATEGORIES: tuple[str, ...] = tuple(CATEGORY_NAMES)
 CATEGORY_LABELS: dict[str, str] = {c: f"{c} {name}" for c, name in CATEGORY_NAMES.items()}
 ADVERSARIAL_CATEGORY = "5"
+#: the question sets (`--categories`): categories 1-4 (the default), or all five
+CATEGORIES_DEFAULT = "1-4"
+CATEGORIES_ALL = "all"
+CATEGORY_SETS: tuple[str, ...] = (CATEGORIES_DEFAULT, CATEGORIES_ALL)
 
 DROP_ADVERSARIAL = "adversarial"
 DROP_NO_EVIDENCE = "no_evidence"
-ADVERSARIAL_DETAIL = "category 5 (adversarial): the answer is not in the conversation"
+ADVERSARIAL_DETAIL = (
+    "category 5 (adversarial): left out by default, as in most published retrieval figures "
+    "(--categories all scores it)"
+)
 DROP_RULES: dict[str, str] = {
     DROP_ADVERSARIAL: (
-        "Category 5 (adversarial) questions ask about things the conversation never says, "
-        "so they have no evidence location; they are dropped and counted, as in most "
-        "published retrieval figures."
+        "Category 5 (adversarial) questions ask with a premise the conversation does not "
+        "support; their evidence ids still point at real turns, but most published "
+        "retrieval figures leave them out, so they are dropped and counted by default "
+        "(--categories all scores them, in their own row)."
     ),
     DROP_NO_EVIDENCE: (
         "Questions whose evidence holds no id of an existing turn of their conversation "
@@ -116,10 +134,19 @@ NOTES: tuple[str, ...] = (
     "in the literature (the paper's prose lists the types in another order): compare by "
     "number and name.",
     "Category 5 (adversarial) questions are dropped and counted, so they are not in any "
-    "denominator; questions left without a resolvable evidence turn are dropped too.",
+    "denominator (--categories all scores them); questions left without a resolvable "
+    "evidence turn are dropped too.",
     "Turn text is 'speaker: text', plus ' [shares an image: caption]' when the turn has a "
     "blip_caption; a session's text is its turns' texts, one per line. Dates are not "
     "part of the text.",
+)
+
+#: the note that replaces the category-5 note with --categories all
+ALL_CATEGORIES_NOTE = (
+    "Category 5 (adversarial) questions are kept (--categories all): scored with their "
+    "evidence turns, in their own row, and in the overall figures, which the default "
+    "(categories 1-4) leaves them out of; questions left without a resolvable evidence "
+    "turn are dropped."
 )
 
 #: one evidence id: D<session>:<turn>, spaces around the colon tolerated
@@ -357,11 +384,24 @@ def check_sample(raw: Any, index: int, path: Path) -> Sample:
     )
 
 
+def _member_sample(raw: dict[str, Any], index: int, path: Path, label: str) -> Sample:
+    """A per-conversation member checked as a sample (`layout.as_sample` shaped it): an
+    error names the member (`label`) and the field as the member holds it (no
+    ``conversation.`` wrapper), e.g. ``locomo10_v2/26.json: field 'qa[3].category' ...``."""
+    try:
+        return check_sample(raw, index, path)
+    except RecallbenchError as exc:
+        prefix = f"{path}: record[{index}] (sample_id {raw['sample_id']!r}): "
+        message = str(exc).removeprefix(prefix).replace("field 'conversation.", "field '")
+        raise RecallbenchError(f"{label}: {message}") from None
+
+
 # -- streaming ---------------------------------------------------------------------------
 
 
-def identify(path: Path, sha256: str) -> dict[str, Any]:
-    """{"known": bool, "label": sentence}: synthetic data from our generator, or unknown."""
+def identify(path: Path, sha256: str, conversations: Any = None) -> dict[str, Any]:
+    """{"known": bool, "label": sentence}: synthetic data from our generator, or unknown.
+    `conversations`: the per-conversation layout (`layout.Conversations`) read, if any."""
     meta = generated_sidecar(path, sha256)
     if meta is not None:
         params = meta.get("parameters")
@@ -376,6 +416,14 @@ def identify(path: Path, sha256: str) -> dict[str, Any]:
                 f"({params.get('conversations')} conversations, {questions} questions, "
                 f"seed {params.get('seed')}) - not LoCoMo"
             ),
+        }
+    if conversations is not None:
+        count = len(conversations.members)
+        kind = {"directory": "directory", "zip": "zip"}.get(conversations.layout, "file")
+        return {
+            "known": False,
+            "label": f"LoCoMo per-conversation {kind} ({count} conversation file"
+            f"{'s' if count != 1 else ''}; sha256 matches no release recorded here)",
         }
     return {
         "known": False,
@@ -415,16 +463,37 @@ class LoCoMoSource:
     drop_rules = DROP_RULES
     notes = NOTES
 
-    def __init__(self, path: Path, unit: str = DEFAULT_UNIT) -> None:
+    def __init__(
+        self, path: Path, unit: str = DEFAULT_UNIT, categories: str = CATEGORIES_DEFAULT
+    ) -> None:
         if unit not in UNITS:
             raise RecallbenchError(f"--unit must be one of {', '.join(UNITS)}, not {unit!r}")
+        if categories not in CATEGORY_SETS:
+            raise RecallbenchError(
+                f"--categories must be one of {', '.join(CATEGORY_SETS)}, not {categories!r}"
+            )
         self.path = Path(path)
+        from recallbench.datasets.locomo.layout import ARRAY, Conversations, layout_of
         from recallbench.inputs import check_regular_file, input_limit
 
         self.unit = unit
-        self.size_bytes = check_regular_file(self.path, "LoCoMo file", input_limit("data"))
+        #: the array file, or the per-conversation layout (a directory, the zip, one file)
+        self.layout = layout_of(self.path)
+        self._conversations: Conversations | None = None
+        if self.layout == ARRAY:
+            self.size_bytes = check_regular_file(self.path, "LoCoMo file", input_limit("data"))
+        else:
+            self._conversations = Conversations(self.path, self.layout, input_limit("data"))
+            self.size_bytes = self._conversations.size
         self._array = JsonArrayFile(self.path, what="LoCoMo samples", id_field="sample_id")
         self.options: dict[str, Any] = {"unit": unit}
+        # recorded only when not the default, so default runs keep their artifacts unchanged
+        self.keep_adversarial = categories == CATEGORIES_ALL
+        if self.keep_adversarial:
+            self.options["categories"] = categories
+            self.notes = tuple(
+                ALL_CATEGORIES_NOTE if note.startswith("Category 5") else note for note in NOTES
+            )
         session_level = Level("session", "", "a LoCoMo session (D<N>)")
         if unit == "session":
             self.levels: tuple[Level, ...] = (session_level,)
@@ -436,9 +505,17 @@ class LoCoMoSource:
     # -- the stream ----------------------------------------------------------------------
 
     def samples(self, progress: Callable[[int], Any] | None = None) -> Iterator[Sample]:
-        """Every sample, checked, in file order; sets `sha256` when exhausted."""
+        """Every sample, checked, in file order (a per-conversation layout's in the order of
+        the conversations' numbers); sets `sha256` when exhausted."""
+        if self._conversations is not None:
+            for index, raw, label in self._conversations.records(progress):
+                yield _member_sample(raw, index, self.path, label)
+            self.sha256 = self._conversations.sha256
+            return
         seen: dict[str, int] = {}
         for index, raw in self._array.stream(progress):
+            if index == 0:
+                refuse_other(self.path, raw, NAME)  # a LongMemEval file: say so
             sample = check_sample(raw, index, self.path)
             if sample.sample_id in seen:
                 raise _fail(
@@ -495,7 +572,7 @@ class LoCoMoSource:
             counts.unparseable_evidence_entries += len(unparseable)
             counts.unresolved_evidence_ids += len(unresolved)
             query_id = f"{sid}:q{q.position}"
-            if q.category == ADVERSARIAL_CATEGORY:
+            if q.category == ADVERSARIAL_CATEGORY and not self.keep_adversarial:
                 counts.dropped[DROP_ADVERSARIAL] += 1
                 yield Drop(query_id, q.category, DROP_ADVERSARIAL, ADVERSARIAL_DETAIL, sid)
                 continue
@@ -568,8 +645,11 @@ class LoCoMoSource:
     # -- what the stages ask -------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
         if self.sha256 is None:  # not streamed (yet): hash the file on its own
-            self.sha256 = file_sha256(self.path)
-        known = identify(self.path, self.sha256)
+            if self._conversations is not None:
+                self.sha256 = self._conversations.digest()
+            else:
+                self.sha256 = file_sha256(self.path)
+        known = identify(self.path, self.sha256, self._conversations)
         return {
             "dataset": NAME,
             "files": [
@@ -612,19 +692,21 @@ class LoCoMoSource:
 
 
 def open_source(paths: Mapping[str, Path], options: Mapping[str, Any]) -> LoCoMoSource:
-    """Open a LoCoMo file: ``paths = {"data": PATH}``, ``options`` may hold ``unit``."""
+    """Open a LoCoMo file: ``paths = {"data": PATH}``, ``options`` may hold ``unit`` and
+    ``categories`` ("1-4" or "all")."""
     roles = set(paths) - {"data"}
     if roles:
         raise RecallbenchError(f"LoCoMo has no file role {sorted(roles)[0]!r} (only 'data')")
     if paths.get("data") is None:
         raise RecallbenchError("--dataset locomo needs --data FILE (your copy of locomo10.json)")
-    unknown = sorted(k for k, v in options.items() if k != "unit" and v is not None)
+    known = ("unit", "categories")
+    unknown = sorted(k for k, v in options.items() if k not in known and v is not None)
     if unknown:
-        raise RecallbenchError(f"LoCoMo has no option {unknown[0]!r} (only 'unit')")
+        raise RecallbenchError(f"LoCoMo has no option {unknown[0]!r} (only 'unit', 'categories')")
     unit = options.get("unit")
     if unit is None:
         unit = DEFAULT_UNIT
-    return LoCoMoSource(Path(paths["data"]), unit)
+    return LoCoMoSource(Path(paths["data"]), unit, options.get("categories") or CATEGORIES_DEFAULT)
 
 
 def measures(top_k: int, options: Mapping[str, Any], ks: Sequence[int] | None = None) -> list[Any]:

@@ -1,6 +1,6 @@
 """LoCoMo, declared (`recallbench.datasets.base.DatasetSpec`)."""
 
-from recallbench.datasets.base import DATA_OPTION, UNIT_OPTION, DatasetSpec
+from recallbench.datasets.base import DATA_OPTION, UNIT_OPTION, DatasetOption, DatasetSpec
 
 SPEC = DatasetSpec(
     name="locomo",
@@ -9,7 +9,22 @@ SPEC = DatasetSpec(
     reader="recallbench.datasets.locomo.reader",
     measures="recallbench.datasets.locomo.reader:measures",
     top_k=10,
-    options=(DATA_OPTION, UNIT_OPTION),
+    options=(
+        DATA_OPTION,
+        UNIT_OPTION,
+        DatasetOption(
+            "--categories",
+            "choice",
+            "Questions scored: categories 1-4 (default) or all, category 5 (adversarial) too",
+            choices=("1-4", "all"),
+            default="1-4",
+            refused_elsewhere=True,
+            doc="the questions scored: `1-4` leaves category 5 (adversarial) out, as most "
+            "published figures do; `all` scores it with its evidence, in its own row and in "
+            "the overall figures, recorded in `suite.json`'s `options` as `categories` "
+            "([LoCoMo](locomo.md#which-questions-are-scored))",
+        ),
+    ),
     generator="recallbench.datasets.locomo.generator",
     docs="locomo.md",
     example="locomo10.json",

@@ -1,8 +1,10 @@
 """From a LongMemEval instance to one scored pair (or a counted drop).
 
 * One pair per question. Abstention questions (``_abs`` in the question id) are dropped
-  and counted: they refer to events that never happened, so they have no evidence
-  location (LongMemEval's own retrieval evaluation skips them too).
+  and counted: they refer to events that never happened (LongMemEval's own retrieval
+  evaluation skips them too). With ``abstention="keep"`` they are scored like the others,
+  with their ``answer_session_ids`` (the sessions the question was written against), as
+  claims over all 500 questions do.
 * The haystack is the pair's own scope: a fresh store holds that question's sessions.
   One session = one memory. Its text is, by default, the user turns' contents joined by
   single spaces (as LongMemEval's ``run_retrieval.py`` indexes sessions); with
@@ -36,6 +38,10 @@ SESSION_TEXT_MODES: tuple[str, ...] = ("user", "all")
 GOLD_DEFAULT = "answer_session_ids"
 GOLD_OFFICIAL = "official"
 GOLD_RULES: tuple[str, ...] = (GOLD_DEFAULT, GOLD_OFFICIAL)
+#: the abstention rules (`--abstention`): dropped (the default) or kept and scored
+ABSTENTION_DROP = "drop"
+ABSTENTION_KEEP = "keep"
+ABSTENTION_RULES: tuple[str, ...] = (ABSTENTION_DROP, ABSTENTION_KEEP)
 #: with --gold official, the level that keeps the default rule's gold beside the official one
 DEFAULT_RULE_LEVEL = "answer_ids"
 
@@ -165,11 +171,14 @@ def official_gold(inst: Instance) -> OfficialGold:
     return OfficialGold(tuple(sessions), tuple(turns))
 
 
-def classify(inst: Instance, gold: str = GOLD_DEFAULT) -> Drop | GoldInfo:
+def classify(
+    inst: Instance, gold: str = GOLD_DEFAULT, abstention: str = ABSTENTION_DROP
+) -> Drop | GoldInfo:
     """Drop (abstention, or no gold to find) or the question's gold sessions by the default
     rule. With gold "official" only abstention questions are dropped: a question without
-    official gold is scored (vacuously), its default-rule gold may be empty."""
-    if is_abstention(inst.question_id):
+    official gold is scored (vacuously), its default-rule gold may be empty. With abstention
+    "keep" an abstention question is classified like any other."""
+    if is_abstention(inst.question_id) and abstention != ABSTENTION_KEEP:
         return Drop(
             inst.question_id,
             inst.question_type,
@@ -202,7 +211,11 @@ def _turn_units(inst: Instance, position: int, mode: str) -> list[tuple[str, str
 
 
 def make_scope(
-    inst: Instance, mode: str, unit: str = "session", gold: str = GOLD_DEFAULT
+    inst: Instance,
+    mode: str,
+    unit: str = "session",
+    gold: str = GOLD_DEFAULT,
+    abstention: str = ABSTENTION_DROP,
 ) -> tuple[Scope, GoldInfo] | Drop:
     """The question's scope (its haystack as memories, itself as the one query), or its drop.
 
@@ -214,8 +227,9 @@ def make_scope(
     "turn" a turn's session unit is `official_session_unit` (evaluate_retrieval_turn2session's
     'noans' renaming); the default rule's session gold is kept at the level
     `DEFAULT_RULE_LEVEL` (real session ids), so both sets of figures come from one ranking.
+    abstention "keep": an abstention question is scored too (`classify`).
     """
-    verdict = classify(inst, gold)
+    verdict = classify(inst, gold, abstention)
     if isinstance(verdict, Drop):
         return verdict
     official = gold == GOLD_OFFICIAL

@@ -45,9 +45,12 @@ class DataFile:
     """A LongMemEval file on disk, read as a stream."""
 
     def __init__(self, path: Path) -> None:
+        from recallbench.datasets.sniff import locomo_layout, wrong_dataset
         from recallbench.inputs import check_regular_file, input_limit
 
         self.path = Path(path)
+        if locomo_layout(self.path):  # a LoCoMo directory, zip or conversation: say so
+            raise wrong_dataset(self.path, "locomo")
         self.size = check_regular_file(self.path, "LongMemEval file", input_limit("data"))
         self.sha256: str | None = None
         self.records = 0
@@ -58,7 +61,11 @@ class DataFile:
 
         `progress` is called with the number of bytes read, chunk by chunk.
         """
+        from recallbench.datasets.sniff import refuse_other
+
         for index, raw in self._array.stream(progress):
+            if index == 0:
+                refuse_other(self.path, raw, NAME)  # a LoCoMo file: say so
             yield check_record(raw, index, self.path)
         self.records = self._array.records
         self.sha256 = self._array.sha256
@@ -142,6 +149,13 @@ OFFICIAL_NOTES = (
 )
 
 
+ABSTENTION_KEPT_NOTE = (
+    "Abstention questions ('_abs') are kept (--abstention keep): scored with their "
+    "answer_session_ids, the sessions the question was written against, although the event "
+    "it asks about never happened; LongMemEval's own retrieval evaluation leaves them out."
+)
+
+
 def _levels(unit: str, gold: str = "answer_session_ids") -> tuple:
     from recallbench.datasets.longmemeval.pairs import DEFAULT_RULE_LEVEL, GOLD_OFFICIAL
     from recallbench.model import Level
@@ -182,10 +196,17 @@ class LongMemEvalSource:
     notes = NOTES
 
     def __init__(
-        self, path: Path, session_text: str, unit: str, gold: str = "answer_session_ids"
+        self,
+        path: Path,
+        session_text: str,
+        unit: str,
+        gold: str = "answer_session_ids",
+        abstention: str = "drop",
     ) -> None:
         from recallbench.datasets.base import UNITS
         from recallbench.datasets.longmemeval.pairs import (
+            ABSTENTION_DROP,
+            ABSTENTION_RULES,
             GOLD_DEFAULT,
             GOLD_OFFICIAL,
             GOLD_RULES,
@@ -200,15 +221,24 @@ class LongMemEvalSource:
             raise RecallbenchError(f"--unit must be one of {', '.join(UNITS)}, not {unit!r}")
         if gold not in GOLD_RULES:
             raise RecallbenchError(f"--gold must be one of {', '.join(GOLD_RULES)}, not {gold!r}")
+        if abstention not in ABSTENTION_RULES:
+            raise RecallbenchError(
+                f"--abstention must be one of {', '.join(ABSTENTION_RULES)}, not {abstention!r}"
+            )
         self.file = DataFile(path)
         # the default rule is not recorded, so default runs keep their artifacts unchanged
         self.options = {"session_text": session_text, "unit": unit}
         if gold != GOLD_DEFAULT:
             self.options["gold"] = gold
+        if abstention != ABSTENTION_DROP:
+            self.options["abstention"] = abstention
         self.gold = gold
+        self.abstention = abstention
         self.levels = _levels(unit, gold)
         if gold == GOLD_OFFICIAL:  # the default rule's gold note is replaced
             self.notes = NOTES[:2] + OFFICIAL_NOTES
+        if abstention != ABSTENTION_DROP:
+            self.notes = (*self.notes, ABSTENTION_KEPT_NOTE)
         self._types: list[str] = []
         self._summary: dict[str, Any] = {}
 
@@ -231,6 +261,7 @@ class LongMemEvalSource:
             GOLD_FROM_SESSIONS,
             GOLD_FROM_TURNS,
             GOLD_OFFICIAL,
+            is_abstention,
             make_scope,
         )
         from recallbench.model import Drop
@@ -254,12 +285,16 @@ class LongMemEvalSource:
             first_seen[inst.question_id] = inst.index
             types.add(inst.question_type)
             sessions.append(len(inst.session_ids))
-            made = make_scope(inst, self.options["session_text"], self.options["unit"], self.gold)
+            made = make_scope(
+                inst, self.options["session_text"], self.options["unit"], self.gold, self.abstention
+            )
             if isinstance(made, Drop):
                 yield made
                 continue
             scope, gold = made
             gold_sources[gold.source] += 1
+            if self.abstention != "drop":
+                stats["abstention_questions_scored"] += is_abstention(inst.question_id)
             if self.gold == GOLD_OFFICIAL:
                 relevance = scope.queries[0].relevance
                 gold_sizes[len(relevance["session"])] += 1
@@ -327,10 +362,10 @@ def type_sort_key(question_type: str) -> tuple[int, str]:
 
 def open_source(paths: dict[str, Path], options: dict[str, Any]) -> LongMemEvalSource:
     """paths: {"data": FILE}; options: session_text ("user"), unit ("session"), gold
-    ("answer_session_ids", or "official")."""
+    ("answer_session_ids", or "official"), abstention ("drop", or "keep")."""
     if "data" not in paths:
         raise RecallbenchError("--dataset longmemeval needs --data FILE")
-    unknown = sorted(set(options) - {"session_text", "unit", "gold"})
+    unknown = sorted(set(options) - {"session_text", "unit", "gold", "abstention"})
     if unknown:
         raise RecallbenchError(f"LongMemEval has no option {unknown[0]!r}")
     return LongMemEvalSource(
@@ -338,4 +373,5 @@ def open_source(paths: dict[str, Path], options: dict[str, Any]) -> LongMemEvalS
         options.get("session_text") or "user",
         options.get("unit") or "session",
         options.get("gold") or "answer_session_ids",
+        options.get("abstention") or "drop",
     )

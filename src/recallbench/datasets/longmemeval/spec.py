@@ -32,6 +32,18 @@ SPEC = DatasetSpec(
             "in `suite.json`'s `options` as `gold` "
             "([LongMemEval](longmemeval.md#which-questions-are-scored))",
         ),
+        DatasetOption(
+            "--abstention",
+            "choice",
+            "Abstention questions ('_abs'): dropped (default, as LongMemEval's retrieval "
+            "evaluation does) or kept and scored",
+            choices=("drop", "keep"),
+            default="drop",
+            refused_elsewhere=True,
+            doc="`drop` leaves the abstention questions (`_abs`) out, as LongMemEval's "
+            "retrieval evaluation does; `keep` scores them with their `answer_session_ids` "
+            "(all 500 questions), recorded in `suite.json`'s `options` as `abstention`",
+        ),
     ),
     generator="recallbench.datasets.longmemeval.generator",
     docs="longmemeval.md",
