@@ -985,6 +985,14 @@ def check_compare_arguments(systems: tuple[str, ...], result_files: tuple[Path, 
     "system's headline figures, the challenger-vs-reference lines, the files, the seconds.",
 )
 @output_options("BUILD/compare.json", "BUILD/compare.md")
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Timed searches per query for the cost table's latencies (the results must not "
+    "change; not with --result).",
+)
 @execution_options
 @pass_ctx
 def compare_cmd(
@@ -1004,6 +1012,7 @@ def compare_cmd(
     as_json: bool,
     output: Path | None,
     report_path: Path | None,
+    repeat: int,
     executor: str,
     workers: int,
     ray_address: str | None,
@@ -1027,6 +1036,7 @@ def compare_cmd(
     from recallbench.artifacts import dumps, load_envelope
     from recallbench.compare import (
         compare_results,
+        decision_rows,
         gate_failures,
         reference_first,
         render_markdown,
@@ -1038,9 +1048,9 @@ def compare_cmd(
     started = time.perf_counter()
     if systems and result_files:
         raise click.UsageError("give either --system or --result, not both")
-    if result_files and (ks or measures):
+    if result_files and (ks or measures or repeat > 1):
         raise click.UsageError(
-            "--k and --measure score runs: give them with --system, not --result"
+            "--k, --measure and --repeat run systems: give them with --system, not --result"
         )
     from recallbench.outputs import check_compare_outputs
     from recallbench.report.html import render_compare_page, texts_beside, texts_of_run
@@ -1051,6 +1061,7 @@ def compare_cmd(
     texts = []
     vectors: list[dict[str, Any]] = []
     timing: dict[str, Any] | None = None
+    costs: list[dict[str, Any]] | None = None
     if result_files:
         envelopes = [load_envelope(p, "results", "recallbench report") for p in result_files]
         results = [env["data"] for env in envelopes]
@@ -1095,8 +1106,10 @@ def compare_cmd(
             on_run=keep_texts,
             ks=ks,
             measures=measures,
+            repeat=repeat,
         )
         results, builds, vectors, timing = runs.results, runs.builds, runs.vectors, runs.timing
+        costs = runs.costs
     doc = compare_results(
         results,
         labels,
@@ -1105,6 +1118,8 @@ def compare_cmd(
         correction=correction,
         vectors=vectors,
         builds=builds,
+        costs=costs,
+        repeat=repeat,
     )
     output = output or ctx.build_dir / "compare.json"
     report_path = report_path or ctx.build_dir / "compare.md"
@@ -1149,6 +1164,9 @@ def compare_cmd(
                         {"label": label, **closing_json(result, None, [], seconds)}
                         for label, result in zip(labels, results, strict=True)
                     ],
+                    "decision_table": decision_rows(doc),
+                    "identical_rankings": doc["rankings"]["groups"],
+                    "truncation": doc["truncation"],
                     "comparisons": render_markdown(doc, headline_only=True).splitlines(),
                     "notes": list(doc["notes"]),
                     "worse": worse,
@@ -1161,6 +1179,10 @@ def compare_cmd(
         return
     if not ctx.quiet:
         from recallbench.escape import terminal
+        from recallbench.report.comparison import decision_sections
+        from recallbench.report.sections import to_terminal
+
+        click.echo(to_terminal(decision_sections(doc), bullets=False) + "\n")
         from recallbench.report.summary import summary_table
 
         for label, result in zip(labels, results, strict=True):

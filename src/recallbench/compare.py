@@ -25,7 +25,7 @@ their order; only the adjusted p-values depend on the family's size, which is re
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -107,12 +107,54 @@ def paired_stats(
 class SystemRuns:
     """What `run_compared` produced: each system's result document (in order), the
     embedder build behind each (None without a learned embedder), which vector cache each
-    system read, and the local timing (per system: wall seconds, texts embedded)."""
+    system read, the local timing (per system: wall seconds, texts embedded) and each
+    system's cost (`cost_of`: local diagnostics, measured in this run)."""
 
     results: list[dict[str, Any]]
     builds: list[dict[str, Any] | None]
     vectors: list[dict[str, Any]]
     timing: dict[str, Any]
+    costs: list[dict[str, Any]] = field(default_factory=list)
+
+
+#: what each cost figure is, with its unit (compare.json's `cost.figures`; the tables'
+#: column heads)
+COST_FIGURES = {
+    "ingest_records_per_second": "ingest (records/s): stored records over the seconds "
+    "inside the system's ingest calls",
+    "query_p50_ms": "query latency p50 (ms): the median of every timed search",
+    "query_p95_ms": "query latency p95 (ms)",
+    "cold_start_ms": "cold start (ms): restoring a snapshot into a fresh store until its "
+    "first query is answered (the round trip's sample)",
+    "store_mb": "store on disk (MB): each scope's store directory after its searches, summed",
+    "peak_rss_mib": "peak RSS (MiB): the largest resident memory of the compare process and "
+    "its children while this system ran, sampled every 50 ms",
+    "wall_seconds": "wall (s): this system's whole chain, validate to decide",
+}
+
+
+def cost_of(run: Any, wall_seconds: float, peak_bytes: int | None) -> dict[str, Any]:
+    """One system's cost from its run's timing sidecars (`COST_FIGURES`): None for a figure
+    the run did not measure (no clone: no cold start)."""
+    timings = run.timings
+    hydrate, runs, trip = (timings.get(k) or {} for k in ("hydrate", "runs", "roundtrip"))
+    rate = hydrate.get("records_per_second")
+    if rate is None and runs.get("ingest_seconds"):  # transient stores: built by query
+        records = sum(s["records"] for s in run.envelopes["runs"]["data"]["scopes"])
+        rate = records / runs["ingest_seconds"]
+    latency = runs.get("latency") or {}
+    cold = trip.get("cold_start_to_first_query_seconds")
+    stored = runs.get("store_bytes")
+    return {
+        "ingest_records_per_second": rate,
+        "query_p50_ms": latency.get("p50_ms"),
+        "query_p95_ms": latency.get("p95_ms"),
+        "latency_samples": latency.get("samples"),
+        "cold_start_ms": None if cold is None else cold * 1000.0,
+        "store_mb": None if stored is None else stored / 1e6,
+        "peak_rss_mib": None if not peak_bytes else peak_bytes / 2**20,
+        "wall_seconds": wall_seconds,
+    }
 
 
 def run_compared(
@@ -128,9 +170,11 @@ def run_compared(
     on_run: Callable[[Any], Any] | None = None,
     ks: Sequence[int] | None = None,
     measures: Sequence[str] | None = None,
+    repeat: int = 1,
 ) -> SystemRuns:
     """Each system's pipeline on the dataset, in order, each in a temporary directory
-    (under `parent` when given) that is removed afterwards.
+    (under `parent` when given) that is removed afterwards; `repeat`: timed searches per
+    query (latency samples). Each system's cost is measured as it runs (`cost_of`).
 
     Systems whose embedder has one identity share one vector cache: the `--cache` given
     (`execution.cache`) when it was made by that embedder, else one made once for the
@@ -144,6 +188,7 @@ def run_compared(
 
     from recallbench.cache import read_manifest
     from recallbench.embedding import needs_cache
+    from recallbench.peakrss import PeakRSS
     from recallbench.pipeline import run_pipeline
     from recallbench.systems import get_system
 
@@ -165,7 +210,10 @@ def run_compared(
             if say is not None:
                 say(f"running {name} ({n} of {len(systems)}) ...")
             started = time.perf_counter()
-            with tempfile.TemporaryDirectory(prefix="compare-", dir=parent) as work:
+            with (
+                tempfile.TemporaryDirectory(prefix="compare-", dir=parent) as work,
+                PeakRSS() as peak,
+            ):
                 run = run_pipeline(
                     dataset,
                     paths,
@@ -173,12 +221,15 @@ def run_compared(
                     options=options,
                     system=name,
                     top_k=top_k,
+                    repeat=repeat,
                     execution=chosen,
                     ks=ks,
                     measures=measures,
                 )
+                wall = time.perf_counter() - started
                 if on_run is not None:
                     on_run(run)
+            out.costs.append(cost_of(run, wall, peak.bytes))
             made = run.timings.get("hydrate", {}).get("vector_cache")
             out.results.append(run.result)
             out.builds.append(run.envelopes["results"].get("embedder_build"))
@@ -377,10 +428,16 @@ def compare_results(
     correction: str = "holm",
     vectors: Sequence[Mapping[str, Any]] = (),
     builds: Sequence[dict[str, Any] | None] = (),
+    costs: Sequence[Mapping[str, Any]] | None = None,
+    repeat: int = 1,
 ) -> dict[str, Any]:
     """The comparison document: every challenger against the first result (the reference),
     overall and per category, with p-values adjusted over their family by `correction`
-    (`holm`, `bh` or `none`), and each system's own means with 95% intervals.
+    (`holm`, `bh` or `none`); each system's own means with 95% intervals; which systems
+    rank identically (`identical_rankings`); what each embedder never saw (`truncation`);
+    and, when the systems ran here, their cost (`costs`, `SystemRuns.costs`: local
+    diagnostics, the one part of the document that differs between two runs; `repeat`: the
+    timed searches per query behind the latencies).
 
     `vectors`: which vector cache each system read (`SystemRuns.vectors`); `builds`: the
     embedder build behind each result, for the note when they differ (`build_notes`)."""
@@ -431,7 +488,13 @@ def compare_results(
             for name in pooled
         }
         pairs.append(
-            {"reference": labels[0], "challenger": label, "metrics": per_metric, "rates": rates}
+            {
+                "reference": labels[0],
+                "challenger": label,
+                "identical_rankings": same_rankings(ref, challenger),
+                "metrics": per_metric,
+                "rates": rates,
+            }
         )
     overall_family = [m["overall"] for p in pairs for m in p["metrics"].values()]
     category_family = [
@@ -500,8 +563,104 @@ def compare_results(
         },
         "vectors": [dict(v) for v in vectors],
         "notes": build_notes(labels, builds) if builds else [],
+        "rankings": identical_rankings(results, labels),
+        "truncation": truncation_groups(results, labels, vectors),
+        "cost": None
+        if costs is None
+        else {
+            "label": "local diagnostics: measured on this machine in this run, not a result; "
+            "the only part of compare.json that differs between two runs",
+            "repeat": repeat,
+            "figures": dict(COST_FIGURES),
+            "systems": {lab: dict(c) for lab, c in zip(labels, costs, strict=True)},
+        },
         "comparisons": pairs,
     }
+
+
+def _rankings(result: Mapping[str, Any]) -> dict[str, list[str]]:
+    """query id -> the ids the system returned at the primary level, best first."""
+    return {q["query_id"]: [h["id"] for h in q["returned"]] for q in result["queries"]}
+
+
+def same_rankings(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, int]:
+    """On how many of the scored queries two results returned the same ids in the same
+    order: {"identical": x, "queries": n}."""
+    ra, rb = _rankings(a), _rankings(b)
+    return {"identical": sum(rb.get(q) == ids for q, ids in ra.items()), "queries": len(ra)}
+
+
+def identical_rankings(
+    results: Sequence[Mapping[str, Any]], labels: Sequence[str]
+) -> dict[str, Any]:
+    """Which systems rank alike: every pair's count of queries with identical rankings, and
+    the groups of systems identical on every query (connected through such pairs: their
+    measures are equal and retrieval cannot choose between them), in the systems' order."""
+    pairs, parent = [], list(range(len(results)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for i in range(len(results)):
+        for j in range(i + 1, len(results)):
+            same = same_rankings(results[i], results[j])
+            pairs.append({"systems": [labels[i], labels[j]], **same})
+            if same["identical"] == same["queries"]:
+                parent[root(j)] = root(i)
+    groups: dict[int, list[str]] = {}
+    for i, label in enumerate(labels):
+        groups.setdefault(root(i), []).append(label)
+    return {
+        "queries": len(results[0]["queries"]),
+        "pairs": pairs,
+        "groups": [g for g in groups.values() if len(g) > 1],
+    }
+
+
+def truncation_groups(
+    results: Sequence[Mapping[str, Any]],
+    labels: Sequence[str],
+    vectors: Sequence[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """What the embedders never saw, one entry per embedder (the systems that share it and
+    the same counts): its identity when known, the stored texts longer than its input
+    window and the shares of tokens it never saw (`result["truncation"]`). Systems without
+    a learned embedder's report are left out."""
+    identity = {v["system"]: v.get("embedder_identity") for v in vectors}
+    out: list[dict[str, Any]] = []
+    for label, result in zip(labels, results, strict=True):
+        t = result.get("truncation")
+        if not t:
+            continue
+        name = result["system"].get("name")
+        key = {"embedder": identity.get(label, identity.get(name)), **t}
+        for group in out:
+            if {k: v for k, v in group.items() if k != "systems"} == key:
+                group["systems"].append(label)
+                break
+        else:
+            out.append({"systems": [label], **key})
+    return out
+
+
+def decision_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The decision table as JSON rows (`--json`): per system its headline means with their
+    intervals, the systems it ranks identically to, and its cost (None for saved results)."""
+    groups = doc["rankings"]["groups"]
+    cost = doc.get("cost") or {}
+    return [
+        {
+            "system": s["label"],
+            "means": doc["means"][s["label"]],
+            "same_rankings_as": [
+                x for g in groups if s["label"] in g for x in g if x != s["label"]
+            ],
+            "cost": (cost.get("systems") or {}).get(s["label"]),
+        }
+        for s in doc["systems"]
+    ]
 
 
 def gate_failures(doc: Mapping[str, Any], gates: Sequence[tuple[str, float]]) -> list[str]:

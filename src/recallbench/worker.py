@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -241,6 +242,21 @@ def attach(directory: Path, where: str) -> Any:
 
 def remove_tree(directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
+
+
+def directory_bytes(directory: Path) -> int:
+    """The bytes a store's directory holds on disk: the sizes of its regular files, links
+    not followed (0 when it is gone). A local diagnostic: the cost table's store size."""
+    total = 0
+    for root, _dirs, files in os.walk(directory):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
+    return total
 
 
 def transient_dir(root: Path) -> Path:

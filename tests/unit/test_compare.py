@@ -185,8 +185,20 @@ def test_cli_compares_real_systems_reproducibly(tmp_path: Path) -> None:
         )
         assert r.exit_code == 0, r.output
         outs.append(out.read_bytes())
-    assert outs[0] == outs[1]
-    doc = orjson.loads(outs[0])
+    # byte-identical but for the cost table (local diagnostics, measured anew by each run)
+    docs = [orjson.loads(o) for o in outs]
+    costs = [d.pop("cost") for d in docs]
+    assert docs[0] == docs[1]
+    assert orjson.dumps(docs[0], option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+        docs[1], option=orjson.OPT_SORT_KEYS
+    )
+    for cost in costs:
+        assert set(cost["systems"]) == {"hotmem", "hotmem-mmr"}
+        for figures in cost["systems"].values():
+            assert figures["query_p50_ms"] > 0 and figures["latency_samples"] == 57
+            assert figures["ingest_records_per_second"] > 0 and figures["store_mb"] > 0
+            assert figures["wall_seconds"] > 0 and figures["cold_start_ms"] > 0
+    doc = docs[0]
     assert [s["label"] for s in doc["systems"]] == ["hotmem", "hotmem-mmr"]
     dup = doc["comparisons"][0]["rates"]["duplicate_slot_rate@5"]
     # MMR exists to spread near-duplicates: it must not add duplicate slots on this suite.
@@ -423,9 +435,12 @@ def test_cli_reference_system_is_run_first_and_every_other_is_a_challenger(
     )
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
-    assert lines[0] == "bm25 (reference):"
-    assert lines[1].split()[:2] == ["category", "n"]
-    assert "hotmem-mmr (challenger):" in lines
+    # the decision table first (the reference first in it), then each system's table
+    assert lines[0] == "Which system: retrieval"
+    assert lines[3].startswith("bm25 (reference) ") and lines[4].startswith("hotmem-mmr ")
+    at = lines.index("bm25 (reference):")
+    assert lines[at + 1].split()[:2] == ["category", "n"]
+    assert lines.index("Which system: cost") < at < lines.index("hotmem-mmr (challenger):")
     assert lines[-1].startswith("hotmem-mmr vs bm25: ndcg@5 0.800 [")
     err = r.stderr.splitlines()
     assert err[-2].startswith(f"wrote {tmp_path / 'b' / 'compare.json'}, ")

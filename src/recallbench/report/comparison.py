@@ -96,45 +96,155 @@ def _mean_ci(record: Mapping[str, Any] | None, mean: float | None) -> str:
     return f"{_f(mean)} [{low:.3f}, {high:.3f}]"
 
 
-def _config_text(system: Mapping[str, Any]) -> str:
-    return "; ".join(
-        f"{k.replace('_', ' ')} {format_setting(v)}"
+def _settings(system: Mapping[str, Any]) -> dict[str, str]:
+    """A system's configuration as {key: value text} (the functions' source left out)."""
+    return {
+        k: format_setting(v)
         for k, v in system.items()
         if k not in ("label", "name") and not k.endswith("function")
+    }
+
+
+def differing_keys(doc: Mapping[str, Any]) -> list[str]:
+    """The configuration keys whose value differs between the compared systems (or that
+    some lack), in first-seen order."""
+    settings = [_settings(s) for s in doc["systems"]]
+    keys = list(dict.fromkeys(k for s in settings for k in s))
+    return [k for k in keys if len({s.get(k) for s in settings}) > 1]
+
+
+def _config_text(system: Mapping[str, Any], differing: Sequence[str]) -> str:
+    """`key value; ...`, each key that differs between the systems marked `≠`."""
+    return "; ".join(
+        f"{'≠ ' if k in differing else ''}{k.replace('_', ' ')} {v}"
+        for k, v in _settings(system).items()
     )
+
+
+#: the decision table's cost columns: (compare.json key, column head, format)
+COST_COLUMNS = (
+    ("ingest_records_per_second", "ingest (records/s)", ",.0f"),
+    ("query_p50_ms", "query p50 (ms)", ".2f"),
+    ("query_p95_ms", "query p95 (ms)", ".2f"),
+    ("cold_start_ms", "cold start (ms)", ",.1f"),
+    ("store_mb", "store on disk (MB)", ",.2f"),
+    ("peak_rss_mib", "peak RSS (MiB)", ",.0f"),
+    ("wall_seconds", "wall (s)", ",.1f"),
+)
+
+
+def _cost_cell(value: float | None, fmt: str) -> str:
+    return "n/a" if value is None else format(value, fmt)
+
+
+def _group_of(doc: Mapping[str, Any], label: str) -> list[str]:
+    return next((g for g in doc["rankings"]["groups"] if label in g), [label])
+
+
+def decision_sections(doc: Mapping[str, Any]) -> list[Section]:
+    """The tables a deployer reads first: one row per system with its headline measures
+    and their 95% intervals and the systems it ranks identically to; then, when the
+    systems ran here, one row per system of its cost (local diagnostics). Below them: the
+    groups retrieval cannot separate and what each embedder never saw."""
+    labels = [s["label"] for s in doc["systems"]]
+    metrics = list(doc["comparisons"][0]["metrics"]) if doc["comparisons"] else []
+    shown = _means_columns(doc, metrics)[:3]
+    cost = doc.get("cost")
+    named = {lab: f"{lab} (reference)" if lab == labels[0] else lab for lab in labels}
+    rows = [
+        [
+            named[lab],
+            *(_interval_cell(doc["means"][lab].get(m)) for m in shown),
+            ", ".join(x for x in _group_of(doc, lab) if x != lab) or "none",
+        ]
+        for lab in labels
+    ]
+    n = doc["rankings"]["queries"]
+    after = [
+        f"{', '.join(group)}: identical rankings on {n:,} of {n:,} queries; retrieval cannot "
+        "choose between them" + (": compare their cost." if cost is not None else ".")
+        for group in doc["rankings"]["groups"]
+    ]
+    for t in doc.get("truncation", []):
+        embedder = f" ({t['embedder']})" if t.get("embedder") else ""
+        after.append(
+            f"{', '.join(t['systems'])}{embedder}: {t['texts_over_limit']:,} of {t['texts']:,} "
+            f"stored texts exceed the embedder's {t['max_tokens']}-token window; the model "
+            f"never saw {t['share_unseen_of_long_texts']:.1%} of their tokens "
+            f"({t['share_unseen']:.1%} of all stored tokens): a long text is ranked by its "
+            "opening only."
+        )
+    if cost is None:
+        after.append("Cost is measured only when compare runs the systems, not for saved results.")
+    out = [
+        Section(
+            "decision",
+            "Which system: retrieval",
+            (
+                "Each system's headline means over the scored queries with their 95% "
+                "interval (Wilson's when every per-query value is 0 or 1, else a percentile "
+                "bootstrap over queries), and the systems whose rankings are identical to it "
+                "on every query.",
+            ),
+            table(["system", *(f"{m} [95% CI]" for m in shown), "same rankings as"], rows),
+            after=tuple(after),
+        )
+    ]
+    if cost is not None:
+        out.append(
+            Section(
+                "cost",
+                "Which system: cost",
+                (
+                    "Local diagnostics, measured on this machine in this run, not results "
+                    f"({cost['repeat']} timed search(es) per query).",
+                ),
+                table(
+                    ["system", *(head for _, head, _ in COST_COLUMNS)],
+                    [
+                        [
+                            named[lab],
+                            *(
+                                _cost_cell(cost["systems"][lab].get(key), fmt)
+                                for key, _, fmt in COST_COLUMNS
+                            ),
+                        ]
+                        for lab in labels
+                    ],
+                    numeric=range(1, len(COST_COLUMNS) + 1),
+                ),
+                bullets=tuple(cost["figures"][key] for key, _, _ in COST_COLUMNS),
+                level=3,
+            )
+        )
+    return out
 
 
 def compare_sections(doc: Mapping[str, Any]) -> list[Section]:
     """The comparison's sections, written once for compare.md, compare.html and the
-    terminal: each system's means with intervals, one section per challenger (overall
-    tests, then per category and the pooled rates), the configurations, "Reading this"."""
-    labels = [s["label"] for s in doc["systems"]]
+    terminal: the decision table, one section per challenger (overall tests, then per
+    category and the pooled rates; one line when it ranks exactly as the reference), the
+    configurations with the keys that differ marked, "Reading this"."""
     metrics = list(doc["comparisons"][0]["metrics"]) if doc["comparisons"] else []
-    shown = _means_columns(doc, metrics)
-    out = [
-        Section(
-            "means",
-            "Each system's means",
-            (
-                "Each system's mean over the scored queries with its 95% interval "
-                "(Wilson's when every per-query value is 0 or 1, else a percentile bootstrap "
-                "over queries).",
-            ),
-            table(
-                ["system", *shown],
-                [
-                    [
-                        f"{lab} (reference)" if lab == labels[0] else lab,
-                        *(_interval_cell(doc["means"][lab].get(m)) for m in shown),
-                    ]
-                    for lab in labels
-                ],
-            ),
-        ),
-    ]
+    differing = differing_keys(doc)
+    out = decision_sections(doc)
     adjusted = correction_name(doc)
     for n, pair in enumerate(doc["comparisons"], start=1):
         ref, ch = pair["reference"], pair["challenger"]
+        same = pair["identical_rankings"]
+        if same["identical"] == same["queries"]:
+            out.append(
+                Section(
+                    f"pair-{n}",
+                    f"{ch} against {ref}",
+                    (
+                        f"{ch} returned the same ids in the same order as {ref} on every one "
+                        f"of the {same['queries']:,} queries: every measure is equal and there "
+                        "is nothing to test.",
+                    ),
+                )
+            )
+            continue
         rows = []
         for metric, m in pair["metrics"].items():
             o = m["overall"]
@@ -157,7 +267,8 @@ def compare_sections(doc: Mapping[str, Any]) -> list[Section]:
             Section(
                 f"pair-{n}",
                 f"{ch} against {ref}",
-                table=table(
+                (f"Identical rankings on {same['identical']:,} of {same['queries']:,} queries.",),
+                table(
                     [
                         "metric",
                         "n",
@@ -222,9 +333,14 @@ def compare_sections(doc: Mapping[str, Any]) -> list[Section]:
         Section(
             "systems",
             "Systems and their configuration",
-            table=table(
+            (
+                "Keys marked ≠ differ between the systems: "
+                + (", ".join(k.replace("_", " ") for k in differing) or "none")
+                + ".",
+            ),
+            table(
                 ["label", "system", "configuration"],
-                [[s["label"], s["name"], _config_text(s)] for s in doc["systems"]],
+                [[s["label"], s["name"], _config_text(s, differing)] for s in doc["systems"]],
             ),
         )
     )

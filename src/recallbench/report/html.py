@@ -968,7 +968,11 @@ def render_compare_page(
     if not isinstance(texts, Texts):
         texts = merged(results[0]["dataset"]["levels"][0]["name"], texts)
     version = __version__ if version is None else version
-    digest = hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    # the page's fingerprint leaves the cost out (local diagnostics, new in every run), so
+    # the data files of two runs of one comparison have the same names
+    digest = hashlib.sha256(
+        orjson.dumps({k: v for k, v in doc.items() if k != "cost"}, option=orjson.OPT_SORT_KEYS)
+    ).hexdigest()
     chunks = PageChunks("compare", digest, scratch)
     data = compare_page_data(doc, results, texts, chunks)
     inline, files = chunks.finish()

@@ -87,15 +87,17 @@ def terminal_table(t: Table) -> str:
     return "\n".join([line(header), *(line(r) for r in rows)])
 
 
-def to_terminal(sections: Sequence[Section]) -> str:
-    """The sections as terminal text: the title, paragraphs, the aligned table, bullets."""
+def to_terminal(sections: Sequence[Section], *, bullets: bool = True) -> str:
+    """The sections as terminal text: the title, paragraphs, the aligned table, bullets
+    (`bullets=False` leaves them out: definitions the files carry)."""
     out: list[str] = []
     for s in sections:
         out += [terminal(s.title)]
         out += [terminal(p) for p in s.paragraphs]
         if s.table is not None:
             out.append(terminal_table(s.table))
-        out += [f"- {terminal(b)}" for b in s.bullets]
+        if bullets:
+            out += [f"- {terminal(b)}" for b in s.bullets]
         out += [terminal(p) for p in s.after]
         out.append("")
     return "\n".join(out).rstrip("\n")

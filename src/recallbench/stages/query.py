@@ -262,6 +262,7 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
         worker.close_quietly(store, where)
         raise
     worker.close(store, where)
+    timing["store_bytes"] = worker.directory_bytes(directory)  # untimed, after the searches
     return {
         "index": item["index"],
         "scope_id": scope.scope_id,
@@ -360,6 +361,7 @@ def run_query(
     # the rows go to disk as each task's come back: never all in memory (see `RowSpool`)
     rows, scopes, latency = RowSpool(Path(build_dir)), [], {}
     inside = task_seconds = ingest = 0.0
+    store_bytes: dict[str, int] = {}  # per scope (a scope's slices each build its store)
     harness = dict.fromkeys(HARNESS_PARTS, 0.0)
     try:
         for result in run_tasks(
@@ -382,6 +384,9 @@ def run_query(
             inside += result["timing"]["seconds_inside"]
             task_seconds += result["timing"]["seconds_task"]
             ingest += result["timing"].get("ingest_seconds", 0.0)
+            store_bytes[result["scope_id"]] = max(
+                store_bytes.get(result["scope_id"], 0), result["timing"].get("store_bytes", 0)
+            )
             for part in HARNESS_PARTS:
                 harness[part] += result["timing"][part]
     finally:
@@ -409,6 +414,9 @@ def run_query(
         "seconds_inside_system": inside,
         "seconds_in_tasks": task_seconds,
         "ingest_seconds": ingest if not kept else None,
+        # each scope's store directory on disk after its searches, summed over the scopes
+        # (a server's own files count where the system keeps them in the store directory)
+        "store_bytes": sum(store_bytes.values()),
         "harness_overhead_in_tasks": (task_seconds - inside) / inside if inside else None,
         "harness_overhead_end_to_end": (wall * workers - inside) / inside if inside else None,
         "share_inside_system": inside / (wall * workers) if wall else None,
