@@ -52,6 +52,7 @@ from recallbench.systems.storekit import (
     DirectoryStoreSystem,
     ReadsBack,
     VectorSource,
+    fits_unix_socket,
     options_variable,
     package_version,
     system_options,
@@ -151,20 +152,16 @@ def server_home(directory: Path) -> Iterator[None]:
             os.environ["HOME"] = previous
 
 
-#: a Unix socket's path is at most 107 bytes (the kernel's sun_path, less its NUL)
-SOCKET_PATH_LIMIT = 107
-
-
 @contextlib.contextmanager
 def short_socket_dir(db: Path) -> Iterator[None]:
     """Milvus Lite names its server's socket ``tempfile.mktemp() + "_" + db.name + ".sock"``:
-    when that path would pass `SOCKET_PATH_LIMIT` (a long TMPDIR), Python's temporary
+    when that path would not fit a Unix socket (`storekit.fits_unix_socket`: a long TMPDIR), Python's temporary
     directory is the system's (``/tmp``) while the server starts, so the socket can be
     made. The socket is removed when the server stops."""
     import tempfile
 
     longest = os.path.join(tempfile.gettempdir(), "tmp" + "x" * 8) + f"_{db.name}.sock"
-    if len(os.fsencode(longest)) <= SOCKET_PATH_LIMIT or not os.access("/tmp", os.W_OK):
+    if fits_unix_socket(longest) or not os.access("/tmp", os.W_OK):
         yield
         return
     previous = tempfile.tempdir

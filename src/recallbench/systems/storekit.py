@@ -22,6 +22,8 @@ and the `records.jsonl` store of `bm25` and `bm25-okapi`.
   environment variable `RECALLBENCH_INDEX_<NAME>` (`key=value,key=value`) over the
   defaults the store ships; a system records them in its configuration and its store
   marker, and `check_options` refuses a store built under other options.
+* `fits_unix_socket`: whether a path fits a Unix socket, counted in bytes (the PostgreSQL
+  server's socket and Milvus Lite's).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import io
 import os
 import shutil
 import tarfile
+import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -109,9 +112,12 @@ def caches_beside(directory: Path) -> Iterator[None]:
     the build directory) while a store package is imported and opened: onnxruntime, which
     txtai imports, writes a device id under `$XDG_CACHE_HOME` (else `~/.cache`) and a
     session file `.ses` in the temporary directory when it loads. (Python's own `tempfile`
-    keeps the directory it chose before.)"""
+    directory is chosen before, from the user's TMPDIR, and kept.)"""
     cache = Path(directory).resolve().parent / ".store-cache"
     cache.mkdir(parents=True, exist_ok=True)
+    # Python's temporary directory chosen now, from the user's TMPDIR: a process whose first
+    # temporary file came later would otherwise keep this cache as its temporary directory
+    tempfile.gettempdir()
     previous = {key: os.environ.get(key) for key in ("XDG_CACHE_HOME", "TMPDIR")}
     os.environ.update({key: str(cache) for key in previous})
     try:
@@ -122,6 +128,17 @@ def caches_beside(directory: Path) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+#: the longest path of a Unix socket, in bytes: the kernel's `sun_path` is 108 bytes with its
+#: terminating NUL (PostgreSQL's socket and Milvus Lite's both live under this bound)
+SOCKET_PATH_LIMIT = 107
+
+
+def fits_unix_socket(path: str | Path) -> bool:
+    """Whether `path` is short enough for a Unix socket: its bytes in the file system's
+    encoding, not its characters (an `é` is two)."""
+    return len(os.fsencode(path)) <= SOCKET_PATH_LIMIT
 
 
 def check_read_back(store: Any, manifest: dict[str, Any]) -> None:
