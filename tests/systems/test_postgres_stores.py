@@ -560,6 +560,144 @@ def _two_memories(store: Any) -> None:
     store.ingest([StoreRecord("a", "x", "alpha"), StoreRecord("b", "y", "beta")])
 
 
+def test_an_index_the_database_refused_is_one_line_not_a_scan_recorded_as_hnsw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pgvector refuses `m=1` (2 to 100); PGVectorStore only logs that, and its store is an
+    exact scan. Read back from the database's catalog when the store opens, the missing
+    index is one line: what the database holds, what was recorded, PostgreSQL's reason."""
+    from recallbench.systems import get_system
+
+    monkeypatch.setenv("RECALLBENCH_INDEX_LLAMAINDEX_PGVECTOR_HNSW", "m=1")
+    with pytest.raises(RecallbenchError) as refused:
+        get_system("llamaindex-pgvector-hnsw").open_store(tmp_path / "s", vectors=_vector)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message == (
+        "llamaindex-pgvector-hnsw: the database holds no vector index (an exact scan) on "
+        "data_memories, not the hnsw (vector_cosine_ops, ef_construction 64, m 1) its "
+        "configuration records (RECALLBENCH_INDEX_LLAMAINDEX_PGVECTOR_HNSW); PostgreSQL said: "
+        'ERROR: value 1 out of bounds for option "m"'
+    )
+    assert servers_under(tmp_path) == []
+
+
+def test_a_kept_store_is_refused_under_other_options_and_its_index_is_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Options are in every store's marker (as Milvus's are): an `ivfflat` store reopened
+    under `kind=flat`, or under another `probes` or `ef_search`, is refused before its
+    server starts (LangGraph's setup would leave the ivfflat index: its migration ran). And
+    the index is read back whatever the marker says: a marker that names `flat` over a
+    database holding the ivfflat index (an exact scan recorded, an approximate one run) is
+    refused when the store opens."""
+    from recallbench.systems import get_system
+    from recallbench.systems.storekit import MARKER
+
+    variable = "RECALLBENCH_INDEX_LANGGRAPH_POSTGRES"
+    monkeypatch.setenv(variable, "kind=ivfflat")
+    store = get_system("langgraph-postgres").open_store(tmp_path / "s", vectors=_vector)
+    _two_memories(store)
+    store.close()
+    for other in ("kind=flat", "kind=ivfflat,probes=2", "kind=ivfflat,ef_search=100"):
+        monkeypatch.setenv(variable, other)
+        with pytest.raises(RecallbenchError, match="was built with options"):
+            get_system("langgraph-postgres").attach(tmp_path / "s", vectors=_vector)
+    marker = tmp_path / "s" / MARKER
+    held = orjson.loads(marker.read_bytes())
+    held["options"]["kind"] = "flat"
+    marker.write_bytes(orjson.dumps(held))
+    monkeypatch.setenv(variable, "kind=flat")
+    with pytest.raises(RecallbenchError) as refused:
+        get_system("langgraph-postgres").attach(tmp_path / "s", vectors=_vector)
+    assert str(refused.value) == (
+        "langgraph-postgres: the database holds ivfflat (vector_cosine_ops, lists 100) on "
+        "store_vectors, not the no vector index (an exact scan) its configuration records "
+        f"({variable})"
+    )
+    assert servers_under(tmp_path) == []
+
+
+def test_query_and_the_round_trip_refuse_index_options_other_than_hydrates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stage check reads every store's options (`index_options` as well as Milvus's
+    `options`): a PostgreSQL store's transient stores, built by query and rebuilt by the
+    round trip, are refused under other options than hydrate recorded (no server starts)."""
+    from recallbench.artifacts import envelope, inputs_of
+    from recallbench.stages.roundtrip import run_roundtrip
+    from recallbench.stagework import check_same_options
+    from recallbench.systems import get_system
+
+    variable = "RECALLBENCH_INDEX_LANGGRAPH_POSTGRES"
+    monkeypatch.setenv(variable, "kind=flat")
+    hydrated = {"system": "langgraph-postgres",
+                "configuration": get_system("langgraph-postgres").configuration()}  # fmt: skip
+    check_same_options(hydrated, get_system("langgraph-postgres"))
+    monkeypatch.setenv(variable, "kind=ivfflat")
+    with pytest.raises(RecallbenchError) as refused:
+        check_same_options(hydrated, get_system("langgraph-postgres"))
+    assert str(refused.value).startswith(
+        "langgraph-postgres: hydrate ran with options {'kind': 'flat', "
+    )
+    assert f"{variable} now gives {{'kind': 'ivfflat', " in str(refused.value)
+    suite = envelope("suite", {}, {})
+    hydrate = envelope("hydrate", hydrated, inputs_of(suite))
+    runs = envelope("runs", {"scopes": []}, inputs_of(suite, hydrate))
+    with pytest.raises(RecallbenchError, match="hydrate ran with options"):
+        run_roundtrip(suite, hydrate, runs, Path("unused-build-dir"))
+    assert not Path("unused-build-dir").exists()
+
+
+def test_a_kept_store_of_another_system_is_refused_in_one_line(tmp_path: Path) -> None:
+    """`llamaindex-pgvector-hnsw`'s store opened by `llamaindex-pgvector` (same records, so
+    the same count and digest) is refused by its marker, before any server starts, with the
+    command that rebuilds it."""
+    from recallbench.systems import get_system
+    from recallbench.systems.storekit import MARKER, claim
+
+    claim(tmp_path / "s", "llamaindex-pgvector-hnsw", options=dict(m=16))
+    with pytest.raises(RecallbenchError) as refused:
+        get_system("llamaindex-pgvector").attach(tmp_path / "s", vectors=_vector)
+    assert str(refused.value) == (
+        f"{tmp_path / 's' / MARKER}: this store was made by 'llamaindex-pgvector-hnsw', not "
+        "'llamaindex-pgvector': run `recallbench hydrate --system llamaindex-pgvector` again"
+    )
+    assert not (tmp_path / "s" / "pg").exists()
+
+
+@pytest.mark.parametrize(
+    "name", ["langgraph-postgres", "llamaindex-pgvector-hnsw", "mem0-pgvector"]
+)
+def test_hnsw_searches_deeper_than_pgvectors_ef_search_limit_are_clamped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """A search for 1,001 (a whole store of more than 1,000 memories, as query's search that
+    explains a miss; or `--top-k` above 1000) sets `hnsw.ef_search` to pgvector's limit,
+    1000, not above it (which pgvector refuses); the configuration records the clamp and
+    the depth the index returns at most; an `ef_search` option above 1000 is one line."""
+    from recallbench.systems import get_system
+
+    system = get_system(name)
+    config = system.configuration()
+    assert config["ef_search_limit"] == config["search_depth_limit"] == 1000
+    assert config["ef_search_for_search"].startswith("min(max(ef_search, top_k), 1000)")
+    store = system.open_store(tmp_path / "s", vectors=_vector)
+    try:
+        _two_memories(store)
+        assert sorted(h.memory_id for h in store.search("alpha", 1001)) == ["a", "b"]
+    finally:
+        store.close()
+    variable = "RECALLBENCH_INDEX_" + name.upper().replace("-", "_")
+    monkeypatch.setenv(variable, "ef_search=1001")
+    with pytest.raises(RecallbenchError) as refused:
+        get_system(name)
+    assert str(refused.value) == (
+        f"{variable}: ef_search=1001 is above pgvector's limit of 1000 (hnsw.ef_search)"
+    )
+    assert servers_under(tmp_path) == []
+
+
 KILLED_SERVER = """
 import sys, time
 from recallbench.systems.postgres_server import PostgresServer

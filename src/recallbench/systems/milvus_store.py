@@ -120,6 +120,20 @@ def search_params(options: dict[str, Any]) -> dict[str, Any]:
     return {"nprobe": options["nprobe"]} if options["index_type"] == "IVF_FLAT" else {}
 
 
+def held_index(described: dict[str, Any]) -> dict[str, Any]:
+    """The index Milvus says a collection has (`describe_index`), in the terms of the
+    configuration: its type, metric and build parameters (Milvus gives them as strings)."""
+    out = {key: described.get(key) for key in ("index_type", "metric_type")}
+    if out["index_type"] == "IVF_FLAT":
+        raw = described.get("nlist")
+        out["nlist"] = int(raw) if str(raw).isdigit() else raw
+    return out
+
+
+def format_index(index: dict[str, Any]) -> str:
+    return ", ".join(f"{key} {value}" for key, value in index.items())
+
+
 def _quiet() -> None:
     """pymilvus logs each failed call with its traceback before it raises (the store's
     error is the one line); milvus-lite's pkg_resources warning is silenced by
@@ -242,14 +256,15 @@ class MilvusStore(ReadsBack):
             except BaseException:
                 self.close()
                 raise
-        if (
-            held.get("index_type") != system.options["index_type"]
-            or held.get("metric_type") != METRIC
-        ):  # the store's own index is not the one the options name
+        built = held_index(held)
+        wanted = {"index_type": system.options["index_type"], "metric_type": METRIC,
+                  **build_params(system.options)}  # fmt: skip
+        if built != wanted:  # the store's own index is not the one the configuration records
             self.close()
             raise RecallbenchError(
-                f"{self._db}: its index is {held.get('index_type')} / {held.get('metric_type')}, "
-                f"not {system.options['index_type']} / {METRIC}"
+                f"{self._db}: Milvus holds the index {format_index(built)}, the configuration "
+                f"records {format_index(wanted)} ({options_variable(system.name)}): run "
+                f"`recallbench hydrate --system {system.name}` again"
             )
 
     def _stop_server(self) -> None:
