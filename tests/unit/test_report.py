@@ -476,8 +476,8 @@ def test_a_top_k_past_the_systems_search_depth_is_said(lane: Run) -> None:
     assert "search depth" not in dict(_config_rows(result))
     result["run"]["top_k"] = 1001
     note = (
-        "top-k 1001 is above the 1,000 hits hotmem's index returns at most (search depth "
-        "limit): ranks past 1,000 are never searched, so the figures at cutoffs above 1,000 "
+        "top-k 1001 is above the 1,000 hits hotmem's index can return (search depth limit): "
+        "past rank 1,000 a ranking may be cut short, so the figures at cutoffs above 1,000 "
         "are approximate at that depth"
     )
     assert f"> Warning: {note}." in section(render(result), "Configuration")

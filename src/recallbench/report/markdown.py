@@ -86,9 +86,9 @@ def search_depth_note(result: Mapping[str, Any]) -> str | None:
     if not isinstance(depth, int) or isinstance(depth, bool) or k <= depth:
         return None
     return (
-        f"top-k {k} is above the {depth:,} hits {result['system']['name']}'s index returns "
-        f"at most (search depth limit): ranks past {depth:,} are never searched, so the "
-        f"figures at cutoffs above {depth:,} are approximate at that depth"
+        f"top-k {k} is above the {depth:,} hits {result['system']['name']}'s index can "
+        f"return (search depth limit): past rank {depth:,} a ranking may be cut short, so "
+        f"the figures at cutoffs above {depth:,} are approximate at that depth"
     )
 
 
