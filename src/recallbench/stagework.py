@@ -1,7 +1,8 @@
 """What the stages share to run their per-scope work: how it runs (`Execution`, handed to
 the process/Ray engine of `recallbench.executor` by `run_tasks`, with a progress bar), where
 kept stores live (`stores_root`), how a scope's queries are cut into slices for several
-workers (`slice_count`, `query_spans`), and a stage's wall time (`Stopwatch`).
+workers (`slice_count`, `query_spans`), a stage's wall time (`Stopwatch`), and the check
+that a stage runs the system under the options hydrate recorded (`check_same_options`).
 
 No stage imports another stage: what two stages need lives here, in `recallbench.worker`
 (the worker's state and its stores) or in `recallbench.vectorprep` (the vector cache).
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from recallbench import progress, worker
+from recallbench.errors import RecallbenchError
 
 #: the devices `--device` knows: auto = an accelerator when torch sees one, else the CPU
 DEVICES = ("auto", "cpu", "cuda")
@@ -186,3 +188,28 @@ class Stopwatch:
 
     def seconds(self) -> float:
         return time.perf_counter() - self.start
+
+
+def check_same_options(hyd: Mapping[str, Any], system: Any) -> None:
+    """Refuse (one line) a stage after hydrate (query, the round trip) whose system options
+    (what its configuration records under `storekit.OPTIONS_KEYS`: `options`, `index_options`,
+    set by the user: index parameters) are not the ones hydrate recorded: transient stores
+    are built there, and the result would name hydrate's (a kept store's marker is checked
+    too, when it is reopened)."""
+    from recallbench.systems.storekit import configured_options, options_variable
+
+    held = configured_options(hyd.get("configuration"))
+    if not held:
+        return
+    now = configured_options(system.configuration())
+    if now != held:
+        raise RecallbenchError(
+            f"{hyd['system']}: hydrate ran with options {_shown(held)}, "
+            f"{options_variable(hyd['system'])} now gives {_shown(now)}: set it as it was, "
+            "or run hydrate again"
+        )
+
+
+def _shown(options: Mapping[str, Any]) -> str:
+    """Recorded options as a line: the value of each key (one key in practice)."""
+    return " ".join(map(str, options.values())) if options else "none"

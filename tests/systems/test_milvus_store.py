@@ -95,6 +95,33 @@ def test_a_store_built_under_other_options_is_refused_when_reopened(
     again.close()
 
 
+def test_a_store_whose_index_is_not_the_recorded_one_is_refused_when_opened(
+    monkeypatch, tmp_path: Path
+) -> None:
+    """The index is read back from Milvus (`describe_index`: type, metric and nlist) when a
+    store opens, not taken from its marker: a store whose marker says nlist 8 (an older
+    marker, or an edited one) but whose index Milvus built with nlist 4 is refused in one
+    line naming both."""
+    from recallbench.systems.storekit import MARKER
+
+    monkeypatch.setenv("RECALLBENCH_INDEX_MILVUS", "index_type=IVF_FLAT,nlist=4")
+    store = get_system("milvus").open_store(tmp_path / "s")
+    store.ingest([StoreRecord("a", "x", "alpha")])
+    store.close()
+    marker = tmp_path / "s" / MARKER
+    held = orjson.loads(marker.read_bytes())
+    held["options"]["nlist"] = 8
+    marker.write_bytes(orjson.dumps(held))
+    monkeypatch.setenv("RECALLBENCH_INDEX_MILVUS", "index_type=IVF_FLAT,nlist=8")
+    with pytest.raises(RecallbenchError) as refused:
+        get_system("milvus").attach(tmp_path / "s")
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "Milvus holds the index index_type IVF_FLAT, metric_type COSINE, nlist 4" in message
+    assert "records index_type IVF_FLAT, metric_type COSINE, nlist 8" in message
+    assert milvus_servers(tmp_path / "s") == []  # refused, and its server stopped
+
+
 HOLD = """
 import sys, time
 from pathlib import Path

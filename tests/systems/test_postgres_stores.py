@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -183,6 +184,23 @@ def test_a_killed_run_leaves_no_server_process(
     assert servers_under(build) == []
 
 
+def _two_worker_run(build: Path, tmp: Path, kill_data: dict[str, Path]) -> subprocess.Popen:
+    """`run` of `llamaindex-pgvector` with two workers on the generated LongMemEval file (one
+    store, so one server, per question), TMPDIR `tmp`, started as a shell would start it."""
+    args = [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build), "run",
+            "--dataset", "longmemeval", "--data", str(kill_data["lme"]),
+            "--system", "llamaindex-pgvector", "--workers", "2",
+            "--cache", str(kill_data["lme_cache"])]  # fmt: skip
+    return subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp),
+        preexec_fn=default_signals,
+    )
+
+
 def test_a_killed_worker_leaves_no_server_process(
     tmp_path: Path, kill_data: dict[str, Path]
 ) -> None:
@@ -191,18 +209,7 @@ def test_a_killed_worker_leaves_no_server_process(
     worker's server nor any other is left."""
     build = tmp_path / "build"
     (tmp_path / "tmp").mkdir()
-    args = [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build), "run",
-            "--dataset", "longmemeval", "--data", str(kill_data["lme"]),
-            "--system", "llamaindex-pgvector", "--workers", "2",
-            "--cache", str(kill_data["lme_cache"])]  # fmt: skip
-    proc = subprocess.Popen(
-        args,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(tmp_path / "tmp"),
-        preexec_fn=default_signals,
-    )
+    proc = _two_worker_run(build, tmp_path / "tmp", kill_data)
     victim: list[int] = []
     seen: list[int] = []
 
@@ -330,7 +337,7 @@ def test_a_long_build_path_puts_the_socket_in_a_temporary_directory(
 # --------------------------------------------------------------------------- the server
 
 
-def test_a_server_that_does_not_start_is_one_line_with_its_logs_last_line(tmp_path: Path) -> None:
+def test_a_server_that_does_not_start_is_one_line_with_its_logs_cause(tmp_path: Path) -> None:
     from recallbench.systems.postgres_server import PostgresServer
 
     server = PostgresServer(tmp_path / "pg")
@@ -341,9 +348,10 @@ def test_a_server_that_does_not_start_is_one_line_with_its_logs_last_line(tmp_pa
         PostgresServer(tmp_path / "pg").start()
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith(f"PostgreSQL server in {tmp_path / 'pg'} did not start: ")
-    last = [line for line in (tmp_path / "pg" / "server.log").read_text().splitlines() if line]
-    assert message.endswith(last[-1].strip())
+    assert message.startswith(f"PostgreSQL server in {tmp_path / 'pg'} did not start: FATAL: ")
+    log = (tmp_path / "pg" / "server.log").read_text()
+    fatal = [line for line in log.splitlines() if " FATAL: " in line]
+    assert message.endswith(" ".join(fatal[-1].split(" FATAL: ", 1)[1].split()))
     assert "postgresql.conf" in message
     assert servers_under(tmp_path) == []
 
@@ -532,3 +540,374 @@ def test_compare_over_the_postgres_stores_on_a_generated_longmemeval_file(tmp_pa
     for c in doc["comparisons"]:
         assert any(m["overall"]["queries"] > 0 for m in c["metrics"].values()), c["challenger"]
     assert servers_under(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- round five
+# (docs/reliability.md, "Round five: deployed stores")
+
+
+def _vector(text: str) -> list[float]:
+    """A unit vector drawn from the text's hash: a store fed these never loads a model."""
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+    values = [((seed >> (i % 60)) & 0xFF) - 127.5 + i % 7 for i in range(384)]
+    norm = sum(v * v for v in values) ** 0.5
+    return [v / norm for v in values]
+
+
+def _two_memories(store: Any) -> None:
+    from recallbench.systems.base import StoreRecord
+
+    store.ingest([StoreRecord("a", "x", "alpha"), StoreRecord("b", "y", "beta")])
+
+
+def test_an_index_the_database_refused_is_one_line_not_a_scan_recorded_as_hnsw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pgvector refuses `m=1` (2 to 100); PGVectorStore only logs that, and its store is an
+    exact scan. Read back from the database's catalog when the store opens, the missing
+    index is one line: what the database holds, what was recorded, PostgreSQL's reason."""
+    from recallbench.systems import get_system
+
+    monkeypatch.setenv("RECALLBENCH_INDEX_LLAMAINDEX_PGVECTOR_HNSW", "m=1")
+    with pytest.raises(RecallbenchError) as refused:
+        get_system("llamaindex-pgvector-hnsw").open_store(tmp_path / "s", vectors=_vector)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message == (
+        "llamaindex-pgvector-hnsw: the database holds no vector index (an exact scan) on "
+        "data_memories, not the hnsw (vector_cosine_ops, ef_construction 64, m 1) its "
+        "configuration records (RECALLBENCH_INDEX_LLAMAINDEX_PGVECTOR_HNSW); PostgreSQL said: "
+        'ERROR: value 1 out of bounds for option "m"'
+    )
+    assert servers_under(tmp_path) == []
+
+
+def test_a_kept_store_is_refused_under_other_options_and_its_index_is_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Options are in every store's marker (as Milvus's are): an `ivfflat` store reopened
+    under `kind=flat`, or under another `probes` or `ef_search`, is refused before its
+    server starts (LangGraph's setup would leave the ivfflat index: its migration ran). And
+    the index is read back whatever the marker says: a marker that names `flat` over a
+    database holding the ivfflat index (an exact scan recorded, an approximate one run) is
+    refused when the store opens."""
+    from recallbench.systems import get_system
+    from recallbench.systems.storekit import MARKER
+
+    variable = "RECALLBENCH_INDEX_LANGGRAPH_POSTGRES"
+    monkeypatch.setenv(variable, "kind=ivfflat")
+    store = get_system("langgraph-postgres").open_store(tmp_path / "s", vectors=_vector)
+    _two_memories(store)
+    store.close()
+    for other in ("kind=flat", "kind=ivfflat,probes=2", "kind=ivfflat,ef_search=100"):
+        monkeypatch.setenv(variable, other)
+        with pytest.raises(RecallbenchError, match="was built with options"):
+            get_system("langgraph-postgres").attach(tmp_path / "s", vectors=_vector)
+    marker = tmp_path / "s" / MARKER
+    held = orjson.loads(marker.read_bytes())
+    held["options"]["kind"] = "flat"
+    marker.write_bytes(orjson.dumps(held))
+    monkeypatch.setenv(variable, "kind=flat")
+    with pytest.raises(RecallbenchError) as refused:
+        get_system("langgraph-postgres").attach(tmp_path / "s", vectors=_vector)
+    assert str(refused.value) == (
+        "langgraph-postgres: the database holds ivfflat (vector_cosine_ops, lists 100) on "
+        "store_vectors, not the no vector index (an exact scan) its configuration records "
+        f"({variable})"
+    )
+    assert servers_under(tmp_path) == []
+
+
+def test_query_and_the_round_trip_refuse_index_options_other_than_hydrates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stage check reads every store's options (`index_options` as well as Milvus's
+    `options`): a PostgreSQL store's transient stores, built by query and rebuilt by the
+    round trip, are refused under other options than hydrate recorded (no server starts)."""
+    from recallbench.artifacts import envelope, inputs_of
+    from recallbench.stages.roundtrip import run_roundtrip
+    from recallbench.stagework import check_same_options
+    from recallbench.systems import get_system
+
+    variable = "RECALLBENCH_INDEX_LANGGRAPH_POSTGRES"
+    monkeypatch.setenv(variable, "kind=flat")
+    hydrated = {"system": "langgraph-postgres",
+                "configuration": get_system("langgraph-postgres").configuration()}  # fmt: skip
+    check_same_options(hydrated, get_system("langgraph-postgres"))
+    monkeypatch.setenv(variable, "kind=ivfflat")
+    with pytest.raises(RecallbenchError) as refused:
+        check_same_options(hydrated, get_system("langgraph-postgres"))
+    assert str(refused.value).startswith(
+        "langgraph-postgres: hydrate ran with options {'kind': 'flat', "
+    )
+    assert f"{variable} now gives {{'kind': 'ivfflat', " in str(refused.value)
+    suite = envelope("suite", {}, {})
+    hydrate = envelope("hydrate", hydrated, inputs_of(suite))
+    runs = envelope("runs", {"scopes": []}, inputs_of(suite, hydrate))
+    with pytest.raises(RecallbenchError, match="hydrate ran with options"):
+        run_roundtrip(suite, hydrate, runs, Path("unused-build-dir"))
+    assert not Path("unused-build-dir").exists()
+
+
+def test_a_kept_store_of_another_system_is_refused_in_one_line(tmp_path: Path) -> None:
+    """`llamaindex-pgvector-hnsw`'s store opened by `llamaindex-pgvector` (same records, so
+    the same count and digest) is refused by its marker, before any server starts, with the
+    command that rebuilds it."""
+    from recallbench.systems import get_system
+    from recallbench.systems.storekit import MARKER, claim
+
+    claim(tmp_path / "s", "llamaindex-pgvector-hnsw", options=dict(m=16))
+    with pytest.raises(RecallbenchError) as refused:
+        get_system("llamaindex-pgvector").attach(tmp_path / "s", vectors=_vector)
+    assert str(refused.value) == (
+        f"{tmp_path / 's' / MARKER}: this store was made by 'llamaindex-pgvector-hnsw', not "
+        "'llamaindex-pgvector': run `recallbench hydrate --system llamaindex-pgvector` again"
+    )
+    assert not (tmp_path / "s" / "pg").exists()
+
+
+@pytest.mark.parametrize(
+    "name", ["langgraph-postgres", "llamaindex-pgvector-hnsw", "mem0-pgvector"]
+)
+def test_hnsw_searches_deeper_than_pgvectors_ef_search_limit_are_clamped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """A search for 1,001 (a whole store of more than 1,000 memories, as query's search that
+    explains a miss; or `--top-k` above 1000) sets `hnsw.ef_search` to pgvector's limit,
+    1000, not above it (which pgvector refuses); the configuration records the clamp and
+    the depth the index returns at most; an `ef_search` option above 1000 is one line."""
+    from recallbench.systems import get_system
+
+    system = get_system(name)
+    config = system.configuration()
+    assert config["ef_search_limit"] == config["search_depth_limit"] == 1000
+    assert config["ef_search_for_search"].startswith("min(max(ef_search, top_k), 1000)")
+    store = system.open_store(tmp_path / "s", vectors=_vector)
+    try:
+        _two_memories(store)
+        assert sorted(h.memory_id for h in store.search("alpha", 1001)) == ["a", "b"]
+    finally:
+        store.close()
+    variable = "RECALLBENCH_INDEX_" + name.upper().replace("-", "_")
+    monkeypatch.setenv(variable, "ef_search=1001")
+    with pytest.raises(RecallbenchError) as refused:
+        get_system(name)
+    assert str(refused.value) == (
+        f"{variable}: ef_search=1001 is above pgvector's limit of 1000 (hnsw.ef_search)"
+    )
+    assert servers_under(tmp_path) == []
+
+
+KILLED_SERVER = """
+import sys, time
+from recallbench.systems.postgres_server import PostgresServer
+server = PostgresServer(sys.argv[1]).start()
+server.ensure_database()
+print("serving", flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_pid_file_of_a_server_killed_with_its_command_is_not_trusted(tmp_path: Path) -> None:
+    """A command killed with SIGKILL while its server runs leaves `postmaster.pid` saying
+    "ready"; the next start finds no process behind it, removes it and waits for its own
+    server: the first connection is accepted (before, it was refused 9 times in 10)."""
+    import psycopg
+
+    from recallbench.systems.postgres_server import PostgresServer
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", KILLED_SERVER, str(tmp_path / "pg")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "serving"
+        killed = servers_under(tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (tmp_path / "pg" / "data" / "postmaster.pid").read_text().splitlines()[7].strip() == (
+        "ready"
+    )
+    with PostgresServer(tmp_path / "pg") as server, psycopg.connect(server.conninfo()) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_database").fetchone()[0] >= 3
+    assert_all_gone(killed)
+    assert servers_under(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "socket_inside"),
+    [("a b&c+d%41e", True), ("x,y", False)],
+    ids=["space-amp-plus-percent", "comma"],
+)
+def test_build_paths_a_connection_string_would_split_work(
+    tmp_path: Path, name: str, socket_inside: bool
+) -> None:
+    """A store path with a space, `&`, `+` or `%41` reaches libpq and SQLAlchemy quoted
+    (keyword values, a URL's percent-encoding: LlamaIndex's engine and psycopg connect to
+    this store's socket); a comma, which postgres's `-k` and libpq's host split on with no
+    escape, puts the socket in a temporary directory. The store adds, searches and dumps
+    (pg_dump) either way."""
+    from recallbench.systems import get_system
+
+    directory = tmp_path / name / "s"
+    system = get_system("llamaindex-pgvector")
+    store = system.open_store(directory, vectors=_vector)
+    try:
+        assert (store.server.socket_dir.parent == directory / "pg") is socket_inside
+        _two_memories(store)
+        assert [h.memory_id for h in store.search("alpha", 2)] == ["a", "b"]
+        system.clone.snapshot(store, tmp_path / "package")
+    finally:
+        store.close()
+    assert servers_under(tmp_path) == []
+
+
+def test_a_data_directory_initdb_refuses_is_one_line_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    from recallbench.systems.postgres_server import PostgresServer
+
+    with pytest.raises(RecallbenchError) as refused:
+        PostgresServer(tmp_path / "new\nline" / "pg").start()
+    data = tmp_path / "new\nline" / "pg" / "data"
+    assert str(refused.value) == (
+        f"PostgreSQL: {str(data)!r}: a data directory cannot hold '\\n' (initdb refuses it): "
+        "use another build directory"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_socket_path_too_long_in_bytes_not_characters_moves_to_a_temporary_directory(
+    sandbox: dict[str, Path],
+) -> None:
+    """The socket path's length is counted in bytes (Milvus's check is the same function,
+    `storekit.fits_unix_socket`): a store path whose socket would be at most 107 characters
+    but more than 107 bytes (each `é` is two) gets a socket in TMPDIR, removed when the
+    server stops."""
+    from recallbench.systems.postgres_server import SOCKET_FILE, PostgresServer
+
+    base = sandbox["cwd"].resolve()
+    room = 107 - len(str(base / "pg" / "sock" / SOCKET_FILE)) - 1
+    directory = base / ("é" * room) / "pg"
+    socket = directory / "sock" / SOCKET_FILE
+    assert len(str(socket)) <= 107 < len(os.fsencode(socket))
+    with PostgresServer(directory) as server:
+        server.ensure_database()
+        assert server.socket_dir is not None
+        assert server.socket_dir.parent == sandbox["tmp"]
+    assert not (directory / "sock").exists()
+    assert _listing(sandbox["tmp"]) == {}
+    assert servers_under(base) == []
+
+
+FULL_DISK = """
+import sys
+from recallbench.errors import RecallbenchError
+from recallbench.systems.postgres_server import PostgresServer
+try:
+    PostgresServer(sys.argv[1]).start()
+except RecallbenchError as exc:
+    print(exc)
+"""
+
+
+def test_a_full_disk_is_named_as_the_cause(tmp_path: Path) -> None:
+    """initdb on a 3 MB tmpfs (mounted in a mount namespace of its own, so nothing outside
+    sees it) fails writing its WAL: the line names that, not initdb's last line
+    ("initdb: removing data directory")."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("mounting a small tmpfs needs root and util-linux unshare")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = 'mount -t tmpfs -o size=3m tmpfs "$1" && exec "$2" -c "$3" "$1/pg"'
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+         str(disk), sys.executable, FULL_DISK],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    if done.returncode != 0 and "mount" in done.stderr:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(
+        rf"PostgreSQL initdb failed in {re.escape(str(disk / 'pg'))}: FATAL: could not write "
+        r'to file "pg_wal/xlogtemp\.\d+": No space left on device',
+        done.stdout.strip(),
+    ), done.stdout
+    assert list(disk.iterdir()) == []  # the tmpfs is gone with its namespace
+
+
+#: PostgreSQL's output when it failed, as captured here (pgserver 0.1.4's PostgreSQL 16.2)
+CAPTURED_FAILURES = [
+    (
+        "running bootstrap script ... 2026-12-06 05:38:47.917 UTC [9] FATAL:  could not write "
+        'to file "pg_wal/xlogtemp.9": No space left on device\n'
+        "child process exited with exit code 1\n"
+        'initdb: removing data directory "/tmp/s38/full/pg/data"\n',
+        'FATAL: could not write to file "pg_wal/xlogtemp.9": No space left on device',
+    ),
+    (
+        "2026-12-06 05:41:11.407 UTC [1] LOG:  database system is shut down\n"
+        "2026-12-06 05:41:11.448 UTC [1] FATAL:  could not write lock file "
+        '"postmaster.pid": No space left on device\n',
+        'FATAL: could not write lock file "postmaster.pid": No space left on device',
+    ),
+    (
+        "2026-12-06 05:38:30.243 UTC [1] LOG:  starting PostgreSQL 16.2 on x86_64-pc-linux-gnu\n"
+        "2026-12-06 05:38:30.243 UTC [1] FATAL:  could not create lock file "
+        '"/tmp/s38/paths/a/.s.PGSQL.5432.lock": No such file or directory\n'
+        "2026-12-06 05:38:30.246 UTC [1] LOG:  database system is shut down\n",
+        'FATAL: could not create lock file "/tmp/s38/paths/a/.s.PGSQL.5432.lock": No such '
+        "file or directory",
+    ),
+    (
+        'pg_restore: error: could not execute query: ERROR:  relation "t" already exists\n'
+        "Command was: CREATE TABLE public.t (\n    x integer\n);\n\n\n",
+        'ERROR: relation "t" already exists',
+    ),
+    ("LOG:  a line without a severity\nthe last line\n", "the last line"),
+    ("", "(its log is empty)"),
+]
+
+
+@pytest.mark.parametrize(("said", "cause"), CAPTURED_FAILURES)
+def test_the_cause_is_picked_from_postgresqls_output(said: str, cause: str) -> None:
+    from recallbench.systems.postgres_server import cause_line
+
+    assert cause_line(said) == cause
+
+
+def test_sigterm_to_a_run_with_workers_leaves_no_socket_directory(
+    tmp_path: Path, kill_data: dict[str, Path]
+) -> None:
+    """A build path too long for a socket, two workers (one store per question, one server
+    per worker), SIGTERM while a server runs: the workers are killed with their servers,
+    and the temporary socket directories, made in TMPDIR (not /tmp), are removed by the
+    parent as it exits (their makers are gone)."""
+    build = tmp_path / ("d" * 60) / ("e" * 60) / "build"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = _two_worker_run(build, tmp, kill_data)
+    sockets: set[Path] = set()
+    seen: list[int] = []
+
+    def serving(pid: int) -> bool:
+        for postmaster in postmasters_under(build):
+            argv = _cmdline(postmaster).split(b"\0")
+            sockets.add(Path(os.fsdecode(argv[argv.index(b"-k") + 1])))
+        seen[:] = servers_under(build)
+        return bool(sockets)
+
+    try:
+        signal_when(proc, serving, signal.SIGTERM)
+        _, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err, err
+    assert {s.parent for s in sockets} == {tmp}  # in TMPDIR
+    assert [s for s in sockets if s.exists()] == []
+    assert [p.name for p in tmp.iterdir() if p.name.startswith("rb-pg-")] == []
+    assert_all_gone(seen)

@@ -468,6 +468,27 @@ def test_configuration_rows_do_not_depend_on_key_order(lane: Run) -> None:
     assert section(lane.markdown, "Configuration")[3] == "| system | hotmem |"
 
 
+def test_a_top_k_past_the_systems_search_depth_is_said(lane: Run) -> None:
+    """A system whose configuration records a `search_depth_limit` (pgvector's HNSW stores:
+    their index returns at most 1000 rows) gets a warning in report.md and a row in
+    report.html when top-k passes it, and neither at or below it."""
+    from recallbench.report.html import _config_rows
+
+    result = copy.deepcopy(lane.result)
+    result["system"]["search_depth_limit"] = 1000
+    result["run"]["top_k"] = 1000
+    assert "> Warning: top-k" not in render(result)
+    assert "search depth" not in dict(_config_rows(result))
+    result["run"]["top_k"] = 1001
+    note = (
+        "top-k 1001 is above the 1,000 hits hotmem's index can return (search depth limit): "
+        "past rank 1,000 a ranking may be cut short, so the figures at cutoffs above 1,000 "
+        "are approximate at that depth"
+    )
+    assert f"> Warning: {note}." in section(render(result), "Configuration")
+    assert dict(_config_rows(result))["search depth"] == note
+
+
 # --- long lists and characters that would break a table ----------------------------------
 
 

@@ -525,7 +525,7 @@ def deep_ranks(runs_env: Mapping[str, Any] | None, level: str) -> dict[str, dict
 
 
 def _config_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
-    from recallbench.report.markdown import format_setting
+    from recallbench.report.markdown import format_setting, search_depth_note
 
     ds, counts, system = result["dataset"], result["counts"], result["system"]
     rows = [
@@ -552,6 +552,9 @@ def _config_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
         ),
         ("top-k / stores", f"{result['run']['top_k']} / {result['run']['store_mode']}"),
     ]
+    depth_note = search_depth_note(result)
+    if depth_note:
+        rows.append(("search depth", depth_note))
     return rows
 
 

@@ -84,6 +84,20 @@ def column_groups(cols: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, A
     return groups
 
 
+def search_depth_note(result: Mapping[str, Any]) -> str | None:
+    """What a reader must know when top-k passes the depth the system's index can return
+    (its configuration's `search_depth_limit`: pgvector's HNSW scan returns at most
+    `hnsw.ef_search` rows, at most 1000); None otherwise."""
+    depth, k = result["system"].get("search_depth_limit"), result["run"]["top_k"]
+    if not isinstance(depth, int) or isinstance(depth, bool) or k <= depth:
+        return None
+    return (
+        f"top-k {k} is above the {depth:,} hits {result['system']['name']}'s index can "
+        f"return (search depth limit): past rank {depth:,} a ranking may be cut short, so "
+        f"the figures at cutoffs above {depth:,} are approximate at that depth"
+    )
+
+
 def is_generated(result: Mapping[str, Any]) -> bool:
     """Whether the data file was written by a recallbench generator (synthetic data)."""
     identity = result["dataset"]["identity"]
@@ -397,6 +411,9 @@ def render_markdown(
     ]
     if not ds["identity"]["known"]:
         out += [f"> Warning: {md(ds['identity']['label'])}.", ""]
+    depth_note = search_depth_note(result)
+    if depth_note:
+        out += [f"> Warning: {md(depth_note)}.", ""]
     out += ["## Dataset", ""]
     out += [f"- {md(note)}" for note in ds["notes"]]
     if counts["dropped"]:

@@ -49,6 +49,7 @@ from recallbench.spool import scope_refs
 from recallbench.stagework import (
     Execution,
     Stopwatch,
+    check_same_options,
     query_spans,
     run_tasks,
     shares_stores,
@@ -278,24 +279,6 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
             "seconds_removing_store": removing,
         },
     }
-
-
-def check_same_options(hyd: Mapping[str, Any], system: Any) -> None:
-    """Refuse (one line) a query whose system options (its configuration's `options`, set by
-    the user: index parameters) are not the ones hydrate recorded: transient stores are
-    built here, and the result would name hydrate's (a kept store's marker is checked too,
-    when it is reopened)."""
-    held = (hyd.get("configuration") or {}).get("options")
-    if held is None:
-        return
-    now = system.configuration().get("options")
-    if now != held:
-        from recallbench.systems.storekit import options_variable
-
-        raise RecallbenchError(
-            f"{hyd['system']}: hydrate ran with options {held}, {options_variable(hyd['system'])} "
-            f"now gives {now}: set it as it was, or run hydrate again"
-        )
 
 
 def run_query(

@@ -26,6 +26,7 @@ from recallbench.spool import scope_refs
 from recallbench.stagework import (
     Execution,
     Stopwatch,
+    check_same_options,
     query_spans,
     run_tasks,
     shares_stores,
@@ -294,6 +295,7 @@ def run_roundtrip(
     watch = Stopwatch()
     hyd, runs = hydrate_env["data"], runs_env["data"]
     system = get_system(hyd["system"])
+    check_same_options(hyd, system)  # transient sources are rebuilt here
     work = safe_child(Path(build_dir), ROUNDTRIP_DIR)
     if work.exists():
         shutil.rmtree(work)

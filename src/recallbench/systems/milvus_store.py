@@ -52,6 +52,7 @@ from recallbench.systems.storekit import (
     DirectoryStoreSystem,
     ReadsBack,
     VectorSource,
+    fits_unix_socket,
     options_variable,
     package_version,
     system_options,
@@ -119,6 +120,20 @@ def search_params(options: dict[str, Any]) -> dict[str, Any]:
     return {"nprobe": options["nprobe"]} if options["index_type"] == "IVF_FLAT" else {}
 
 
+def held_index(described: dict[str, Any]) -> dict[str, Any]:
+    """The index Milvus says a collection has (`describe_index`), in the terms of the
+    configuration: its type, metric and build parameters (Milvus gives them as strings)."""
+    out = {key: described.get(key) for key in ("index_type", "metric_type")}
+    if out["index_type"] == "IVF_FLAT":
+        raw = described.get("nlist")
+        out["nlist"] = int(raw) if str(raw).isdigit() else raw
+    return out
+
+
+def format_index(index: dict[str, Any]) -> str:
+    return ", ".join(f"{key} {value}" for key, value in index.items())
+
+
 def _quiet() -> None:
     """pymilvus logs each failed call with its traceback before it raises (the store's
     error is the one line); milvus-lite's pkg_resources warning is silenced by
@@ -151,20 +166,16 @@ def server_home(directory: Path) -> Iterator[None]:
             os.environ["HOME"] = previous
 
 
-#: a Unix socket's path is at most 107 bytes (the kernel's sun_path, less its NUL)
-SOCKET_PATH_LIMIT = 107
-
-
 @contextlib.contextmanager
 def short_socket_dir(db: Path) -> Iterator[None]:
     """Milvus Lite names its server's socket ``tempfile.mktemp() + "_" + db.name + ".sock"``:
-    when that path would pass `SOCKET_PATH_LIMIT` (a long TMPDIR), Python's temporary
+    when that path would not fit a Unix socket (`storekit.fits_unix_socket`: a long TMPDIR), Python's temporary
     directory is the system's (``/tmp``) while the server starts, so the socket can be
     made. The socket is removed when the server stops."""
     import tempfile
 
     longest = os.path.join(tempfile.gettempdir(), "tmp" + "x" * 8) + f"_{db.name}.sock"
-    if len(os.fsencode(longest)) <= SOCKET_PATH_LIMIT or not os.access("/tmp", os.W_OK):
+    if fits_unix_socket(longest) or not os.access("/tmp", os.W_OK):
         yield
         return
     previous = tempfile.tempdir
@@ -245,14 +256,15 @@ class MilvusStore(ReadsBack):
             except BaseException:
                 self.close()
                 raise
-        if (
-            held.get("index_type") != system.options["index_type"]
-            or held.get("metric_type") != METRIC
-        ):  # the store's own index is not the one the options name
+        built = held_index(held)
+        wanted = {"index_type": system.options["index_type"], "metric_type": METRIC,
+                  **build_params(system.options)}  # fmt: skip
+        if built != wanted:  # the store's own index is not the one the configuration records
             self.close()
             raise RecallbenchError(
-                f"{self._db}: its index is {held.get('index_type')} / {held.get('metric_type')}, "
-                f"not {system.options['index_type']} / {METRIC}"
+                f"{self._db}: Milvus holds the index {format_index(built)}, the configuration "
+                f"records {format_index(wanted)} ({options_variable(system.name)}): run "
+                f"`recallbench hydrate --system {system.name}` again"
             )
 
     def _stop_server(self) -> None:

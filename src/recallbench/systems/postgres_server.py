@@ -8,8 +8,15 @@ directory above the data directory to everyone). Instead:
 * `initdb -D <dir>/data -U postgres -A trust` once, then `postgres -D <dir>/data -k <socket
   dir> -c listen_addresses=''` in the foreground: a Unix socket only, no TCP port. The data
   directory and the server's log (`<dir>/server.log`) are in the store directory; the
-  socket too (`<dir>/sock`) unless that path is too long for a Unix socket (107 bytes), then
-  in a short temporary directory, removed when the server stops.
+  socket too (`<dir>/sock`) unless that path is too long for a Unix socket (107 bytes,
+  counted in bytes: `storekit.fits_unix_socket`, Milvus's check too) or holds a comma
+  (postgres's `-k` and libpq's `host` are comma-separated lists, with no escape), then in a
+  temporary directory `rb-pg-*` in tempfile's directory (the user's TMPDIR; /tmp when that
+  is too long), removed when the server stops. A data directory path with a newline or a
+  carriage return (initdb refuses it) is refused in one line before anything starts.
+* A command killed with SIGKILL leaves its server's `postmaster.pid` (saying "ready"):
+  `start()` removes it when no `postgres -D <data>` process is alive (waiting for one that
+  is still ending), so the readiness it then waits for is its own server's.
 * PostgreSQL refuses to run as root. Both programs run under util-linux
   `unshare --user --map-user=U --map-group=G --pid --ipc --fork --kill-child`: a user
   namespace in which the caller is uid U (1000 when the caller is root, the caller's own uid
@@ -22,18 +29,27 @@ directory above the data directory to everyone). Instead:
   for a fast shutdown (SIGINT) and waits; a server that does not stop is killed. If the
   recallbench process (or its worker) is killed outright, even by SIGKILL, `unshare` gets
   SIGKILL from the kernel (PR_SET_PDEATHSIG, set before it runs) and `--kill-child` takes
-  postgres with it.
-* A server that does not start is one `RecallbenchError` line with its log's last line.
+  postgres with it. A temporary socket directory names its maker (pid and start time, in
+  its `owner` file): one whose maker is gone (a worker killed with its server) is removed
+  when a process that imported this module exits (the run's parent) or starts a server.
+* A program that fails (initdb, postgres, pg_dump, pg_restore) is one `RecallbenchError`
+  line with the cause its output gives (`cause_line`: its last PANIC or FATAL line, else
+  ERROR, else `program: error:`, else its last line; for the server, what it logged since
+  this start): "No space left on device", not "initdb: removing data directory".
 
 Clients (psycopg, pg_dump, pg_restore) run as the caller and connect through the socket
-(`trust` authentication, the socket mode 0700: only the caller can connect).
+(`trust` authentication, the socket mode 0700: only the caller can connect); connection
+parameters are built structurally (psycopg's `make_conninfo`, SQLAlchemy's `URL.create`),
+so a store path with a space, `&`, `+`, `%` or a quote stays one value.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -44,14 +60,24 @@ from typing import Any
 
 from recallbench.errors import RecallbenchError
 from recallbench.signals import die_with_parent, prepare_parent_death_signal
+from recallbench.systems.storekit import fits_unix_socket
 
 #: the database each store keeps its data in (one server per store)
 DATABASE = "recallbench"
 SUPERUSER = "postgres"
 PORT = 5432
-#: longest Unix socket path (sun_path is 108 bytes with the terminating NUL)
-SOCKET_PATH_LIMIT = 107
 SOCKET_FILE = f".s.PGSQL.{PORT}.lock"  # the longest name postgres puts in the socket dir
+#: characters a socket directory cannot hold: a comma separates the directories of
+#: postgres's `unix_socket_directories` (`-k`) and the hosts of libpq's `host`, neither
+#: with a way to escape it
+SOCKET_DIR_UNSAFE = frozenset(",")
+#: characters a data directory cannot hold: initdb refuses them ("shell command argument
+#: contains a newline or carriage return"), and postmaster.pid keeps the path on one line
+DATA_DIR_UNSAFE = frozenset("\n\r")
+#: the prefix of a temporary socket directory (in tempfile's directory, else /tmp), and the
+#: file in it that names the process that made it (pid and start time)
+TEMP_SOCKET_PREFIX = "rb-pg-"
+OWNER_FILE = "owner"
 #: the uid (and gid) root runs postgres as, inside its user namespace
 NAMESPACE_ID = 1000
 #: seconds a server may take to start or stop: a bound for a loaded machine, not a measure
@@ -155,12 +181,124 @@ def server_command(argv: list[str]) -> list[str]:
     return argv
 
 
-def _last_line(path: Path) -> str:
-    with contextlib.suppress(OSError):
-        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-        if lines:
-            return lines[-1].strip()
-    return "(its log is empty)"
+#: a line saying why a PostgreSQL program failed: the server's severities (`FATAL:  ...`
+#: after its log prefix) or a client's and initdb's own (`initdb: error: ...`)
+_SEVERE = (
+    re.compile(r"\b(?:PANIC|FATAL):\s"),
+    re.compile(r"\bERROR:\s"),
+    re.compile(r"^[\w.-]+: error: "),
+)
+
+
+def severe_line(text: str) -> str | None:
+    """The line of a PostgreSQL program's output that says why it failed: the last PANIC or
+    FATAL line, else the last ERROR line, else the last `program: error:` line (from its
+    severity on: the server's log prefix, time and pid, left out), whitespace runs collapsed
+    to one space; None when there is none."""
+    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    for pattern in _SEVERE:
+        for line in reversed(lines):
+            found = pattern.search(line)
+            if found:
+                return line[found.start() :]
+    return None
+
+
+def cause_line(text: str) -> str:
+    """`severe_line`, else the output's last line: "initdb: removing data directory" and
+    "database system is shut down" are what follows a failure, not its cause."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return severe_line(text) or (lines[-1] if lines else "(its log is empty)")
+
+
+def _log_since(path: Path, offset: int) -> str:
+    """What a log file holds past `offset` (empty when it cannot be read)."""
+    with contextlib.suppress(OSError), open(path, "rb") as handle:
+        handle.seek(offset)
+        return handle.read().decode(errors="replace")
+    return ""
+
+
+def _log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def _process_start(pid: int) -> int | None:
+    """The start time of a live process (clock ticks since boot), None when it is gone or a
+    zombie: with the pid, what tells a process from a later one that reuses its pid."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def _postmasters_of(data: Path) -> list[int]:
+    """The pids (as this process sees them) of live `postgres -D <data>` processes."""
+    want = os.fsencode(data)
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if not argv[0].endswith(b"/postgres"):
+            continue
+        pairs = zip(argv, argv[1:], strict=False)
+        serves = any(flag == b"-D" and value == want for flag, value in pairs)
+        if serves and _process_start(int(entry.name)) is not None:
+            found.append(int(entry.name))
+    return found
+
+
+def _make_temporary_socket_dir() -> Path:
+    """A new `rb-pg-*` directory (mode 0700) in tempfile's directory, or in /tmp when that
+    one's path is too long (or holds a comma) for a socket in it; its `owner` file names
+    this process, so that `remove_abandoned_socket_dirs` can tell when it is abandoned."""
+    base = tempfile.gettempdir()
+    longest = os.path.join(base, TEMP_SOCKET_PREFIX + "x" * 8, SOCKET_FILE)
+    if not fits_unix_socket(longest) or SOCKET_DIR_UNSAFE & set(base):
+        base = "/tmp"
+    made = Path(tempfile.mkdtemp(prefix=TEMP_SOCKET_PREFIX, dir=base))
+    (made / OWNER_FILE).write_text(f"{os.getpid()} {_process_start(os.getpid())}\n")
+    return made
+
+
+def _abandoned(directory: Path) -> bool:
+    """Whether a temporary socket directory's maker is gone (its server died with it)."""
+    try:
+        if directory.lstat().st_uid != os.geteuid():
+            return False
+        pid, start = (directory / OWNER_FILE).read_text().split()
+    except (OSError, ValueError):
+        return False  # not one of ours, or its owner file is not written yet
+    return not pid.isdigit() or str(_process_start(int(pid))) != start
+
+
+def remove_abandoned_socket_dirs() -> None:
+    """Remove the temporary socket directories (`rb-pg-*` in tempfile's directory and in
+    /tmp) whose maker has ended: a worker killed with its server (SIGTERM or SIGKILL to a
+    run with workers: the parent removes them when it exits), or a command killed outright
+    (the next one removes them). Run when a server starts and when a process exits."""
+    for base in dict.fromkeys((tempfile.gettempdir(), "/tmp")):
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(base):
+                if entry.name.startswith(TEMP_SOCKET_PREFIX) and _abandoned(Path(entry.path)):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+
+
+atexit.register(remove_abandoned_socket_dirs)
 
 
 def _children(pid: int) -> list[int]:
@@ -183,52 +321,89 @@ class PostgresServer:
         self._temporary_socket_dir = False
         self._proc: subprocess.Popen | None = None
         self._log_handle: Any = None
+        self._log_start = 0
 
     # ------------------------------------------------------------------ life cycle
 
     def _run(self, argv: list[str], what: str) -> None:
-        with open(self.log, "ab") as log:
-            done = subprocess.run(
-                server_command(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_dies_with_this_process(),
-                check=False,
-            )
+        """Run `argv` to its end, its output kept in the log (and read from its pipe, so
+        that a failure names its cause even when the log cannot be written: a full disk)."""
+        done = subprocess.run(
+            server_command(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_dies_with_this_process(),
+            check=False,
+        )
+        with contextlib.suppress(OSError), open(self.log, "ab") as log:
+            log.write(done.stdout)
         if done.returncode != 0:
+            said = done.stdout.decode(errors="replace")
             raise RecallbenchError(
-                f"PostgreSQL {what} failed in {self.directory}: {_last_line(self.log)}"
+                f"PostgreSQL {what} failed in {self.directory}: {cause_line(said)}"
             )
 
     def _choose_socket_dir(self) -> Path:
+        """`<dir>/sock` when a socket fits there (its path in bytes, no comma), else a
+        temporary directory (`_make_temporary_socket_dir`), removed when the server stops."""
         inside = self.directory / "sock"
-        if len(str(inside)) + 1 + len(SOCKET_FILE) <= SOCKET_PATH_LIMIT:
+        if fits_unix_socket(inside / SOCKET_FILE) and not SOCKET_DIR_UNSAFE & set(str(inside)):
             inside.mkdir(exist_ok=True)
             return inside
-        base = tempfile.gettempdir()
-        if len(base) + 20 + len(SOCKET_FILE) > SOCKET_PATH_LIMIT:
-            base = "/tmp"
         self._temporary_socket_dir = True
-        return Path(tempfile.mkdtemp(prefix="rb-pg-", dir=base))
+        return _make_temporary_socket_dir()
+
+    def _check_paths(self) -> None:
+        unsafe = sorted(DATA_DIR_UNSAFE & set(str(self.data)))
+        if unsafe:
+            raise RecallbenchError(
+                f"PostgreSQL: {str(self.data)!r}: a data directory cannot hold "
+                f"{' or '.join(map(repr, unsafe))} (initdb refuses it): use another build "
+                "directory"
+            )
+
+    def _clear_stale_pid_file(self) -> None:
+        """Remove the `postmaster.pid` of a server that is gone (a command killed with
+        SIGKILL leaves it, saying "ready"); wait for one still ending (its command was just
+        killed), and refuse in one line a server that does not end."""
+        pid_file = self.data / "postmaster.pid"
+        if not pid_file.exists():
+            return
+        deadline = time.monotonic() + STOP_TIMEOUT
+        running = _postmasters_of(self.data)
+        while running and time.monotonic() < deadline:
+            time.sleep(0.05)
+            running = _postmasters_of(self.data)
+        if running:
+            raise RecallbenchError(
+                f"PostgreSQL: a server (pid {running[0]}) still runs on {self.data} after "
+                f"{STOP_TIMEOUT:.0f} s: stop it, then run the command again"
+            )
+        pid_file.unlink(missing_ok=True)
 
     def start(self) -> PostgresServer:
-        """Start the server (initdb first when the data directory is new)."""
+        """Start the server (initdb first when the data directory is new); return once it
+        accepts connections."""
         if self._proc is not None:
             return self
+        self._check_paths()
         self.directory.mkdir(parents=True, exist_ok=True)
+        remove_abandoned_socket_dirs()
         if not (self.data / "PG_VERSION").is_file():
             self._run(
                 [program("initdb"), "-D", str(self.data), "-U", SUPERUSER, "-A", "trust",
                  "-E", "UTF8", "--no-locale", "--no-sync"],
                 "initdb",
             )  # fmt: skip
+        self._clear_stale_pid_file()
         self.socket_dir = self._choose_socket_dir()
         settings = [f"-c{key}={value}" for key, value in SERVER_SETTINGS.items()]
         argv = [program("postgres"), "-D", str(self.data), "-k", str(self.socket_dir),
                 "-p", str(PORT), *settings]  # fmt: skip
-        self._log_handle = open(self.log, "ab")  # noqa: SIM115 (open while the server runs)
+        self._log_start = _log_size(self.log)
         try:
+            self._log_handle = open(self.log, "ab")  # noqa: SIM115 (open while the server runs)
             self._proc = subprocess.Popen(
                 server_command(argv),
                 stdin=subprocess.DEVNULL,
@@ -243,6 +418,11 @@ class PostgresServer:
             raise
         return self
 
+    def log_since_start(self) -> str:
+        """What the server logged since it was started (a client's statement that failed
+        is logged there too: `ERROR:  ...`)."""
+        return _log_since(self.log, self._log_start)
+
     def _ready(self) -> bool:
         pid_file = self.data / "postmaster.pid"
         with contextlib.suppress(OSError):
@@ -256,12 +436,13 @@ class PostgresServer:
         while not self._ready():
             if self._proc.poll() is not None:
                 raise RecallbenchError(
-                    f"PostgreSQL server in {self.directory} did not start: {_last_line(self.log)}"
+                    f"PostgreSQL server in {self.directory} did not start: "
+                    f"{cause_line(self.log_since_start())}"
                 )
             if time.monotonic() > deadline:
                 raise RecallbenchError(
                     f"PostgreSQL server in {self.directory} not ready after {START_TIMEOUT:.0f} "
-                    f"s: {_last_line(self.log)}"
+                    f"s: {cause_line(self.log_since_start())}"
                 )
             time.sleep(0.05)
 
@@ -310,12 +491,24 @@ class PostgresServer:
     # ------------------------------------------------------------------ clients
 
     def conninfo(self, dbname: str = DATABASE) -> str:
-        """A libpq connection string for `dbname` over the socket."""
-        return f"host={self.socket_dir} port={PORT} dbname={dbname} user={SUPERUSER}"
+        """A libpq connection string for `dbname` over the socket, each value quoted by
+        psycopg (a path with a space, a quote or a backslash stays one value)."""
+        from psycopg.conninfo import make_conninfo
+
+        return make_conninfo(host=str(self.socket_dir), port=PORT, dbname=dbname, user=SUPERUSER)
 
     def sqlalchemy_url(self, driver: str, dbname: str = DATABASE) -> str:
-        """A SQLAlchemy URL (`postgresql+<driver>`) for `dbname` over the socket."""
-        return f"postgresql+{driver}://{SUPERUSER}@/{dbname}?host={self.socket_dir}&port={PORT}"
+        """A SQLAlchemy URL (`postgresql+<driver>`) for `dbname` over the socket, built by
+        SQLAlchemy (its query values percent-encoded: `&`, `+`, `%41` stay in the path)."""
+        from sqlalchemy.engine import URL
+
+        url = URL.create(
+            f"postgresql+{driver}",
+            username=SUPERUSER,
+            database=dbname,
+            query={"host": str(self.socket_dir), "port": str(PORT)},
+        )
+        return url.render_as_string(hide_password=False)
 
     def client_args(self, dbname: str = DATABASE) -> list[str]:
         return ["-h", str(self.socket_dir), "-p", str(PORT), "-U", SUPERUSER, "-d", dbname]
@@ -352,5 +545,5 @@ class PostgresServer:
             check=False,
         )
         if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise RecallbenchError(f"PostgreSQL {argv[0]} failed in {self.directory}: {last}")
+            said = cause_line(done.stderr) if done.stderr.strip() else "(no output)"
+            raise RecallbenchError(f"PostgreSQL {argv[0]} failed in {self.directory}: {said}")

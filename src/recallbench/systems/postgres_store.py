@@ -17,10 +17,17 @@ public API, on a PostgreSQL 16 server recallbench starts for each store
   which makes mem0's BM25 half active), infer=False, as for `mem0`.
 
 Index options (`storekit.index_options`: `RECALLBENCH_INDEX_<SYSTEM>=key=value,...`), the
-stores' and pgvector's defaults otherwise, all recorded in the configuration. pgvector
-0.6.2's HNSW scan returns at most `hnsw.ef_search` rows, so a search for more than
-`ef_search` results sets the session's `hnsw.ef_search` to top-k for that search (recorded
-as `ef_search_for_search`), else a query of k would get about 40 hits from a store of k.
+stores' and pgvector's defaults otherwise, all recorded in the configuration and in each
+store's marker (a store reopened under other options is refused, as Milvus's are). The
+index is read back from the database's catalog when a store opens (`check_index`: access
+method, operator class, build options): one pgvector refused (LlamaIndex only logs that)
+or one the marker does not describe is one line, never an exact scan recorded as HNSW.
+pgvector 0.6.2's HNSW scan returns at most `hnsw.ef_search` rows, so a search for more
+than `ef_search` results sets the session's `hnsw.ef_search` to top-k for that search, at
+most pgvector's limit of 1000 (recorded as `ef_search_for_search`, `ef_search_limit` and
+`search_depth_limit`: a search deeper than 1000 gets at most 1000 hits from the index, and
+the report says so when top-k passes it), else a query of k would get about 40 hits from a
+store of k. An `ef_search` option above 1000 is refused in one line.
 
 Clone (`DumpClone`): snapshot = `pg_dump --format=custom` of the store's database plus a
 manifest (sha256, record count, digest, embedder, index options); verify = the manifest,
@@ -34,6 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from recallbench.errors import RecallbenchError
 from recallbench.systems.base import (
     Hit,
     SnapshotRejected,
@@ -45,7 +53,7 @@ from recallbench.systems.kit import check_new_ids
 from recallbench.systems.langgraph_store import NAMESPACE, LangGraphStore, LangGraphSystem
 from recallbench.systems.llamaindex_store import _embedding_class, node_hits, text_nodes
 from recallbench.systems.mem0_store import COLLECTION, DIMS, Mem0Store, Mem0System
-from recallbench.systems.postgres_server import PostgresServer, versions
+from recallbench.systems.postgres_server import PostgresServer, severe_line, versions
 from recallbench.systems.registry import register
 from recallbench.systems.storekit import (
     MiniLMCapability,
@@ -53,7 +61,6 @@ from recallbench.systems.storekit import (
     PackageClone,
     ReadsBack,
     VectorSource,
-    claim,
     index_options,
     index_options_variable,
     package_version,
@@ -66,7 +73,124 @@ DIMENSION = 384
 #: IVFFlat `lists` and session `ivfflat.probes`)
 PGVECTOR_HNSW = {"m": 16, "ef_construction": 64, "ef_search": 40}
 PGVECTOR_IVFFLAT = {"lists": 100, "probes": 1}
-EF_SEARCH_RULE = "max(ef_search, top_k) for each search (pgvector 0.6 returns at most ef_search)"
+#: pgvector's bound on the session's `hnsw.ef_search` (it refuses a larger value): an HNSW
+#: scan returns at most this many rows, whatever a search's limit
+EF_SEARCH_LIMIT = 1000
+EF_SEARCH_RULE = (
+    f"min(max(ef_search, top_k), {EF_SEARCH_LIMIT}) for each search (pgvector 0.6 returns at "
+    f"most ef_search rows, and takes ef_search up to {EF_SEARCH_LIMIT}: a search for more "
+    f"than {EF_SEARCH_LIMIT} gets at most {EF_SEARCH_LIMIT} hits from the index)"
+)
+#: the operator class of every vector index here (cosine distance)
+COSINE_OPS = "vector_cosine_ops"
+
+
+def ef_search_for(options: dict[str, Any], top_k: int) -> int:
+    """The session's `hnsw.ef_search` for a search of `top_k`: the option raised to top-k
+    (pgvector 0.6 returns at most ef_search rows), at most pgvector's `EF_SEARCH_LIMIT`."""
+    return min(max(int(options.get("ef_search", PGVECTOR_HNSW["ef_search"])), top_k),
+               EF_SEARCH_LIMIT)  # fmt: skip
+
+
+def hnsw_search_limits() -> dict[str, Any]:
+    """What a configuration records of an HNSW store's searches: the ef_search rule and the
+    depth past which its index returns nothing (`search_depth_limit`, which the report
+    names when top-k passes it)."""
+    return {
+        "ef_search_for_search": EF_SEARCH_RULE,
+        "ef_search_limit": EF_SEARCH_LIMIT,
+        "search_depth_limit": EF_SEARCH_LIMIT,
+    }
+
+
+def checked_ef_search(system: str, options: dict[str, Any]) -> dict[str, Any]:
+    """`options`, refused in one line when their ef_search passes pgvector's limit."""
+    if options.get("ef_search", 0) > EF_SEARCH_LIMIT:
+        raise RecallbenchError(
+            f"{index_options_variable(system)}: ef_search={options['ef_search']} is above "
+            f"pgvector's limit of {EF_SEARCH_LIMIT} (hnsw.ef_search)"
+        )
+    return options
+
+
+# --------------------------------------------------------------------------- read back
+
+READ_BACK = (
+    "the index read back from the database's catalog (pg_index) when a store opens: "
+    "access method, operator class and build options must be the ones recorded"
+)
+
+#: every pgvector index on a table (public schema): its access method, operator class,
+#: the options it was built with and whether it is valid
+_VECTOR_INDEXES = """
+SELECT am.amname, opc.opcname, c.reloptions, i.indisvalid
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid
+JOIN pg_class t ON t.oid = i.indrelid
+JOIN pg_am am ON am.oid = c.relam
+JOIN pg_opclass opc ON opc.oid = i.indclass[0]
+WHERE t.relname = %s AND t.relnamespace = 'public'::regnamespace
+  AND am.amname IN ('hnsw', 'ivfflat')
+ORDER BY c.relname
+"""
+#: pgvector's build defaults, for an option an index was built without
+_BUILD_DEFAULTS = {
+    "hnsw": {"m": PGVECTOR_HNSW["m"], "ef_construction": PGVECTOR_HNSW["ef_construction"]},
+    "ivfflat": {"lists": PGVECTOR_IVFFLAT["lists"]},
+}
+
+
+def vector_index(method: str, **options: int) -> dict[str, Any]:
+    """A pgvector index as the configuration records it and `held_indexes` reads it."""
+    return {"method": method, "opclass": COSINE_OPS, "options": dict(options), "valid": True}
+
+
+def held_indexes(server: PostgresServer, table: str) -> list[dict[str, Any]]:
+    """The pgvector indexes the database holds on `table`, read from its catalog (options
+    it was built without at pgvector's defaults)."""
+    import psycopg
+
+    with psycopg.connect(server.conninfo(), autocommit=True) as conn:
+        rows = conn.execute(_VECTOR_INDEXES, (table,)).fetchall()
+    out = []
+    for method, opclass, reloptions, valid in rows:
+        options = dict(_BUILD_DEFAULTS.get(method, {}))
+        for item in reloptions or ():
+            key, _, value = item.partition("=")
+            options[key] = int(value) if value.isdigit() else value
+        out.append({"method": method, "opclass": opclass, "options": options, "valid": valid})
+    return out
+
+
+def _describe(indexes: list[dict[str, Any]]) -> str:
+    if not indexes:
+        return "no vector index (an exact scan)"
+    return "; ".join(
+        f"{i['method']} ({i['opclass']}"
+        + "".join(f", {k} {v}" for k, v in sorted(i["options"].items()))
+        + ("" if i["valid"] else ", not valid")
+        + ")"
+        for i in indexes
+    )
+
+
+def check_index(server: PostgresServer, system: Any, table: str) -> None:
+    """Refuse (one line) a store whose database does not hold the index its system's
+    configuration records (`system.vector_index()`: one index, or None for an exact scan):
+    pgvector refused it (LlamaIndex only logs that), or the store was built under other
+    options. The line names what the database holds, what was recorded, and what
+    PostgreSQL said when it refused (its log's ERROR line since the server started)."""
+    wanted = system.vector_index()
+    expected = [] if wanted is None else [wanted]
+    held = held_indexes(server, table)
+    if held == expected:
+        return
+    said = severe_line(server.log_since_start())
+    raise RecallbenchError(
+        f"{system.name}: the database holds {_describe(held)} on {table}, not the "
+        f"{_describe(expected)} its configuration records ({index_options_variable(system.name)})"
+        + (f"; PostgreSQL said: {said}" if said else "")
+    )
 
 
 def server_description() -> str:
@@ -81,7 +205,7 @@ def server_description() -> str:
 def _set_session(execute: Any, options: dict[str, Any], top_k: int) -> int:
     """The session's pgvector search settings for a search of `top_k` (see the module
     docstring); returns the ef_search used."""
-    ef_search = max(int(options.get("ef_search", PGVECTOR_HNSW["ef_search"])), top_k)
+    ef_search = ef_search_for(options, top_k)
     execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(ef_search),))
     if "probes" in options:
         execute("SELECT set_config('ivfflat.probes', %s, false)", (str(options["probes"]),))
@@ -120,7 +244,7 @@ class DumpClone(PackageClone):
 
     def _open(self, payload: Path, directory: Path) -> Any:
         """A fresh store in `directory` from the dump (pg_restore into a fresh database)."""
-        claim(directory, self._system.name)
+        self._system.claim(directory)
         with PostgresServer(Path(directory) / SERVER_DIR) as server:
             server.restore(payload)
         return self._system.attach(directory)
@@ -136,14 +260,21 @@ class DumpClone(PackageClone):
 
 
 class ServerBacked:
-    """What a store here adds: its `server`, started on open and stopped on close."""
+    """What a store here adds: its `server`, started on open and stopped on close, and the
+    check that the database holds the index the configuration records (`_check_index`,
+    once the store's own setup has made its table)."""
 
     server: PostgresServer | None = None
+    _system: Any
 
     def _start_server(self, directory: Path) -> PostgresServer:
         self.server = PostgresServer(Path(directory) / SERVER_DIR).start()
         self.server.ensure_database()
         return self.server
+
+    def _check_index(self) -> None:
+        assert self.server is not None
+        check_index(self.server, self._system, self._system.vector_table)
 
     def _stop_server(self) -> None:
         server, self.server = self.server, None
@@ -176,6 +307,7 @@ class PostgresLangGraphStore(ServerBacked, LangGraphStore):
                 )
                 self._store = PostgresStore(self._conn, index=system.index_config(self._source))
                 self._store.setup()
+            self._check_index()
         except BaseException:
             self.close()
             raise
@@ -203,20 +335,32 @@ class PostgresLangGraphStore(ServerBacked, LangGraphStore):
 class PostgresLangGraphSystem(LangGraphSystem):
     """LangGraph PostgresStore with its pgvector index, on a server in the store directory."""
 
+    #: LangGraph's table of vectors (its index is on `embedding`)
+    vector_table = "store_vectors"
+
     def __init__(self) -> None:
         super().__init__("langgraph-postgres", langmem=False)
         self.options = index_options(
             self.name, {"kind": "hnsw", **PGVECTOR_HNSW, **PGVECTOR_IVFFLAT}
         )
         if self.options["kind"] not in ("hnsw", "ivfflat", "flat"):
-            from recallbench.errors import RecallbenchError
-
             raise RecallbenchError(
                 f"{index_options_variable(self.name)}: kind={self.options['kind']!r} is not "
                 "hnsw, ivfflat or flat"
             )
+        checked_ef_search(self.name, self.options)
+        self.marker_options = self.options
         self.clone = DumpClone(self, "recallbench-langgraph-postgres-dump-v1")
         self.clone_rebuilds_index = self.options["kind"] != "flat"
+
+    def vector_index(self) -> dict[str, Any] | None:
+        """The index the database must hold (None: no index, an exact scan)."""
+        kind, options = self.options["kind"], self.options
+        if kind == "hnsw":
+            return vector_index("hnsw", m=options["m"], ef_construction=options["ef_construction"])
+        if kind == "ivfflat":
+            return vector_index("ivfflat", lists=options["lists"])
+        return None
 
     def ann_index_config(self) -> dict[str, Any]:
         kind = self.options["kind"]
@@ -252,7 +396,10 @@ class PostgresLangGraphSystem(LangGraphSystem):
             },
             "index_options": dict(self.options),
             "index_options_variable": index_options_variable(self.name),
-            "ef_search_for_search": EF_SEARCH_RULE if kind == "hnsw" else None,
+            **(
+                hnsw_search_limits() if kind == "hnsw" else {"ef_search_for_search": None}
+            ),  # fmt: skip
+            "index_read_back": READ_BACK,
             "exact": "yes: no index, a scan" if kind == "flat" else f"no: pgvector {kind}",
             "embedder": self.embedder.identity(),
             "namespace": list(NAMESPACE),
@@ -295,9 +442,30 @@ class PGVectorLlamaStore(ServerBacked, ReadsBack):
                 self._index = VectorStoreIndex.from_vector_store(
                     self._vector_store, embed_model=embed
                 )
+                self._set_up()
+            self._check_index()
         except BaseException:
             self.close()
             raise
+
+    def _set_up(self) -> None:
+        """PGVectorStore makes its table and index on its first call (`perform_setup`): a
+        listing that matches no node makes them now, so that they are read back before
+        anything is added. An index PostgreSQL refuses, PGVectorStore only logs (a warning
+        of several lines, silenced here): `_check_index` refuses the store in one line."""
+        import logging
+
+        from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+        # (the value goes into PGVectorStore's SQL unquoted: a plain word)
+        nothing = MetadataFilter(key=next(iter(MARK)), value="none")
+        setup_log = logging.getLogger("llama_index.vector_stores.postgres.base")
+        level = setup_log.level
+        setup_log.setLevel(logging.ERROR)
+        try:
+            self._vector_store.get_nodes(filters=MetadataFilters(filters=[nothing]))
+        finally:
+            setup_log.setLevel(level)
 
     def _nodes(self) -> list[Any]:
         """Every node: PGVectorStore lists nodes by id or by filter only, so every node
@@ -327,7 +495,7 @@ class PGVectorLlamaStore(ServerBacked, ReadsBack):
                 return []
             kwargs: dict[str, Any] = {}
             if self._system.hnsw:
-                kwargs["hnsw_ef_search"] = max(self._system.options["ef_search"], top_k)
+                kwargs["hnsw_ef_search"] = ef_search_for(self._system.options, top_k)
             retriever = self._index.as_retriever(similarity_top_k=top_k, vector_store_kwargs=kwargs)
             found = retriever.retrieve(query)
         return node_hits(found)
@@ -363,13 +531,27 @@ class PGVectorLlamaSystem(OpensDirectories, TimedCalls):
 
     lexical = False
 
+    #: PGVectorStore's table for `table_name=TABLE` (it prefixes `data_`)
+    vector_table = f"data_{TABLE}"
+
     def __init__(self, name: str, *, hnsw: bool) -> None:
         self.name = name
         self.hnsw = hnsw
         self.embedder = MiniLMCapability(self)
-        self.options = index_options(name, dict(PGVECTOR_HNSW)) if hnsw else {}
+        self.options = (
+            checked_ef_search(name, index_options(name, dict(PGVECTOR_HNSW))) if hnsw else {}
+        )
+        self.marker_options = self.options
         self.clone = DumpClone(self, f"recallbench-{name}-dump-v1")
         self.clone_rebuilds_index = hnsw
+
+    def vector_index(self) -> dict[str, Any] | None:
+        """The index the database must hold (None: no index, an exact scan)."""
+        if not self.hnsw:
+            return None
+        return vector_index(
+            "hnsw", m=self.options["m"], ef_construction=self.options["ef_construction"]
+        )
 
     def hnsw_kwargs(self) -> dict[str, Any] | None:
         if not self.hnsw:
@@ -397,7 +579,8 @@ class PGVectorLlamaSystem(OpensDirectories, TimedCalls):
             },
             "index_options": dict(self.options),
             "index_options_variable": index_options_variable(self.name) if self.hnsw else None,
-            "ef_search_for_search": EF_SEARCH_RULE if self.hnsw else None,
+            **(hnsw_search_limits() if self.hnsw else {"ef_search_for_search": None}),
+            "index_read_back": READ_BACK,
             "exact": "no: pgvector HNSW (cosine)" if self.hnsw else "yes: no index, a scan",
             "nodes": "TextNode(id_=memory id, text, metadata={identifier, recallbench: "
             "'memory'}); both kept out of the embedded and LLM text (the second lists every "
@@ -443,6 +626,14 @@ class Mem0PgvectorStore(ServerBacked, Mem0Store):
             "config": {**system.vector_store_config(), "connection_pool": self._pool},
         }
 
+    def _open(self, memory_class: Any) -> None:
+        """mem0's Memory, its table and index made now (`create_col`, what mem0 runs before
+        its first insert or search), and the index read back."""
+        super()._open(memory_class)
+        with self._system._inside():
+            self._memory.vector_store.create_col()
+        self._check_index()
+
     def search(self, query: str, top_k: int) -> list[Hit]:
         if self._pool is not None and self._system.options["hnsw"] and top_k > 0:
             with self._system._inside(), self._pool.connection() as conn:
@@ -472,9 +663,19 @@ class Mem0PgvectorSystem(Mem0System):
     def __init__(self) -> None:
         super().__init__()
         self.name = "mem0-pgvector"
-        self.options = index_options(self.name, {"hnsw": True, "ef_search": 40})
+        self.options = checked_ef_search(
+            self.name, index_options(self.name, {"hnsw": True, "ef_search": 40})
+        )
+        self.marker_options = self.options
         self.clone = DumpClone(self, "recallbench-mem0-pgvector-dump-v1")
         self.clone_rebuilds_index = self.options["hnsw"]
+
+    #: mem0's table: its collection
+    vector_table = COLLECTION
+
+    def vector_index(self) -> dict[str, Any] | None:
+        """mem0's HNSW index (pgvector's defaults: mem0 sets none), or None (a scan)."""
+        return vector_index("hnsw", **_BUILD_DEFAULTS["hnsw"]) if self.options["hnsw"] else None
 
     def vector_store_config(self) -> dict[str, Any]:
         """mem0's pgvector configuration (every knob not at its default, the pool aside)."""
@@ -503,7 +704,8 @@ class Mem0PgvectorSystem(Mem0System):
                 else "none: an exact scan",
                 "index_options": dict(self.options),
                 "index_options_variable": index_options_variable(self.name),
-                "ef_search_for_search": EF_SEARCH_RULE if hnsw else None,
+                **(hnsw_search_limits() if hnsw else {"ef_search_for_search": None}),
+                "index_read_back": READ_BACK,
                 "exact": "no: pgvector HNSW, and mem0's BM25 half on top"
                 if hnsw
                 else "an exact scan, with mem0's BM25 half on top",

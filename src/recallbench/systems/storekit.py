@@ -21,7 +21,10 @@ and the `records.jsonl` store of `bm25` and `bm25-okapi`.
 * `system_options`: a system's user-settable options (index parameters), read from the
   environment variable `RECALLBENCH_INDEX_<NAME>` (`key=value,key=value`) over the
   defaults the store ships; a system records them in its configuration and its store
-  marker, and `check_options` refuses a store built under other options.
+  marker, and `check_options` refuses a store built under other options. A marker names
+  the system that made the store: `existing` refuses another system's store in one line.
+* `fits_unix_socket`: whether a path fits a Unix socket, counted in bytes (the PostgreSQL
+  server's socket and Milvus Lite's).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import io
 import os
 import shutil
 import tarfile
+import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -109,9 +113,12 @@ def caches_beside(directory: Path) -> Iterator[None]:
     the build directory) while a store package is imported and opened: onnxruntime, which
     txtai imports, writes a device id under `$XDG_CACHE_HOME` (else `~/.cache`) and a
     session file `.ses` in the temporary directory when it loads. (Python's own `tempfile`
-    keeps the directory it chose before.)"""
+    directory is chosen before, from the user's TMPDIR, and kept.)"""
     cache = Path(directory).resolve().parent / ".store-cache"
     cache.mkdir(parents=True, exist_ok=True)
+    # Python's temporary directory chosen now, from the user's TMPDIR: a process whose first
+    # temporary file came later would otherwise keep this cache as its temporary directory
+    tempfile.gettempdir()
     previous = {key: os.environ.get(key) for key in ("XDG_CACHE_HOME", "TMPDIR")}
     os.environ.update({key: str(cache) for key in previous})
     try:
@@ -122,6 +129,17 @@ def caches_beside(directory: Path) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+#: the longest path of a Unix socket, in bytes: the kernel's `sun_path` is 108 bytes with its
+#: terminating NUL (PostgreSQL's socket and Milvus Lite's both live under this bound)
+SOCKET_PATH_LIMIT = 107
+
+
+def fits_unix_socket(path: str | Path) -> bool:
+    """Whether `path` is short enough for a Unix socket: its bytes in the file system's
+    encoding, not its characters (an `é` is two)."""
+    return len(os.fsencode(path)) <= SOCKET_PATH_LIMIT
 
 
 def check_read_back(store: Any, manifest: dict[str, Any]) -> None:
@@ -338,6 +356,19 @@ def check_options(directory: Path, system: str, options: dict[str, Any]) -> None
         )
 
 
+#: the configuration keys that hold a system's user-set options: `options` (Milvus's, through
+#: `system_options`) and `index_options` (the PostgreSQL stores', through `index_options`)
+OPTIONS_KEYS = ("options", "index_options")
+
+
+def configured_options(configuration: Any) -> dict[str, Any]:
+    """The user-set options a configuration records (`OPTIONS_KEYS`; empty when none): what
+    every stage after hydrate compares with what hydrate recorded."""
+    if not isinstance(configuration, dict):
+        return {}
+    return {key: configuration[key] for key in OPTIONS_KEYS if key in configuration}
+
+
 # --------------------------------------------------------------------------- directories
 
 
@@ -353,11 +384,23 @@ def claim(directory: Path, system: str, **extra: Any) -> Path:
 
 
 def existing(directory: Path, system: str) -> dict[str, Any]:
-    """The marker of a store `claim` made (FileNotFoundError when there is none)."""
+    """The marker of a store `claim` made for `system` (FileNotFoundError when there is
+    none); a store another system made, or a marker that is not one, is refused in one line
+    naming the command that rebuilds it."""
     marker = Path(directory) / MARKER
     if not marker.exists():
         raise FileNotFoundError(f"{marker}: no {system} store here")
-    return orjson.loads(marker.read_bytes())
+    try:
+        held = orjson.loads(marker.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        held = {"system": f"(unreadable: {exc})"}
+    made_by = held.get("system") if isinstance(held, dict) else "(not a marker)"
+    if made_by != system:
+        raise RecallbenchError(
+            f"{marker}: this store was made by {made_by!r}, not {system!r}: run "
+            f"`recallbench hydrate --system {system}` again"
+        )
+    return held
 
 
 class OpensDirectories:
@@ -379,9 +422,13 @@ class OpensDirectories:
         with caches_beside(directory):
             return self._store(Path(directory), vectors, load=load)
 
-    def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> Any:
+    def claim(self, directory: Path) -> Path:
+        """A fresh store directory with this system's marker (and its options)."""
         marked = self.marker_options
-        claim(directory, self.name, **({} if marked is None else {"options": marked}))
+        return claim(directory, self.name, **({} if marked is None else {"options": marked}))
+
+    def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> Any:
+        self.claim(directory)
         store = self._opened(directory, vectors, load=False)
         store.flush()
         return store
