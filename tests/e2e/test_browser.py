@@ -424,10 +424,11 @@ def test_hostile_report_md_and_compare_md_stay_text_in_the_browser(
                 assert headings == [h.lower() for h in REPORT_H2], renderer
                 assert [ok for _, ok in found["images"]] == [True, True]  # the two plots
             else:
-                assert headings[1] == (
+                # the decision table, the pair, the configurations, Reading this
+                assert headings[2] == (
                     f"h2 {terminal(LABELS[1])} against {terminal(LABELS[0])}".lower()
                 )
-                assert len(headings) == 3 and headings[-1] == "h2 reading this"
+                assert len(headings) == 5 and headings[-1] == "h2 reading this"
             assert page.execute_script("return typeof window.alert") == "function"
 
 
@@ -474,22 +475,23 @@ def test_a_longmemeval_report_fits_1280_px_and_flags_synthetic_data(
     assert browser.console_errors(page) == []
 
 
-def test_compare_html_opens_on_the_results_table(page: Any, tmp_path: Path) -> None:
-    """The first screen of compare.html is the paired results table; the systems'
-    configuration comes after it (issue 26, item 7)."""
+def test_compare_html_opens_on_the_decision_table(page: Any, tmp_path: Path) -> None:
+    """The first screen of compare.html (1280 x 800) holds the decision table (each
+    system's means with intervals) and the cost table; the paired results follow, the
+    systems' configuration after them (issues 26 item 7, 40)."""
     build = tmp_path / "build"
     result = cli(build, "compare", "--system", "hotmem", "--system", "bm25", "--resamples", "200")
     assert result.exit_code == 0, result.output
     browser.open_page(page, (build / "compare.html").as_uri())
     found = page.execute_script(
         "const h = [...document.querySelectorAll('main h2')].map((e) => e.textContent);"
-        "const t = document.querySelector('main table.metrics').getBoundingClientRect();"
-        "const s = document.querySelector('#systems').getBoundingClientRect();"
-        "return {h: h, bottom: t.bottom, systems: s.top, height: window.innerHeight};"
+        "const box = (q) => document.querySelector(q).getBoundingClientRect();"
+        "return {h: h, decision: box('#decision table').bottom, cost: box('#cost table').bottom,"
+        " pair: box('#pair-1').top, systems: box('#systems').top};"
     )
-    assert " against " in found["h"][0], found
-    assert found["bottom"] < found["height"], found  # the whole results table, no scrolling
-    assert found["systems"] > found["bottom"]
+    assert found["h"][:2] == ["Which system: retrieval", "bm25 against hotmem"], found
+    assert found["decision"] < 800 and found["cost"] < 800, found  # above the fold at 1280x800
+    assert found["systems"] > found["pair"] > found["cost"]
 
 
 def test_docs_search_works_opened_from_disk(page: Any, site_dir: Path) -> None:

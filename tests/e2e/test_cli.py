@@ -997,7 +997,7 @@ def test_run_and_compare_take_measures(tmp_path: Path, staged_build: Path) -> No
         prog_name="recallbench",
     )
     line = assert_one_line_error(refused, "compare", exit_code=2)
-    assert "--k and --measure score runs" in line
+    assert "--k, --measure and --repeat run systems" in line
 
 
 # --- a global option after the command; compare's arguments --------------------------------

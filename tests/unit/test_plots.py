@@ -271,7 +271,7 @@ def test_forest_plot_of_two_systems_on_the_fixture_suite(
         assert metric in shown  # one panel per mean measure
     for row in ["overall", *pair["metrics"]["ndcg@5"]["per_category"]]:
         assert row in shown
-    assert {"bm25", "sign-flip p < 0.05", "overall, 95% bootstrap CI"} <= set(shown)
+    assert {"bm25", "sign-flip p < 0.05 (Holm)", "overall, 95% bootstrap CI"} <= set(shown)
     bars = texts(compare_drawn["compare-plots/bars.svg"])
     for metric, m in pair["metrics"].items():
         o = m["overall"]

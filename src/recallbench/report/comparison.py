@@ -148,7 +148,7 @@ def decision_sections(doc: Mapping[str, Any]) -> list[Section]:
     groups retrieval cannot separate and what each embedder never saw."""
     labels = [s["label"] for s in doc["systems"]]
     metrics = list(doc["comparisons"][0]["metrics"]) if doc["comparisons"] else []
-    shown = _means_columns(doc, metrics)[:3]
+    shown = headline_columns(doc, metrics)[:3]
     cost = doc.get("cost")
     named = {lab: f"{lab} (reference)" if lab == labels[0] else lab for lab in labels}
     rows = [
@@ -358,7 +358,7 @@ def _interval_cell(record: Mapping[str, Any] | None) -> str:
     return _mean_ci(record, record["mean"])
 
 
-def _means_columns(doc: Mapping[str, Any], metrics: Sequence[str]) -> list[str]:
+def headline_columns(doc: Mapping[str, Any], metrics: Sequence[str]) -> list[str]:
     """The measures of the means table: the preferred ones at top-k first, at most five."""
     preferred = preferred_measures(metrics, doc["top_k"])
     return list(dict.fromkeys([*preferred, *metrics]))[:5]

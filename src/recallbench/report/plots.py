@@ -400,10 +400,14 @@ def _compare_rows(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
 
 def compare_forest(doc: Mapping[str, Any]) -> bytes:
     """Per metric: each challenger's mean difference against the reference, overall with its
-    95% bootstrap interval (a star where p < 0.05), per category as a hollow point."""
+    95% bootstrap interval (a star where the adjusted p < 0.05), per category as a hollow
+    point."""
+    from recallbench.report.comparison import correction_name
+
     metrics, categories = _compare_rows(doc)
     pairs = doc["comparisons"]
     rows = ["overall", *categories]
+    correction = correction_name(doc) if "statistics" in doc else "uncorrected"
     ncols = max(1, min(4, len(metrics)))
     nrows = max(1, math.ceil(len(metrics) / ncols))
     step = 0.8 / len(pairs)
@@ -427,7 +431,8 @@ def compare_forest(doc: Mapping[str, Any]) -> bytes:
                     d = o["mean_difference"]
                     lo, hi = o["ci95"] if o["ci95"] is not None else (d, d)
                     reach = max(reach, abs(lo), abs(hi))
-                    significant = o["p_value"] is not None and o["p_value"] < 0.05
+                    adjusted = o.get("p_adjusted", o["p_value"])
+                    significant = adjusted is not None and adjusted < 0.05
                     ax.errorbar(
                         [d],
                         [offset],
@@ -473,7 +478,7 @@ def compare_forest(doc: Mapping[str, Any]) -> bytes:
         ]
         handles += [
             Line2D([], [], color="#444444", marker="o", linestyle="-", label="overall, 95% bootstrap CI"),
-            Line2D([], [], color="#444444", marker="*", markersize=8, linestyle="none", label="sign-flip p < 0.05"),
+            Line2D([], [], color="#444444", marker="*", markersize=8, linestyle="none", label=f"sign-flip p < 0.05 ({correction})"),
             Line2D([], [], color="#444444", marker="o", markerfacecolor="white", linestyle="none", label="category (no interval)"),
         ]  # fmt: skip
         fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4))
@@ -488,25 +493,42 @@ def compare_forest(doc: Mapping[str, Any]) -> bytes:
 
 
 def compare_bars(doc: Mapping[str, Any]) -> bytes:
-    """Each system's overall mean of every metric, side by side."""
+    """Each system's overall mean of the decision table's headline measures (at most four),
+    side by side, with its 95% interval; the legend above the bars."""
+    from recallbench.report.comparison import headline_columns
+
     metrics, _ = _compare_rows(doc)
+    metrics = headline_columns(doc, metrics)[:4]
     pairs = doc["comparisons"]
     systems = [pairs[0]["reference"], *(p["challenger"] for p in pairs)]
-    values = []
-    groups = []
+    values, errors, groups = [], [], []
     for metric in metrics:
         row = [pairs[0]["metrics"][metric]["overall"]["reference_mean"]]
         row += [p["metrics"][metric]["overall"]["challenger_mean"] for p in pairs]
         values.append(row)
+        errors.append([(doc["means"][s].get(metric) or {}).get("ci95") for s in systems])
         groups.append(f"{metric} (n={pairs[0]['metrics'][metric]['overall']['queries']})")
-    notes = [[_fmt(v) for v in row] for row in values]
+    blank = [["" for _ in row] for row in values]  # each value is written past its interval
     with _style():
         height = 1.0 + len(groups) * (0.16 * len(systems) + 0.2)
-        fig = Figure(figsize=(7.0, height), layout="constrained")
+        fig = Figure(figsize=(8.0, max(height, 0.3 * len(systems) + 1.2)), layout="constrained")
         ax = fig.add_subplot()
-        _grouped_hbars(ax, groups, systems, values, notes)
-        ax.set_xlabel("overall mean over the paired queries (n)")
-        fig.legend(loc="outside lower center", ncols=min(len(systems), 5))
+        _grouped_hbars(ax, groups, systems, values, blank)
+        n = len(systems)
+        step = 0.84 / n
+        for j in range(n):
+            for i, row in enumerate(errors):
+                ci, v = row[j], values[i][j]
+                y = i + (j - (n - 1) / 2) * step
+                if ci is not None and v is not None:
+                    ax.errorbar(
+                        [v], [y], xerr=[[v - ci[0]], [ci[1] - v]], fmt="none",
+                        ecolor="#333333", elinewidth=0.8, capsize=1.5,
+                    )  # fmt: skip
+                end = max(v or 0.0, ci[1] if ci is not None else 0.0)
+                ax.text(end + 0.01, y, _fmt(v), va="center", ha="left", fontsize=6.5)
+        ax.set_xlabel("overall mean over the paired queries (n), with its 95% interval")
+        fig.legend(loc="outside right upper", ncols=1)
         fig.suptitle(
             pt(f"{doc['dataset']['name']}, top-{doc['top_k']}: overall means"), fontsize=9.5
         )

@@ -16,21 +16,26 @@ from typing import Any
 from recallbench.escape import terminal
 from recallbench.measures import RELEVANT_GRADE, select
 
+#: the headline table's columns at most
+HEADLINE_COLUMNS = 6
+
 
 def headline_measures(result: Mapping[str, Any]) -> list[str]:
-    """The table's columns: the primary level's recall@1, then its mean measures at the
-    run's top-k, then its other mean measures, at most five (pooled slot rates are not means
-    and are left out). The primary level is the first level with a measure scored (a
-    preset may score turn measures only)."""
+    """The table's columns: the primary level's recall at every cutoff the run scored
+    (recall@1, @5, @10 on LongMemEval), then its other mean measures at the run's top-k,
+    then the rest, at most `HEADLINE_COLUMNS` (pooled slot rates are not means and are left
+    out). The primary level is the first level with a measure scored (a preset may score
+    turn measures only)."""
     k = result["run"]["top_k"]
     scored = {m["level"] for m in result["run"]["measures"]}
     levels = [level["name"] for level in result["dataset"]["levels"]]
     primary = next((name for name in levels if name in scored), levels[0])
     measures = [m for m in result["run"]["measures"] if m["level"] == primary and not m["pooled"]]
-    names = select(measures, stem="recall", k=1, prefix="", rel=RELEVANT_GRADE)
+    recalls = select(measures, stem="recall", prefix="", rel=RELEVANT_GRADE)
+    names = sorted(recalls, key=lambda n: next(m["k"] for m in measures if m["name"] == n))
     names += [m["name"] for m in measures if m["k"] == k and m["name"] not in names]
     names += [m["name"] for m in measures if m["name"] not in names]  # e.g. --measure's
-    return names[:5]
+    return names[:HEADLINE_COLUMNS]
 
 
 def headline_rows(
