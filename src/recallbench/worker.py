@@ -29,7 +29,7 @@ from typing import Any
 
 from recallbench.boundary import Boundary
 from recallbench.errors import RecallbenchError
-from recallbench.model import Scope
+from recallbench.model import Query, Scope
 
 _STATE: dict[str, Any] = {}
 if hasattr(os, "register_at_fork"):  # a forked worker builds its own state (init_worker)
@@ -342,13 +342,9 @@ def build_store(scope: Scope, directory: Path) -> tuple[Any, dict[str, Any]]:
 
     Hydrate keeps it; query builds a transient one inside its task; a round trip rebuilds a
     transient source."""
-    from recallbench.systems.base import StoreRecord
-
     under_test, boundary = system(), guard()
     where = f"scope {scope.scope_id}"
-    records = [
-        StoreRecord(m.memory_id, m.identifier, m.text, m.importance, m.tags) for m in scope.memories
-    ]
+    records = store_records(scope, structured(under_test))
     start = time.perf_counter()
     store = boundary.call("open_store", where, under_test.open_store, directory, vectors=vectors())
     try:
@@ -360,3 +356,34 @@ def build_store(scope: Scope, directory: Path) -> tuple[Any, dict[str, Any]]:
         close_quietly(store, where)
         raise
     return store, {"ingest_seconds": seconds, "records": stored}
+
+
+def store_records(scope: Scope, with_structure: bool) -> list[Any]:
+    """The scope's memories as the system receives them: `StoreRecord`s, with their turns
+    and session date only for a system that asked for structure."""
+    from recallbench.systems.base import StoreRecord
+
+    if not with_structure:
+        return [
+            StoreRecord(m.memory_id, m.identifier, m.text, m.importance, m.tags)
+            for m in scope.memories
+        ]
+    return [
+        StoreRecord(m.memory_id, m.identifier, m.text, m.importance, m.tags, m.turns, m.date)
+        for m in scope.memories
+    ]
+
+
+def structured(under_test: Any) -> bool:
+    """Whether the system asked for structured records (`System.structured`)."""
+    from recallbench.systems.base import structured as asks
+
+    return asks(under_test)
+
+
+def search(store: Any, query: Query, limit: int, where: str) -> Any:
+    """`store.search(query text, limit)` through the boundary (unchecked: the caller checks
+    the hits), with `query_date=` for a system that asked for structure."""
+    if structured(system()):
+        return guard().call("search", where, store.search, query.text, limit, query_date=query.date)
+    return guard().call("search", where, store.search, query.text, limit)

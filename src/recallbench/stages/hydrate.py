@@ -44,6 +44,22 @@ def hydrate_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def capability_flags(system: Any) -> dict[str, bool]:
+    """What hydrate.json (and the result) records of the system's capabilities: clone,
+    embedder, lexical, and `structured` only when the system asks for structure (so the
+    result of every other system keeps its bytes)."""
+    from recallbench.systems.base import structured
+
+    flags = {
+        "clone": system.clone is not None,
+        "embedder": system.embedder is not None,
+        "lexical": bool(system.lexical),
+    }
+    if structured(system):
+        flags["structured"] = True
+    return flags
+
+
 def run_hydrate(
     suite_env: Mapping[str, Any],
     build_dir: Path,
@@ -123,11 +139,7 @@ def run_hydrate(
         # beside the result document (in the results envelope), never compared by a baseline
         "provider": provider(system_name),
         "call_timeout": execution.call_timeout,
-        "capabilities": {
-            "clone": system.clone is not None,
-            "embedder": system.embedder is not None,
-            "lexical": bool(system.lexical),
-        },
+        "capabilities": capability_flags(system),
         "mode": "kept" if keep else "transient",
         "stores": stores,
         # a transient plan whose cache prep made just now takes prep's count of the same

@@ -13,7 +13,11 @@ stage then reports "n/a: <system> has no clone path" rather than failing):
   `corruptions` of a package for the tamper check;
 * `System.embedder` (`Embedder`): vectors for the prep cache (`open_store(vectors=...)`), the
   model's maximum input length and token counts (`truncation_report`);
-* `System.lexical`: `Store.lexical_matches()` exists (diagnostics for "why missed").
+* `System.lexical`: `Store.lexical_matches()` exists (diagnostics for "why missed");
+* `System.structured` (plugin API 1.1): the system wants structure. Its records then carry
+  the dataset's turns (`Turn`) and session date where the dataset has them, and its
+  stores' `search` is called with `query_date=` (the question's date, or None). A system
+  without the attribute gets neither: records as before, `search(query, top_k)`.
 
 This module is what a plugin implements and what the harness calls; the helpers the
 built-in systems share (and a plugin may use) are in `recallbench.systems.kit`. A plugin
@@ -31,17 +35,25 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from recallbench.errors import RecallbenchError
+from recallbench.model import Turn as Turn  # a structured record's turn (the seam's name)
 
 
 @dataclass(frozen=True)
 class StoreRecord:
-    """One memory as the system sees it. `memory_id` must be opaque to the system."""
+    """One memory as the system sees it. `memory_id` must be opaque to the system.
+
+    `turns` and `session_date` (plugin API 1.1) are filled only for a system that declares
+    `structured = True`, and only where the dataset has them: the memory's turns (`Turn`:
+    text, role or speaker, turn id = 1-based position in its session, timestamp) and its
+    session's date, verbatim as the dataset writes it. Otherwise `()` and None."""
 
     memory_id: str
     identifier: str
     text: str
     importance: float = 0.5
     tags: tuple[str, ...] = ()
+    turns: tuple[Turn, ...] = ()
+    session_date: str | None = None
 
 
 @dataclass(frozen=True)
@@ -142,7 +154,10 @@ class Store(Protocol):
         """Store all records; return how many the store now holds. Ids must be new."""
 
     def search(self, query: str, top_k: int) -> list[Hit]:
-        """The system's production search, at most `top_k` results in its own order."""
+        """The system's production search, at most `top_k` results in its own order.
+
+        A `structured` system's stores are called as `search(query, top_k,
+        query_date=DATE)` (DATE: the question's date as the dataset writes it, or None)."""
 
     def count(self) -> int:
         """Records held now."""
@@ -218,6 +233,8 @@ class System(Protocol):
     clone: ClonePath | None
     embedder: Embedder | None
     lexical: bool
+    #: optional (absent: False): records carry turns and dates, searches the query's date
+    structured: bool
 
     def configuration(self) -> dict[str, Any]:
         """The configuration actually in use, read from the system (never retyped)."""
@@ -239,7 +256,8 @@ class System(Protocol):
 
 
 def capabilities(system: System) -> list[str]:
-    """The capability names a system has: `clone`, `embedder`, `lexical` (in that order)."""
+    """The capability names a system has: `clone`, `embedder`, `lexical`, `structured` (in
+    that order)."""
     out = []
     if getattr(system, "clone", None) is not None:
         out.append("clone")
@@ -247,7 +265,14 @@ def capabilities(system: System) -> list[str]:
         out.append("embedder")
     if getattr(system, "lexical", False):
         out.append("lexical")
+    if structured(system):
+        out.append("structured")
     return out
+
+
+def structured(system: Any) -> bool:
+    """Whether `system` asks for structured records (`System.structured`, absent: no)."""
+    return getattr(system, "structured", False) is True
 
 
 # --------------------------------------------------------------------------- diagnostics

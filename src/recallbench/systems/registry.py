@@ -120,7 +120,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 #: Capability names, in the order they are listed.
-CAPABILITIES: tuple[str, ...] = ("clone", "embedder", "lexical")
+CAPABILITIES: tuple[str, ...] = ("clone", "embedder", "lexical", "structured")
 
 
 class Registration(NamedTuple):
