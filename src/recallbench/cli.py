@@ -1115,6 +1115,63 @@ def systems_cmd(as_json: bool) -> None:
         click.echo(line)
 
 
+@command("check-plugin", writes=False)
+@click.argument("name", metavar="SYSTEM")
+@click.option(
+    "--corpus",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Memories of the check (fixture format) [default: benchmarks/retrieval/corpus.jsonl].",
+)
+@click.option(
+    "--queries",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Queries of the check (fixture format) [default: benchmarks/retrieval/queries.jsonl].",
+)
+@click.option(
+    "--check",
+    "only",
+    multiple=True,
+    metavar="CHECK",
+    help="Run only this check (repeatable; the names are those of its lines) [default: "
+    "every check that applies].",
+)
+def check_plugin_cmd(
+    name: str, corpus: Path | None, queries: Path | None, only: tuple[str, ...]
+) -> None:
+    """Run the system contract against an installed system (a plugin or a built-in): one
+    line per check (ok, FAIL or n/a), exit 1 when any fails.
+
+    The checks: listed with its capabilities, configuration, a fresh store, ingest counts,
+    the same order twice, opaque ids, attach, the digest, a store at the path of a deleted
+    one, the same results in a fresh process with another PYTHONHASHSEED, the texts read
+    back against the texts ingested (long ones included), and the lexical matcher, embedder,
+    clone path and structured search of a system that has them. Stores are built in a
+    temporary directory, removed afterwards. See docs/own-store.md."""
+    from recallbench.checkplugin import CHECK_NAMES, fixture_data, run_checks, scratch
+    from recallbench.threads import limit_threads
+
+    unknown = sorted(set(only) - set(CHECK_NAMES))
+    if unknown:
+        raise click.UsageError(f"no check {unknown[0]!r} (checks: {', '.join(CHECK_NAMES)})")
+    from recallbench.systems import get_system
+
+    get_system(name)  # an unknown or broken system: one line, before anything is read
+    paths, _ = dataset_inputs("fixtures", {"corpus": corpus, "queries": queries})
+    data = fixture_data(paths)
+    echo_line(f"check-plugin {name}: {data.label}, and 3 long texts for the content check")
+    failed = ran = 0
+    with scratch() as work, limit_threads(1):
+        for outcome in run_checks(name, data, work, only):
+            click.echo(outcome.line())
+            ran += outcome.status != "n/a"
+            failed += outcome.status == "FAIL"
+    if failed:
+        raise RecallbenchError(f"{name}: {failed} of {ran} checks failed")
+    echo_line(f"{name}: all {ran} checks passed", err=True)
+
+
 def console_main() -> None:
     """The `recallbench` console command: `main`, then the process ends without the
     interpreter's teardown (`recallbench.exiting`: 1.2-1.6 s after a command that embedded),

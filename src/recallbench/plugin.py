@@ -5,7 +5,8 @@ A plugin (a package registering a factory under the entry-point group
 here, never from recallbench's internal modules:
 
 * the seam (`recallbench.systems.base`): the records and hits it exchanges (`StoreRecord`,
-  `Hit`, and `Turn`, a structured record's turn), what a clone path returns and raises (`PackageInfo`, `Corruption`,
+  `Hit`, and `Turn`, a structured record's turn), what a store declares it keeps of a text
+  (`InputLimit`), what a clone path returns and raises (`PackageInfo`, `Corruption`,
   `SnapshotRejected`), `MissingVector`, `VectorLookup`, the protocols it implements
   (`System`, `Store`, `LexicalStore`, `ClonePath`, `Embedder`) and `TimedCalls`;
 * the kit (`recallbench.systems.kit`): `records_digest`, manifest-checked packages,
@@ -31,6 +32,7 @@ from recallbench.systems.base import (
     Corruption,
     Embedder,
     Hit,
+    InputLimit,
     LexicalStore,
     MissingVector,
     PackageInfo,
@@ -74,6 +76,7 @@ __all__ = [
     "Corruption",
     "Embedder",
     "Hit",
+    "InputLimit",
     "LexicalStore",
     "MissingVector",
     "PackageInfo",

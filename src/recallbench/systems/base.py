@@ -318,6 +318,72 @@ def truncation_shares(counts: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class InputLimit:
+    """What a system's stores see of a memory's text (plugin API 1.1): a system declares it
+    as its optional `input_limit` (absent or None: every text whole).
+
+    `chars`: the store keeps (or looks at) at most this many characters of a text;
+    `tokens`: at most this many tokens of its internal model `model` (its identity, e.g.
+    ``"BAAI/bge-small-en-v1.5"``), counted by `token_counts` (texts -> tokens each, as the
+    model counts them; required with `tokens`). A text longer than either is one the store
+    cannot have seen whole: runs report their share (hydrate's `content_loss`), and
+    `recallbench check-plugin` accepts such a text read back altered (any other alteration
+    fails it)."""
+
+    chars: int | None = None
+    tokens: int | None = None
+    model: str | None = None
+    token_counts: Callable[[Sequence[str]], Sequence[int]] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("chars", "tokens"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"InputLimit.{name} must be a whole number, not {value!r}")
+            if value is not None and value < 1:
+                raise ValueError(f"InputLimit.{name} must be at least 1, not {value}")
+        if self.chars is None and self.tokens is None:
+            raise ValueError("InputLimit needs chars or tokens")
+        if self.tokens is not None and self.token_counts is None:
+            raise ValueError("InputLimit(tokens=...) needs token_counts (texts -> tokens each)")
+
+
+def describe_input_limit(limit: InputLimit) -> str:
+    """The limit in words: "1,000 characters", "512 tokens of BAAI/bge-small-en-v1.5"."""
+    parts = []
+    if limit.chars is not None:
+        parts.append(f"{limit.chars:,} characters")
+    if limit.tokens is not None:
+        parts.append(f"{limit.tokens:,} tokens" + (f" of {limit.model}" if limit.model else ""))
+    return " and ".join(parts)
+
+
+def content_cuts(limit: InputLimit, texts: Sequence[str]) -> dict[str, Any]:
+    """Which of `texts` the store cannot have seen whole under `limit` (`cut`: their
+    positions) and the counts of what it misses: `texts`, `texts_cut`, and per unit
+    declared the total and the part past the limit (`chars_total`, `chars_unseen`;
+    `tokens_total`, `tokens_unseen`)."""
+    cut: set[int] = set()
+    counts: dict[str, Any] = {"texts": len(texts)}
+    if limit.chars is not None:
+        lengths = [len(t) for t in texts]
+        cut.update(i for i, n in enumerate(lengths) if n > limit.chars)
+        counts["chars_total"] = sum(lengths)
+        counts["chars_unseen"] = sum(n - limit.chars for n in lengths if n > limit.chars)
+    if limit.tokens is not None and limit.token_counts is not None:
+        tokens = [int(n) for n in limit.token_counts(list(texts))]
+        if len(tokens) != len(texts):
+            raise RecallbenchError(
+                f"input_limit.token_counts returned {len(tokens)} counts for {len(texts)} texts"
+            )
+        cut.update(i for i, n in enumerate(tokens) if n > limit.tokens)
+        counts["tokens_total"] = sum(tokens)
+        counts["tokens_unseen"] = sum(n - limit.tokens for n in tokens if n > limit.tokens)
+    counts["texts_cut"] = len(cut)
+    return {"cut": sorted(cut), **counts}
+
+
 #: names that moved to `recallbench.systems.kit` in 0.1.0; importing them from here works
 #: with a DeprecationWarning until 0.3.0 (the plugin policy, docs/own-store.md)
 MOVED_TO_KIT = frozenset(

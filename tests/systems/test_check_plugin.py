@@ -1,0 +1,253 @@
+"""`recallbench check-plugin NAME` (issue 43): the contract, shipped as a command, run against
+installed systems. It passes a core built-in; it fails, one line per failed check and exit 1,
+a plugin whose results change with PYTHONHASHSEED, one that keeps a connection per path
+and one that cuts its texts without saying so; a declared cut passes with a note.
+
+The plugins here are a real installed distribution: a module and its ``.dist-info`` (entry
+points) in a directory on ``sys.path`` and on ``PYTHONPATH``, so that the second process the
+`other-process` check starts finds them as the first one does.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from recallbench.cli import main
+from recallbench.systems import registry
+
+BAD_PLUGINS = textwrap.dedent(
+    '''
+    """Word-overlap stores, each breaking the contract in one way (and the cut one also
+    declared, which keeps it)."""
+    import json
+    from pathlib import Path
+
+    from recallbench.plugin import Hit, InputLimit, RecallbenchError, TimedCalls, records_digest
+
+    FILE = "rows.json"
+    #: what the per-path store keeps between stores: rows by directory, as a connection
+    #: cache per database path would
+    CONNECTIONS = {}
+
+
+    class Store:
+        def __init__(self, system, directory, rows):
+            self.system = system
+            self.path = Path(directory) / FILE
+            self.rows = rows
+
+        def kept(self, text):
+            return text
+
+        def ingest(self, records):
+            held = {r[0] for r in self.rows}
+            for r in records:
+                if r.memory_id in held:
+                    raise RecallbenchError(f"duplicate memory id {r.memory_id!r}")
+                held.add(r.memory_id)
+                self.rows.append([r.memory_id, r.identifier, self.kept(r.text)])
+            self.path.write_text(json.dumps(self.rows))
+            return len(self.rows)
+
+        def tie(self, row):
+            return row[0]
+
+        def search(self, query, top_k):
+            with self.system._inside():
+                words = set(query.lower().split())
+                scored = [(len(words & set(row[2].lower().split())), row) for row in self.rows]
+                scored.sort(key=lambda pair: (-pair[0], self.tie(pair[1])))
+                return [Hit(row[0], float(s), row[1]) for s, row in scored[:top_k]]
+
+        def count(self):
+            return len(self.rows)
+
+        def digest(self):
+            return records_digest((row[0], row[2]) for row in self.rows)
+
+        def close(self):
+            pass
+
+
+    class HashOrdered(Store):
+        def tie(self, row):
+            return hash(row[2])  # ties by the text's hash: another order in another process
+
+
+    class Cut(Store):
+        def kept(self, text):
+            return text[:1000]
+
+
+    class CutReadBack(Cut):
+        def texts(self):
+            return [(row[0], row[2]) for row in self.rows]
+
+
+    class System(TimedCalls):
+        """A word-overlap store that breaks the contract in one way."""
+
+        clone = None
+        embedder = None
+        lexical = False
+
+        def __init__(self, name, store, per_path=False):
+            self.name = name
+            self.store = store
+            self.per_path = per_path
+
+        def configuration(self):
+            return {"ranking": "query words found"}
+
+        def rows(self, directory, kept):
+            """The rows of the store in `directory`: from the file, or, per path, from
+            what this process already holds for that path (a connection cache would)."""
+            if self.per_path:
+                return CONNECTIONS.setdefault(str(Path(directory).resolve()), kept)
+            return kept
+
+        def open_store(self, directory, *, vectors=None):
+            path = Path(directory) / FILE
+            if path.exists():
+                raise FileExistsError(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("[]")
+            return self.store(self, directory, self.rows(directory, []))
+
+        def attach(self, directory):
+            path = Path(directory) / FILE
+            if not path.exists():
+                raise FileNotFoundError(path)
+            return self.store(self, directory, self.rows(directory, json.loads(path.read_text())))
+
+
+    def hash_ordered():
+        return System("bad-hash-order", HashOrdered)
+
+
+    def per_path():
+        return System("bad-per-path", Store, per_path=True)
+
+
+    def cut():
+        return System("bad-cut", Cut)
+
+
+    def cut_read_back():
+        return System("bad-cut-read-back", CutReadBack)
+
+
+    def cut_declared():
+        system = System("cut-declared", CutReadBack)
+        system.input_limit = InputLimit(chars=1000)
+        return system
+    '''
+)
+ENTRY_POINTS = {
+    "bad-hash-order": "hash_ordered",
+    "bad-per-path": "per_path",
+    "bad-cut": "cut",
+    "bad-cut-read-back": "cut_read_back",
+    "cut-declared": "cut_declared",
+}
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bad plugins as an installed distribution in a directory of their own."""
+    where = tmp_path_factory.mktemp("site")
+    (where / "rb_bad_plugins.py").write_text(BAD_PLUGINS)
+    info = where / "rb_bad_plugins-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rb-bad-plugins\nVersion: 0.1\n")
+    points = "".join(f"{n} = rb_bad_plugins:{f}\n" for n, f in ENTRY_POINTS.items())
+    (info / "entry_points.txt").write_text("[recallbench.systems]\n" + points)
+    return where
+
+
+@pytest.fixture
+def bad_plugins(installed: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(installed))
+    monkeypatch.setenv("PYTHONPATH", f"{installed}:{Path(__file__).parents[2] / 'src'}")
+    registry.clear_cache()
+    yield
+    registry.clear_cache()
+    sys.modules.pop("rb_bad_plugins", None)
+
+
+def check_plugin(*args: str) -> tuple[int, list[str], str]:
+    """Exit code, stdout lines and stderr of `recallbench check-plugin ARGS`."""
+    result = CliRunner().invoke(main, ["check-plugin", *args])
+    return result.exit_code, result.stdout.splitlines(), result.stderr
+
+
+def failed(lines: list[str]) -> dict[str, str]:
+    return {
+        line.split(":", 1)[0].split()[1]: line.split(": ", 1)[1]
+        for line in lines
+        if line.startswith("FAIL")
+    }
+
+
+def test_a_core_built_in_passes_every_check() -> None:
+    code, lines, err = check_plugin("bm25")
+    assert code == 0, (lines, err)
+    statuses = {line.split()[0] for line in lines[1:]}
+    assert statuses == {"ok", "n/a"}, lines
+    checked = {line.split()[1].rstrip(":") for line in lines[1:]}
+    assert {"path-reuse", "other-process", "content", "clone", "lexical"} <= checked
+    assert "bm25: all 13 checks passed" in err
+
+
+def test_a_store_whose_results_depend_on_the_hash_seed_fails(bad_plugins) -> None:
+    code, lines, err = check_plugin("bad-hash-order")
+    assert code == 1
+    assert list(failed(lines)) == ["other-process"], lines
+    assert (
+        "results differ in a fresh process with PYTHONHASHSEED=" in failed(lines)["other-process"]
+    )
+    assert err.strip() == "recallbench check-plugin: error: bad-hash-order: 1 of 11 checks failed"
+
+
+def test_a_store_that_keeps_state_per_path_fails(bad_plugins) -> None:
+    code, lines, _ = check_plugin("bad-per-path")
+    assert code == 1
+    assert list(failed(lines)) == ["path-reuse"], lines
+    assert failed(lines)["path-reuse"].startswith(
+        "a new store where a deleted one was holds 80 records; keep nothing per path after close()"
+    )
+
+
+def test_a_store_that_cuts_its_texts_fails(bad_plugins) -> None:
+    code, lines, _ = check_plugin("bad-cut")
+    assert code == 1
+    assert list(failed(lines)) == ["content"], lines
+    assert "digest is not records_digest of the 83 texts ingested" in failed(lines)["content"]
+    code, lines, _ = check_plugin("bad-cut-read-back", "--check", "content")
+    assert code == 1
+    assert failed(lines)["content"] == (
+        "store altered 3 of 83 texts (first: 'check-long-1', 1,500 characters ingested, 1,000 "
+        "read back); declare what it keeps (System.input_limit) or keep texts whole"
+    )
+
+
+def test_a_declared_cut_passes_with_a_note(bad_plugins) -> None:
+    code, lines, _ = check_plugin("cut-declared", "--check", "content")
+    assert code == 0, lines
+    assert lines[1:] == [
+        "ok    content: the texts read back are the texts ingested (cut 3 of 83 texts to its "
+        "declared 1,000 characters)"
+    ]
+
+
+def test_usage_and_unknown_systems_are_one_line() -> None:
+    code, lines, err = check_plugin("no-such-system")
+    assert code == 1 and err.startswith("recallbench check-plugin: error: unknown system")
+    assert len(err.strip().splitlines()) == 1
+    code, _, err = check_plugin("bm25", "--check", "nonsense")
+    assert code == 2 and "no check 'nonsense'" in err
