@@ -524,12 +524,12 @@ def rankings_in_a_process(name: str, data: CheckData, work: Path, seed: str) -> 
 def check_content(ctx: Context) -> str | None:
     """The texts read back are the texts ingested (long ones included), except where the
     system declares what it keeps (`input_limit`)."""
-    from recallbench.systems.base import content_cuts
+    from recallbench.systems.base import content_cuts, declared_input_limit
     from recallbench.systems.kit import records_digest
 
     recs = [*ctx.data.records, *long_records(ctx.data.records)]
     store = ctx.build(ctx.work / "s", recs)
-    limit = getattr(ctx.system, "input_limit", None)
+    limit = declared_input_limit(ctx.system)
     declared = content_cuts(limit, [r.text for r in recs]) if limit is not None else None
     read_back = getattr(store, "texts", None)
     if not callable(read_back):

@@ -402,6 +402,20 @@ def hydrate_cmd(
         )
     else:
         ctx.say(f"wrote {path}: transient stores (query builds, searches and removes each)")
+    content_loss_note(env["data"])
+
+
+def content_loss_note(hydrate: Mapping[str, Any]) -> None:
+    """On stderr, for a system that declares an input limit and cuts some stored texts: how
+    many it cannot have seen whole (the report's "Store input limit" section)."""
+    loss = hydrate.get("content_loss")
+    if loss and loss["texts_cut"]:
+        echo_line(
+            f"note: {loss['texts_cut']:,} of {loss['texts']:,} stored texts exceed what "
+            f"{hydrate['system']} declares its stores keep ({loss['input_limit']['described']}): "
+            "it cannot have seen them whole",
+            err=True,
+        )
 
 
 @command("query")
@@ -833,6 +847,8 @@ def run_cmd(
         ctx.publish(files)  # the build's artifacts and the copies, together
     finally:
         run.close()
+    if not as_json:
+        content_loss_note(run.envelopes["hydrate"]["data"])
     written: list[Path | str] = [ctx.build_dir / "results.json"]
     written += [*report_paths(ctx.build_dir / "report.md"), ctx.build_dir / "decision.json"]
     if output is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from plugintools import dist_plugin
 
 from recallbench.cli import main
 from recallbench.systems import registry
@@ -148,7 +149,7 @@ BAD_PLUGINS = textwrap.dedent(
         return system
     '''
 )
-ENTRY_POINTS = {
+POINTS = {
     "bad-hash-order": "hash_ordered",
     "bad-per-path": "per_path",
     "bad-cut": "cut",
@@ -160,14 +161,7 @@ ENTRY_POINTS = {
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bad plugins as an installed distribution in a directory of their own."""
-    where = tmp_path_factory.mktemp("site")
-    (where / "rb_bad_plugins.py").write_text(BAD_PLUGINS)
-    info = where / "rb_bad_plugins-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rb-bad-plugins\nVersion: 0.1\n")
-    points = "".join(f"{n} = rb_bad_plugins:{f}\n" for n, f in ENTRY_POINTS.items())
-    (info / "entry_points.txt").write_text("[recallbench.systems]\n" + points)
-    return where
+    return dist_plugin(tmp_path_factory.mktemp("site"), "rb_bad_plugins", BAD_PLUGINS, POINTS)
 
 
 @pytest.fixture

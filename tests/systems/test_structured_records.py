@@ -5,17 +5,14 @@ plain records and `search(query, top_k)`, as before."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import re
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from plugintools import install_plugin
 
 from recallbench.pipeline import run_pipeline
-from recallbench.systems import registry
-from recallbench.systems.registry import GROUP
 
 #: two word-overlap stores that note what they are given (in `SEEN`, read by the tests);
 #: `plain` is written as a plugin of plugin API 1 is (no `query_date` parameter: a call with
@@ -106,23 +103,9 @@ SPY_PLUGIN = textwrap.dedent(
 @pytest.fixture
 def spies(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     """The spy plugin installed as `spy-plain` and `spy-structured`; yields its `SEEN`."""
-    (tmp_path / "spy_rb_plugin.py").write_text(SPY_PLUGIN)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    points = [
-        importlib.metadata.EntryPoint("spy-plain", "spy_rb_plugin:plain", GROUP),
-        importlib.metadata.EntryPoint("spy-structured", "spy_rb_plugin:structured", GROUP),
-    ]
-    monkeypatch.setattr(
-        importlib.metadata,
-        "entry_points",
-        lambda **params: points if params.get("group") == GROUP else [],
-    )
-    registry.clear_cache()
-    import spy_rb_plugin
-
-    yield spy_rb_plugin.SEEN
-    registry.clear_cache()
-    sys.modules.pop("spy_rb_plugin", None)
+    points = {"spy-plain": "plain", "spy-structured": "structured"}
+    with install_plugin(monkeypatch, tmp_path, "spy_rb_plugin", SPY_PLUGIN, points) as module:
+        yield module.SEEN
 
 
 @pytest.fixture(scope="module")

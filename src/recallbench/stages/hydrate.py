@@ -20,7 +20,7 @@ from recallbench import worker
 from recallbench.artifacts import envelope, inputs_of, with_embedder_build
 from recallbench.spool import stream_scopes
 from recallbench.stagework import Execution, Stopwatch, run_tasks, stores_root
-from recallbench.vectorprep import Truncation, cache_spec, counted, vector_cache
+from recallbench.vectorprep import ContentLoss, Truncation, cache_spec, counted, vector_cache
 
 
 def hydrate_scope(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -86,6 +86,7 @@ def run_hydrate(
     execution, timing["vector_cache"] = vector_cache(execution, system, suite_env, build_dir)
     cache = cache_spec(execution, system, suite_env)
     tally = Truncation(system)
+    loss = ContentLoss(system)  # what the store declares it cannot see of a long text
     if keep:
         resolved = root.resolve()  # once, not per scope
         items = (
@@ -94,7 +95,7 @@ def run_hydrate(
                 "scope": scope,
                 "directory": str(worker.store_dir(resolved, i)),
             }
-            for i, scope in counted(stream_scopes(suite_env), tally)
+            for i, scope in counted(stream_scopes(suite_env), tally, loss)
         )
         stores, ingest, inside = [], 0.0, 0.0
         for result in run_tasks(
@@ -123,8 +124,11 @@ def run_hydrate(
             records_per_second=records / ingest if ingest > 0 else None,
         )
     made = timing["vector_cache"]
-    if not keep and tally.counting and made is None:  # transient: count in a pass of its own
-        for _ in counted(stream_scopes(suite_env), tally):
+    # transient: count in a pass of its own (prep's count of the same texts when it made
+    # the cache just now)
+    recount = [t for t in (tally, loss) if t.counting and (t is loss or made is None)]
+    if not keep and recount:
+        for _ in counted(stream_scopes(suite_env), *recount):
             pass
     from recallbench.boundary import Boundary
     from recallbench.systems.registry import provider
@@ -146,6 +150,8 @@ def run_hydrate(
         # texts by the same system, instead of a second pass over the spool
         "truncation": made["truncation"] if not keep and made is not None else tally.report(),
     }
+    if loss.counting:  # only for a system that declares an input limit (others: no key)
+        data["content_loss"] = loss.report()
     timing["wall_seconds"] = watch.seconds()
     env = envelope("hydrate", data, inputs_of(suite_env))
     return with_embedder_build(env, cache), timing

@@ -172,6 +172,10 @@ class Store(Protocol):
 
     def close(self) -> None: ...
 
+    # optional (plugin API 1.1): `texts()` -> iterable of (memory id, text), every record's
+    # text read back through the store's own API; `recallbench check-plugin` compares them
+    # with the texts ingested (without it: the digest with `records_digest` of them)
+
 
 @runtime_checkable
 class LexicalStore(Store, Protocol):
@@ -235,6 +239,8 @@ class System(Protocol):
     lexical: bool
     #: optional (absent: False): records carry turns and dates, searches the query's date
     structured: bool
+    #: optional (absent: None): what its stores see of a text (`InputLimit`)
+    input_limit: InputLimit | None
 
     def configuration(self) -> dict[str, Any]:
         """The configuration actually in use, read from the system (never retyped)."""
@@ -242,7 +248,10 @@ class System(Protocol):
     def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> Store:
         """A fresh, empty store inside `directory` (FileExistsError if one is there).
 
-        With `vectors`, the store takes every vector (stored texts and queries) from the
+        Directories are reused: a store may be opened where an earlier store of this process
+        was closed and deleted (a worker's transient stores alternate between two), so a
+        store keeps nothing per path after `close()` (`recallbench check-plugin`'s
+        `path-reuse` check). With `vectors`, the store takes every vector (stored texts and queries) from the
         lookup instead of embedding; systems without an embedder ignore it."""
 
     def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> Store:
@@ -382,6 +391,51 @@ def content_cuts(limit: InputLimit, texts: Sequence[str]) -> dict[str, Any]:
         counts["tokens_unseen"] = sum(n - limit.tokens for n in tokens if n > limit.tokens)
     counts["texts_cut"] = len(cut)
     return {"cut": sorted(cut), **counts}
+
+
+def declared_input_limit(system: Any) -> InputLimit | None:
+    """The system's `input_limit` (None when it declares none; a RecallbenchError naming the
+    system when it is not an `InputLimit`)."""
+    limit = getattr(system, "input_limit", None)
+    if limit is not None and not isinstance(limit, InputLimit):
+        raise RecallbenchError(
+            f"system '{getattr(system, 'name', '?')}': input_limit is {type(limit).__name__}, "
+            "not a recallbench.plugin.InputLimit"
+        )
+    return limit
+
+
+#: the counts of `content_cuts` that add up over scopes
+CONTENT_COUNTS = (
+    "texts",
+    "texts_cut",
+    "chars_total",
+    "chars_unseen",
+    "tokens_total",
+    "tokens_unseen",
+)
+
+
+def content_loss_report(limit: InputLimit, counts: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run records of a declared input limit: the limit (`chars`, `tokens`, `model`,
+    `described`), the counts of `content_cuts` (or their sums over scopes) and the shares:
+    `share_cut` = texts the store cannot have seen whole / texts, and per unit declared the
+    share of all stored characters (tokens) past the limit."""
+    out: dict[str, Any] = {
+        "input_limit": {
+            "chars": limit.chars,
+            "tokens": limit.tokens,
+            "model": limit.model,
+            "described": describe_input_limit(limit),
+        },
+        **{key: counts[key] for key in CONTENT_COUNTS if key in counts},
+    }
+    out["share_cut"] = out["texts_cut"] / out["texts"] if out["texts"] else 0.0
+    for unit in ("chars", "tokens"):
+        if f"{unit}_total" in out:
+            total = out[f"{unit}_total"]
+            out[f"share_{unit}_unseen"] = out[f"{unit}_unseen"] / total if total else 0.0
+    return out
 
 
 #: names that moved to `recallbench.systems.kit` in 0.1.0; importing them from here works
