@@ -173,9 +173,14 @@ class Context:
             self.system = self.fresh_system()
 
     def fresh_system(self) -> Any:
+        """A new instance of the system, its optional `setup()` done (as a worker does)."""
         from recallbench.systems import get_system
 
-        return get_system(self.name)
+        system = get_system(self.name)
+        setup = getattr(system, "setup", None)
+        if callable(setup):
+            setup()
+        return system
 
     def open(self, directory: Path, system: Any = None, **kwargs: Any) -> Any:
         store = (system or self.system).open_store(directory, **kwargs)

@@ -310,10 +310,18 @@ def _execution(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None = None,
+    threads: int = 1,
 ) -> Any:
     from recallbench.stagework import Execution
 
-    return Execution(executor, workers, ray_address, cache, call_timeout=call_timeout)
+    return Execution(
+        executor,
+        workers,
+        ray_address,
+        cache,
+        call_timeout=call_timeout,
+        threads=threads or None,  # 0: the libraries' own defaults
+    )
 
 
 def _top_k(top_k: int | None, dataset: str) -> int:
@@ -381,6 +389,7 @@ def hydrate_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
+    threads: int,
 ) -> None:
     """Ingest every scope's memories into a fresh store of the system (hydrate.json)."""
     from recallbench.stages.hydrate import run_hydrate
@@ -390,7 +399,7 @@ def hydrate_cmd(
         ctx.build_dir,
         system,
         keep=keep_stores,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout),
+        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
     )
     path = ctx.write(env, timing)
     if env["data"]["mode"] == "kept":
@@ -436,6 +445,7 @@ def query_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
+    threads: int,
 ) -> None:
     """Run every query through the system's production search (runs.json)."""
     from recallbench.presets import default_top_k, run_options
@@ -452,7 +462,7 @@ def query_cmd(
         ctx.build_dir,
         top_k=k,
         repeat=repeat,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout),
+        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
         ks=ks,
     )
     path = ctx.write(env, timing)
@@ -477,6 +487,7 @@ def roundtrip_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
+    threads: int,
 ) -> None:
     """Snapshot -> verify -> clean hydrate -> query again; corrupted copies must fail."""
     from recallbench.stages.roundtrip import run_roundtrip
@@ -487,7 +498,7 @@ def roundtrip_cmd(
         ctx.read_current("runs"),
         ctx.build_dir,
         sample=sample,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout),
+        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
     )
     path = ctx.write(env, timing)
     d = env["data"]
@@ -809,6 +820,7 @@ def run_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
+    threads: int,
     as_json: bool,
 ) -> None:
     """Every stage in one process, writing the same artifacts as the separate commands
@@ -834,7 +846,7 @@ def run_cmd(
         system=system,
         top_k=k,
         repeat=repeat,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout),
+        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
         ks=ks,
         measures=measures,
     )
@@ -951,6 +963,7 @@ def compare_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
+    threads: int,
 ) -> None:
     """Run a dataset against several systems (or read saved results) and compare them with
     paired statistics per query: mean differences, bootstrap CIs, sign-flip p-values,
@@ -1029,7 +1042,7 @@ def compare_cmd(
             top_k=_top_k(default_top_k(top_k, ks), dataset),
             parent=ctx.build_dir,
             say=ctx.say,
-            execution=_execution(executor, workers, ray_address, cache, call_timeout),
+            execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
             on_run=keep_texts,
             ks=ks,
             measures=measures,

@@ -73,14 +73,26 @@ def init_worker(config: Mapping[str, Any]) -> None:
     "call_timeout": None | seconds per call into the system,
     "preload": load the embedder's model now, on a thread of its own, while the worker's
     first tasks are read and tokenized (a worker that will embed: prep's; its tasks wait for
-    the load with `embedder_ready`)}
+    the load with `embedder_ready`),
+    "threads": None | BLAS / OpenMP / torch threads for the system (`recallbench.threads`),
+    set before the system is built and kept until `close_worker`}
+
+    Then the system's optional `setup()` runs, once, through the boundary: a plugin loads
+    its model there (once per worker process) rather than in every `open_store`.
     """
     from recallbench.embedding import use_device
     from recallbench.systems import get_system
+    from recallbench.threads import limit_threads
 
     close_worker()
+    settings = contextlib.ExitStack()
+    settings.enter_context(limit_threads(config.get("threads")))
+    _STATE["settings"] = settings
     system = get_system(config["system"])
     guard = Boundary(config["system"], config.get("call_timeout"))
+    setup = getattr(system, "setup", None)
+    if callable(setup):
+        guard.call("setup", None, setup)
     loading = None
     if getattr(system, "embedder", None) is not None:
         use_device(system.embedder, config.get("device") or "auto")
@@ -178,7 +190,10 @@ def close_worker() -> None:
     cache = _STATE.get("cache")
     if cache is not None:
         cache.close()
+    settings = _STATE.get("settings")
     _STATE.clear()
+    if settings is not None:  # the thread settings of this process as they were
+        settings.close()
 
 
 def run_batch(batch: Mapping[str, Any]) -> list[Any]:

@@ -143,6 +143,8 @@ def run_hydrate(
         # beside the result document (in the results envelope), never compared by a baseline
         "provider": provider(system_name),
         "call_timeout": execution.call_timeout,
+        # the system's BLAS / OpenMP / torch threads per worker (None: the libraries' own)
+        "threads": execution.threads,
         "capabilities": capability_flags(system),
         "mode": "kept" if keep else "transient",
         "stores": stores,

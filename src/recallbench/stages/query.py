@@ -394,6 +394,7 @@ def run_query(
         "levels": levels,
         "store_mode": hyd["mode"],
         "call_timeout": execution.call_timeout,
+        "threads": execution.threads,
         "scopes": scopes,
         "queries": rows.rows(),
     }

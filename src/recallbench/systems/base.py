@@ -241,6 +241,9 @@ class System(Protocol):
     structured: bool
     #: optional (absent: None): what its stores see of a text (`InputLimit`)
     input_limit: InputLimit | None
+    # optional (plugin API 1.1): `setup()`, called once in each worker process (through the
+    # boundary, after its thread settings, before any store is opened there): load a model
+    # once per process there, not in every `open_store`
 
     def configuration(self) -> dict[str, Any]:
         """The configuration actually in use, read from the system (never retyped)."""
