@@ -617,6 +617,16 @@ def decide_cmd(ctx: Context) -> None:
     help="Where a learned embedder computes: auto = an accelerator when torch sees one.",
 )
 @click.option(
+    "--import",
+    "import_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Fill the cache from a file of vectors made elsewhere (JSON lines: a header naming "
+    "the embedder, its dimension and normalization, then each vector by text sha256, memory "
+    "id or query id; docs/stages.md) instead of embedding: for a system whose embedder "
+    "identity is that name.",
+)
+@click.option(
     "--no-length-sort",
     is_flag=True,
     hidden=True,  # for benchmarks/bench_embed.py: what sorting by length saves
@@ -631,12 +641,31 @@ def prep_cmd(
     workers: int | None,
     ray_address: str | None,
     device: str,
+    import_file: Path | None,
     no_length_sort: bool,
 ) -> None:
     """Embed every distinct memory and query text of the validated dataset once, in fixed
-    batches, into a vector cache that hydrate, query and snapshot-roundtrip read."""
+    batches, into a vector cache that hydrate, query and snapshot-roundtrip read (with
+    --import: take the vectors from a file made elsewhere instead)."""
     from recallbench.stages.prep import run_prep
     from recallbench.stagework import Execution
+
+    if import_file is not None:
+        from recallbench.vectorprep import import_vector_cache
+
+        made = import_vector_cache(ctx.read("suite"), cache, system, import_file)
+        got = made["imported"]
+        unused = got["vectors_in_file"] - got["vectors_used"]
+        ctx.say(
+            f"{cache}: {made['count']} vectors imported from {import_file} ({got['embedder']}, "
+            f"{got['dimension']} dimensions, {'' if got['normalized'] else 'not '}normalized)"
+            + (
+                f"; {unused} of the file's {got['vectors_in_file']} vectors not used"
+                if unused
+                else ""
+            )
+        )
+        return
 
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
