@@ -245,3 +245,18 @@ def test_usage_and_unknown_systems_are_one_line() -> None:
     assert len(err.strip().splitlines()) == 1
     code, _, err = check_plugin("bm25", "--check", "nonsense")
     assert code == 2 and "no check 'nonsense'" in err
+
+
+@pytest.mark.parametrize("name", ["dory", "turn-pairs", "lancedb"])
+def test_the_example_plugins_pass_every_check(name: str) -> None:
+    """examples/plugin-dory, examples/plugin-structured and examples/plugin-system, as
+    installed by `make setup` (their contract runs in test_systems_contract.py too)."""
+    code, lines, err = check_plugin(name)
+    assert code == 0, (lines, err)
+    assert {line.split()[0] for line in lines[1:]} <= {"ok", "n/a"}, lines
+    if name == "dory":  # its declared 1,000 characters
+        assert "ok    content: the texts read back are the texts ingested (cut 3 of 83" in (
+            "\n".join(lines)
+        )
+    if name == "turn-pairs":
+        assert "ok    structured: structured records and query_date" in lines

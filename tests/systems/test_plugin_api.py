@@ -198,6 +198,8 @@ def test_the_results_envelope_records_the_plugin_api(lane) -> None:
 def test_the_example_plugin_and_the_docs_import_only_the_surface() -> None:
     sources = [
         ROOT / "examples" / "plugin-system" / "src" / "recallbench_lancedb" / "__init__.py",
+        ROOT / "examples" / "plugin-dory" / "src" / "recallbench_dory" / "__init__.py",
+        ROOT / "examples" / "plugin-structured" / "src" / "recallbench_turns" / "__init__.py",
         ROOT / "docs" / "own-store.md",
     ]
     for path in sources:
