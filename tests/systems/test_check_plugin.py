@@ -16,71 +16,24 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from plugintools import dist_plugin
+from plugintools import WORD_STORE, dist_plugin
 
 from recallbench.cli import main
 from recallbench.systems import registry
 
-BAD_PLUGINS = textwrap.dedent(
-    '''
-    """Word-overlap stores, each breaking the contract in one way (and the cut one also
-    declared, which keeps it)."""
-    import json
-    from pathlib import Path
-
-    from recallbench.plugin import Hit, InputLimit, RecallbenchError, TimedCalls, records_digest
-
-    FILE = "rows.json"
-    #: what the per-path store keeps between stores: rows by directory, as a connection
+BAD_PLUGINS = WORD_STORE + textwrap.dedent(
+    """
+    #: what the per-path system keeps between stores: rows by directory, as a connection
     #: cache per database path would
     CONNECTIONS = {}
 
 
-    class Store:
-        def __init__(self, system, directory, rows):
-            self.system = system
-            self.path = Path(directory) / FILE
-            self.rows = rows
-
-        def kept(self, text):
-            return text
-
-        def ingest(self, records):
-            held = {r[0] for r in self.rows}
-            for r in records:
-                if r.memory_id in held:
-                    raise RecallbenchError(f"duplicate memory id {r.memory_id!r}")
-                held.add(r.memory_id)
-                self.rows.append([r.memory_id, r.identifier, self.kept(r.text)])
-            self.path.write_text(json.dumps(self.rows))
-            return len(self.rows)
-
-        def tie(self, row):
-            return row[0]
-
-        def search(self, query, top_k):
-            with self.system._inside():
-                words = set(query.lower().split())
-                scored = [(len(words & set(row[2].lower().split())), row) for row in self.rows]
-                scored.sort(key=lambda pair: (-pair[0], self.tie(pair[1])))
-                return [Hit(row[0], float(s), row[1]) for s, row in scored[:top_k]]
-
-        def count(self):
-            return len(self.rows)
-
-        def digest(self):
-            return records_digest((row[0], row[2]) for row in self.rows)
-
-        def close(self):
-            pass
-
-
-    class HashOrdered(Store):
+    class HashOrdered(WordStore):
         def tie(self, row):
             return hash(row[2])  # ties by the text's hash: another order in another process
 
 
-    class Cut(Store):
+    class Cut(WordStore):
         def kept(self, text):
             return text[:1000]
 
@@ -90,64 +43,36 @@ BAD_PLUGINS = textwrap.dedent(
             return [(row[0], row[2]) for row in self.rows]
 
 
-    class System(TimedCalls):
-        """A word-overlap store that breaks the contract in one way."""
+    class PerPath(WordSystem):
+        # rows per path, kept after close (as a connection cache per database path would)
+        def new_rows(self, directory):
+            return CONNECTIONS.setdefault(str(Path(directory).resolve()), [])
 
-        clone = None
-        embedder = None
-        lexical = False
-
-        def __init__(self, name, store, per_path=False):
-            self.name = name
-            self.store = store
-            self.per_path = per_path
-
-        def configuration(self):
-            return {"ranking": "query words found"}
-
-        def rows(self, directory, kept):
-            """The rows of the store in `directory`: from the file, or, per path, from
-            what this process already holds for that path (a connection cache would)."""
-            if self.per_path:
-                return CONNECTIONS.setdefault(str(Path(directory).resolve()), kept)
-            return kept
-
-        def open_store(self, directory, *, vectors=None):
-            path = Path(directory) / FILE
-            if path.exists():
-                raise FileExistsError(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("[]")
-            return self.store(self, directory, self.rows(directory, []))
-
-        def attach(self, directory):
-            path = Path(directory) / FILE
-            if not path.exists():
-                raise FileNotFoundError(path)
-            return self.store(self, directory, self.rows(directory, json.loads(path.read_text())))
+        def stored_rows(self, directory, rows):
+            return CONNECTIONS.setdefault(str(Path(directory).resolve()), rows)
 
 
     def hash_ordered():
-        return System("bad-hash-order", HashOrdered)
+        return WordSystem("bad-hash-order", HashOrdered)
 
 
     def per_path():
-        return System("bad-per-path", Store, per_path=True)
+        return PerPath("bad-per-path")
 
 
     def cut():
-        return System("bad-cut", Cut)
+        return WordSystem("bad-cut", Cut)
 
 
     def cut_read_back():
-        return System("bad-cut-read-back", CutReadBack)
+        return WordSystem("bad-cut-read-back", CutReadBack)
 
 
     def cut_declared():
-        system = System("cut-declared", CutReadBack)
+        system = WordSystem("cut-declared", CutReadBack)
         system.input_limit = InputLimit(chars=1000)
         return system
-    '''
+    """
 )
 POINTS = {
     "bad-hash-order": "hash_ordered",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CORPUS, QUERIES
-from plugintools import install_plugin
+from plugintools import WORD_STORE, install_plugin
 
 from recallbench.errors import RecallbenchError
 from recallbench.pipeline import run_pipeline
@@ -19,60 +19,20 @@ from recallbench.systems.base import InputLimit, content_cuts
 
 #: a word-overlap store over the first 90 characters of each text, declared (by characters,
 #: or by words counted as its tokens), and one that declares something that is no InputLimit
-CUT_PLUGIN = textwrap.dedent(
-    '''
-    from pathlib import Path
-
-    from recallbench.plugin import Hit, InputLimit, TimedCalls, records_digest
-
+CUT_PLUGIN = WORD_STORE + textwrap.dedent(
+    """
     KEEP = 90
 
 
-    class CutStore:
-        def __init__(self, system):
-            self.system = system
-            self.rows = []
-
-        def ingest(self, records):
-            self.rows.extend((r.memory_id, r.identifier, r.text[:KEEP]) for r in records)
-            return len(self.rows)
-
-        def search(self, query, top_k):
-            words = set(query.lower().split())
-            scored = [(len(words & set(row[2].lower().split())), row) for row in self.rows]
-            scored.sort(key=lambda pair: (-pair[0], pair[1][0]))
-            return [Hit(row[0], float(s), row[1]) for s, row in scored[:top_k]]
-
-        def count(self):
-            return len(self.rows)
-
-        def digest(self):
-            return records_digest((row[0], row[2]) for row in self.rows)
-
-        def close(self):
-            pass
+    class CutStore(WordStore):
+        def kept(self, text):
+            return text[:KEEP]
 
 
-    class CutSystem(TimedCalls):
-        """Word overlap over the first 90 characters of each text."""
-
-        clone = None
-        embedder = None
-        lexical = False
-
-        def __init__(self, name, limit):
-            self.name = name
-            self.input_limit = limit
-
-        def configuration(self):
-            return {"keeps": KEEP}
-
-        def open_store(self, directory, *, vectors=None):
-            Path(directory).mkdir(parents=True, exist_ok=True)
-            return CutStore(self)
-
-        def attach(self, directory):
-            raise FileNotFoundError(directory)
+    def cut_system(name, limit):
+        system = WordSystem(name, CutStore)
+        system.input_limit = limit
+        return system
 
 
     def words(texts):
@@ -80,20 +40,20 @@ CUT_PLUGIN = textwrap.dedent(
 
 
     def by_chars():
-        return CutSystem("cut-chars", InputLimit(chars=KEEP))
+        return cut_system("cut-chars", InputLimit(chars=KEEP))
 
 
     def by_words():
-        return CutSystem("cut-words", InputLimit(tokens=14, model="words", token_counts=words))
+        return cut_system("cut-words", InputLimit(tokens=14, model="words", token_counts=words))
 
 
     def undeclared():
-        return CutSystem("cut-undeclared", None)
+        return cut_system("cut-undeclared", None)
 
 
     def wrong():
-        return CutSystem("cut-wrong", {"chars": KEEP})
-    '''
+        return cut_system("cut-wrong", {"chars": KEEP})
+    """
 )
 POINTS = {
     "cut-chars": "by_chars",

@@ -10,93 +10,39 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from plugintools import install_plugin
+from plugintools import WORD_STORE, install_plugin
 
 from recallbench.pipeline import run_pipeline
 
 #: two word-overlap stores that note what they are given (in `SEEN`, read by the tests);
 #: `plain` is written as a plugin of plugin API 1 is (no `query_date` parameter: a call with
 #: one would fail the run), `structured` declares that it wants structure
-SPY_PLUGIN = textwrap.dedent(
-    '''
-    """Word-overlap stores that note the records and query dates they receive."""
-    from pathlib import Path
-
-    from recallbench.plugin import Hit, TimedCalls, records_digest
-
+SPY_PLUGIN = WORD_STORE + textwrap.dedent(
+    """
     SEEN = {"records": [], "query_dates": []}
 
 
-    class SpyStore:
-        def __init__(self, system):
-            self.system = system
-            self.rows = []
-
+    class SpyStore(WordStore):
         def ingest(self, records):
-            with self.system._inside():
-                SEEN["records"].extend(records)
-                self.rows.extend(records)
-            return len(self.rows)
-
-        def _search(self, query, top_k):
-            words = set(query.lower().split())
-            scored = [(len(words & set(r.text.lower().split())), r) for r in self.rows]
-            scored.sort(key=lambda pair: (-pair[0], pair[1].memory_id))
-            return [Hit(r.memory_id, float(s), r.identifier) for s, r in scored[:top_k]]
-
-        def count(self):
-            return len(self.rows)
-
-        def digest(self):
-            return records_digest((r.memory_id, r.text) for r in self.rows)
-
-        def close(self):
-            pass
-
-
-    class PlainStore(SpyStore):
-        def search(self, query, top_k):
-            return self._search(query, top_k)
+            SEEN["records"].extend(records)
+            return super().ingest(records)
 
 
     class StructuredStore(SpyStore):
         def search(self, query, top_k, *, query_date=None):
             SEEN["query_dates"].append(query_date)
-            return self._search(query, top_k)
-
-
-    class SpySystem(TimedCalls):
-        """A word-overlap store noting what it receives."""
-
-        clone = None
-        embedder = None
-        lexical = False
-
-        def __init__(self, name, store):
-            self.name = name
-            self.store = store
-            self.structured = store is StructuredStore
-
-        def configuration(self):
-            return {"ranking": "query words found"}
-
-        def open_store(self, directory, *, vectors=None):
-            Path(directory).mkdir(parents=True, exist_ok=True)
-            return self.store(self)
-
-        def attach(self, directory):
-            raise FileNotFoundError(directory)
+            return super().search(query, top_k)
 
 
     def plain():
-        system = SpySystem("spy-plain", PlainStore)
-        del system.structured  # a plugin written before 1.1 has no such attribute
-        return system
+        return WordSystem("spy-plain", SpyStore)  # as written for plugin API 1: no `structured`
 
 
     def structured():
-        return SpySystem("spy-structured", StructuredStore)
-    '''
+        system = WordSystem("spy-structured", StructuredStore)
+        system.structured = True
+        return system
+    """
 )
 
 

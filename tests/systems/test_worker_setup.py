@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from plugintools import dist_plugin
+from plugintools import WORD_STORE, dist_plugin
 
 from recallbench.pipeline import run_pipeline
 from recallbench.stagework import Execution
@@ -18,13 +18,9 @@ from recallbench.systems import registry
 
 #: a word-overlap store whose system notes, in $RB_SETUP_LOG, each setup (process, thread
 #: settings seen) and each store opened (process, whether setup ran before)
-SETUP_PLUGIN = textwrap.dedent(
-    '''
-    import json
+SETUP_PLUGIN = WORD_STORE + textwrap.dedent(
+    """
     import os
-    from pathlib import Path
-
-    from recallbench.plugin import Hit, TimedCalls, records_digest
 
 
     def note(**entry):
@@ -32,40 +28,9 @@ SETUP_PLUGIN = textwrap.dedent(
             log.write(json.dumps({"pid": os.getpid(), **entry}) + "\\n")
 
 
-    class Store:
-        def __init__(self, system):
-            self.system = system
-            self.rows = []
-
-        def ingest(self, records):
-            self.rows.extend(records)
-            return len(self.rows)
-
-        def search(self, query, top_k):
-            words = set(query.lower().split())
-            scored = [(len(words & set(r.text.lower().split())), r) for r in self.rows]
-            scored.sort(key=lambda pair: (-pair[0], pair[1].memory_id))
-            return [Hit(r.memory_id, float(s), r.identifier) for s, r in scored[:top_k]]
-
-        def count(self):
-            return len(self.rows)
-
-        def digest(self):
-            return records_digest((r.memory_id, r.text) for r in self.rows)
-
-        def close(self):
-            pass
-
-
-    class SetupSystem(TimedCalls):
-        """A word-overlap store with a setup hook."""
-
-        clone = None
-        embedder = None
-        lexical = False
-
+    class SetupSystem(WordSystem):
         def __init__(self):
-            self.name = "with-setup"
+            super().__init__("with-setup")
             self.ready = False
 
         def setup(self):
@@ -77,21 +42,14 @@ SETUP_PLUGIN = textwrap.dedent(
             note(event="setup", omp=os.environ.get("OMP_NUM_THREADS"), pools=pools)
             self.ready = True
 
-        def configuration(self):
-            return {"ranking": "query words found"}
-
         def open_store(self, directory, *, vectors=None):
             note(event="open", ready=self.ready)
-            Path(directory).mkdir(parents=True, exist_ok=True)
-            return Store(self)
-
-        def attach(self, directory):
-            raise FileNotFoundError(directory)
+            return super().open_store(directory, vectors=vectors)
 
 
     def make():
         return SetupSystem()
-    '''
+    """
 )
 
 
