@@ -272,9 +272,9 @@ def first_difference(a: Sequence[Any], b: Sequence[Any], queries: Sequence[str])
 def check_listed(ctx: Context) -> str | None:
     """`recallbench systems` lists it, available, with the capabilities it has."""
     from recallbench.systems.base import capabilities
-    from recallbench.systems.registry import describe_systems
+    from recallbench.systems.registry import describe_system
 
-    row = next((r for r in describe_systems() if r["name"] == ctx.name), None)
+    row = describe_system(ctx.name)
     expect(row is not None and row["available"], "not listed as available by recallbench systems")
     assert row is not None
     expect(
