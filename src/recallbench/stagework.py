@@ -46,7 +46,8 @@ class Execution:
         out: dict[str, Any] = {"executor": self.executor, "workers": self.workers}
         if self.call_timeout is not None:
             out["call_timeout_seconds"] = self.call_timeout
-        out["threads_per_worker"] = self.threads
+        if self.threads != 1:  # the default is recorded in the artifacts (`threads`) only
+            out["threads_per_worker"] = self.threads
         return out
 
 
