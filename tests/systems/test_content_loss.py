@@ -110,6 +110,10 @@ def test_a_declared_character_limit_is_reported(cut_plugin, tmp_path: Path) -> N
         "what cut-chars declares its stores keep (90 characters): it cannot have seen them "
         "whole" in made.markdown
     )
+    assert (
+        f"{len(longer)} of {len(texts)} stored texts exceed what cut-chars declares its stores "
+        "keep (90 characters): it cannot have seen them whole."
+    ) in made.html.decode()
 
 
 def test_a_declared_token_window_is_counted_with_the_declared_counter(cut_plugin, tmp_path):
@@ -127,6 +131,7 @@ def test_no_declaration_no_key(cut_plugin, tmp_path: Path) -> None:
     assert "content_loss" not in made.envelopes["hydrate"]["data"]
     assert "content_loss" not in made.result
     assert "Store input limit" not in made.markdown
+    assert "declares its stores keep" not in made.html.decode()
 
 
 def test_a_declaration_that_is_no_input_limit_is_one_line(cut_plugin, tmp_path: Path) -> None:
