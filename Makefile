@@ -6,14 +6,15 @@
 # The full install has everything, optional parts included, so no test is skipped: torch (a
 # CPU build, first: on these machines `torch==2.13.0` is found on local disk), the semantic
 # and ray extras, the memory stores' extras (chroma, txtai, llamaindex, langgraph, mem0, milvus) and
-# the example plugin (examples/plugin-system, LanceDB). About 3 GB in .venv.
+# the example plugins (examples/plugin-system, LanceDB; examples/plugin-dory, dory-memory;
+# examples/plugin-structured, turn pairs). About 3 GB in .venv.
 # Each weight has its stamp file; the full one implies the core one, so `make eval` after
 # `make test` installs nothing. pip prints its own progress (downloads, builds).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 BUILD ?= build
-#: the full install (every extra, torch, the example plugin) and the core one (no extras)
+#: the full install (every extra, torch, the example plugins) and the core one (no extras)
 STAMP := $(VENV)/.recallbench-full
 CORE_STAMP := $(VENV)/.recallbench-core
 RB := $(BIN)/recallbench --build-dir "$(BUILD)"
@@ -32,10 +33,10 @@ $(CORE_STAMP): pyproject.toml
 	$(PIP) -e .
 	@touch $(CORE_STAMP)
 
-$(STAMP): pyproject.toml examples/plugin-system/pyproject.toml
+$(STAMP): pyproject.toml examples/plugin-system/pyproject.toml examples/plugin-dory/pyproject.toml examples/plugin-structured/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) 'torch==2.13.0'
-	$(PIP) -e '.[dev,docs,semantic,ray,okapi,chroma,txtai,llamaindex,langgraph,mem0,milvus,postgres]' -e examples/plugin-system
+	$(PIP) -e '.[dev,docs,semantic,ray,okapi,chroma,txtai,llamaindex,langgraph,mem0,milvus,postgres]' -e examples/plugin-system -e examples/plugin-dory -e examples/plugin-structured
 	@touch $(STAMP) $(CORE_STAMP)
 
 # The seven stages, one command each, in the order `recallbench stages` prints (its one

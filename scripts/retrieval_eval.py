@@ -148,6 +148,7 @@ def main(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
+    threads: int,
     as_json: bool,
     longmemeval_file: Path | None,
     build_dir: Path | None,
@@ -191,7 +192,14 @@ def main(
         from recallbench.stagework import Execution
 
         progress.configure(quiet)
-        execution = Execution(executor, workers, ray_address, cache, call_timeout=call_timeout)
+        execution = Execution(
+            executor,
+            workers,
+            ray_address,
+            cache,
+            call_timeout=call_timeout,
+            threads=threads or None,
+        )
 
         def evaluate(work: Path) -> Any:
             return run_pipeline(

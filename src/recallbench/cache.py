@@ -491,3 +491,182 @@ class ScopeLookup:
         if known is not None and known[0] is text:
             return self.cache.vector(known[1])
         return self.cache.lookup(text)
+
+
+# --------------------------------------------------------------------------- vectors from elsewhere
+
+#: the format of a file of vectors made elsewhere (`recallbench prep --import FILE`)
+IMPORT_FORMAT = "recallbench-vectors-import"
+IMPORT_VERSION = 1
+#: how far from 1 the length of a vector of a file that says `normalized` may be
+NORM_TOLERANCE = 1e-3
+#: the largest magnitude a float32 holds
+FLOAT32_MAX = 3.4028234663852886e38
+#: the keys a vector's line may name it by (exactly one of them)
+IMPORT_KEYS = ("text_sha256", "memory_id", "query_id")
+
+
+class ImportedVectors:
+    """A file of vectors made elsewhere, read and checked whole (`read_import`): the header's
+    `embedder`, `dimension` and `normalized`, and each vector (float32 bytes) by the text's
+    sha256 (`by_key`), by memory id or by query id (`by_id[key name]`)."""
+
+    def __init__(self, path: Path, header: Mapping[str, Any]) -> None:
+        self.path = Path(path)
+        self.embedder: str = header["embedder"]
+        self.dimension: int = header["dimension"]
+        self.normalized: bool = header["normalized"]
+        self.by_key: dict[bytes, bytes] = {}
+        self.by_id: dict[str, dict[str, bytes]] = {"memory_id": {}, "query_id": {}}
+        self.sha256 = ""
+        self.count = 0
+
+
+def _import_error(path: Path, line: int, where: str, reason: str) -> RecallbenchError:
+    place = f" ({where})" if where else ""
+    return RecallbenchError(f"{path}: line {line}{place}: {reason}")
+
+
+def _check_header(path: Path, raw: bytes) -> dict[str, Any]:
+    shape = (
+        f'{{"format": "{IMPORT_FORMAT}", "version": {IMPORT_VERSION}, "embedder": NAME, '
+        '"dimension": N, "normalized": true|false}'
+    )
+    try:
+        header = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        header = None
+    if not isinstance(header, dict) or header.get("format") != IMPORT_FORMAT:
+        raise _import_error(path, 1, "", f"not a vectors header; the first line must be {shape}")
+    if header.get("version") != IMPORT_VERSION:
+        raise _import_error(
+            path,
+            1,
+            "",
+            f"version {header.get('version')!r} (this recallbench reads {IMPORT_VERSION})",
+        )
+    name, dimension = header.get("embedder"), header.get("dimension")
+    if not isinstance(name, str) or not name.strip():
+        raise _import_error(path, 1, "", "'embedder' must name the embedder (a non-empty string)")
+    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+        raise _import_error(
+            path, 1, "", f"'dimension' must be a whole number >= 1, not {dimension!r}"
+        )
+    if not isinstance(header.get("normalized"), bool):
+        raise _import_error(path, 1, "", "'normalized' must be true or false")
+    return header
+
+
+def read_import(path: Path) -> ImportedVectors:
+    """Read a vectors file (JSON lines: the header, then one object per vector naming it by
+    exactly one of `IMPORT_KEYS` and giving its `vector`), checking every record: one line
+    naming the file, the line and the record's key for the first problem."""
+    import math
+
+    path = Path(path)
+    digest = hashlib.sha256()
+    try:
+        handle = open(path, "rb")  # noqa: SIM115
+    except FileNotFoundError:
+        raise RecallbenchError(f"{path}: not found") from None
+    with handle:
+        first = handle.readline()
+        digest.update(first)
+        if not first.strip():
+            raise RecallbenchError(f"{path}: empty; the first line must be the vectors header")
+        vectors = ImportedVectors(path, _check_header(path, first))
+        seen: dict[tuple[str, str], int] = {}
+        for number, line in enumerate(handle, 2):
+            digest.update(line)
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise _import_error(path, number, "", f"not valid JSON ({exc})") from None
+            if not isinstance(record, dict):
+                raise _import_error(path, number, "", "must be a JSON object")
+            named = [k for k in IMPORT_KEYS if k in record]
+            if len(named) != 1:
+                raise _import_error(
+                    path,
+                    number,
+                    "",
+                    f"must name its text by exactly one of {', '.join(IMPORT_KEYS)}",
+                )
+            key_name = named[0]
+            value = record[key_name]
+            where = f"{key_name} {value!r}"
+            if not isinstance(value, str) or not value:
+                raise _import_error(path, number, where, f"{key_name} must be a non-empty string")
+            if key_name == "text_sha256" and (len(value) != 64 or value.strip("0123456789abcdef")):
+                raise _import_error(path, number, where, "not a sha256 (64 lowercase hex digits)")
+            vector = record.get("vector")
+            if not isinstance(vector, list) or len(vector) != vectors.dimension:
+                size = f"{len(vector)} numbers" if isinstance(vector, list) else "no list"
+                raise _import_error(
+                    path, number, where,
+                    f"vector has {size}, the header says {vectors.dimension}",
+                )  # fmt: skip
+            if not all(
+                not isinstance(x, bool)
+                and isinstance(x, int | float)
+                and math.isfinite(x)
+                and abs(x) <= FLOAT32_MAX
+                for x in vector
+            ):
+                raise _import_error(
+                    path, number, where, "vector holds a value that is not a finite number"
+                )
+            if vectors.normalized:
+                norm = math.sqrt(sum(x * x for x in vector))
+                if abs(norm - 1.0) > NORM_TOLERANCE:
+                    raise _import_error(
+                        path, number, where,
+                        f"vector has length {norm:.6g}; the header says the vectors are normalized",
+                    )  # fmt: skip
+            if (key_name, value) in seen:
+                raise _import_error(
+                    path,
+                    number,
+                    where,
+                    f"a second vector for it (the first on line {seen[key_name, value]})",
+                )
+            seen[key_name, value] = number
+            blob = array("f", vector).tobytes()
+            if key_name == "text_sha256":
+                vectors.by_key[bytes.fromhex(value)] = blob
+            else:
+                vectors.by_id[key_name][value] = blob
+            vectors.count += 1
+    vectors.sha256 = digest.hexdigest()
+    return vectors
+
+
+def export_vectors(directory: Path, out: Path, embedder: str) -> dict[str, Any]:
+    """Write the vectors of the cache in `directory` as a vectors file (`read_import`'s
+    format) named `embedder`, each by its text's sha256; `normalized` is true when every
+    vector's length is within `NORM_TOLERANCE` of 1. Returns the header written."""
+    import math
+
+    manifest = read_manifest(directory)
+    cache = VectorCache(directory, manifest)
+    try:
+        keys = cache._keys.tobytes()
+        rows = [cache.vector(row) for row in range(cache.count)]
+    finally:
+        cache.close()
+    normalized = all(abs(math.sqrt(sum(x * x for x in v)) - 1.0) <= NORM_TOLERANCE for v in rows)
+    header = {
+        "format": IMPORT_FORMAT,
+        "version": IMPORT_VERSION,
+        "embedder": embedder,
+        "dimension": int(manifest["dimension"]),
+        "normalized": normalized,
+    }
+    lines = [orjson.dumps(header)]
+    for row, vector in enumerate(rows):
+        key = keys[row * KEY_BYTES : (row + 1) * KEY_BYTES].hex()
+        lines.append(orjson.dumps({"text_sha256": key, "vector": vector}))
+    atomic_write_bytes(Path(out), b"\n".join(lines) + b"\n")
+    return header

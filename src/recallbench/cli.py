@@ -316,10 +316,18 @@ def _execution(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None = None,
+    threads: int = 1,
 ) -> Any:
     from recallbench.stagework import Execution
 
-    return Execution(executor, workers, ray_address, cache, call_timeout=call_timeout)
+    return Execution(
+        executor,
+        workers,
+        ray_address,
+        cache,
+        call_timeout=call_timeout,
+        threads=threads or None,  # 0: the libraries' own defaults
+    )
 
 
 def input_bytes(path: Path) -> int:
@@ -400,6 +408,7 @@ def hydrate_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
+    threads: int,
 ) -> None:
     """Ingest every scope's memories into a fresh store of the system (hydrate.json)."""
     from recallbench.stages.hydrate import run_hydrate
@@ -409,7 +418,7 @@ def hydrate_cmd(
         ctx.build_dir,
         system,
         keep=keep_stores,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout),
+        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
     )
     path = ctx.write(env, timing)
     if env["data"]["mode"] == "kept":
@@ -421,6 +430,20 @@ def hydrate_cmd(
         )
     else:
         ctx.say(f"wrote {path}: transient stores (query builds, searches and removes each)")
+    content_loss_note(env["data"])
+
+
+def content_loss_note(hydrate: Mapping[str, Any]) -> None:
+    """On stderr, for a system that declares an input limit and cuts some stored texts: how
+    many it cannot have seen whole (the report's "Store input limit" section)."""
+    loss = hydrate.get("content_loss")
+    if loss and loss["texts_cut"]:
+        echo_line(
+            f"note: {loss['texts_cut']:,} of {loss['texts']:,} stored texts exceed what "
+            f"{hydrate['system']} declares its stores keep ({loss['input_limit']['described']}): "
+            "it cannot have seen them whole",
+            err=True,
+        )
 
 
 @command("query")
@@ -441,6 +464,7 @@ def query_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
+    threads: int,
 ) -> None:
     """Run every query through the system's production search (runs.json)."""
     from recallbench.presets import check_suite, default_top_k, run_options
@@ -458,7 +482,7 @@ def query_cmd(
         ctx.build_dir,
         top_k=k,
         repeat=repeat,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout),
+        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
         ks=ks,
     )
     path = ctx.write(env, timing)
@@ -483,6 +507,7 @@ def roundtrip_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
+    threads: int,
 ) -> None:
     """Snapshot -> verify -> clean hydrate -> query again; corrupted copies must fail."""
     from recallbench.stages.roundtrip import run_roundtrip
@@ -493,7 +518,7 @@ def roundtrip_cmd(
         ctx.read_current("runs"),
         ctx.build_dir,
         sample=sample,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout),
+        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
     )
     path = ctx.write(env, timing)
     d = env["data"]
@@ -629,6 +654,16 @@ def decide_cmd(ctx: Context) -> None:
     help="Where a learned embedder computes: auto = an accelerator when torch sees one.",
 )
 @click.option(
+    "--import",
+    "import_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Fill the cache from a file of vectors made elsewhere (JSON lines: a header naming "
+    "the embedder, its dimension and normalization, then each vector by text sha256, memory "
+    "id or query id; docs/stages.md) instead of embedding: for a system whose embedder "
+    "identity is that name.",
+)
+@click.option(
     "--no-length-sort",
     is_flag=True,
     hidden=True,  # for benchmarks/bench_embed.py: what sorting by length saves
@@ -643,12 +678,31 @@ def prep_cmd(
     workers: int | None,
     ray_address: str | None,
     device: str,
+    import_file: Path | None,
     no_length_sort: bool,
 ) -> None:
     """Embed every distinct memory and query text of the validated dataset once, in fixed
-    batches, into a vector cache that hydrate, query and snapshot-roundtrip read."""
+    batches, into a vector cache that hydrate, query and snapshot-roundtrip read (with
+    --import: take the vectors from a file made elsewhere instead)."""
     from recallbench.stages.prep import run_prep
     from recallbench.stagework import Execution
+
+    if import_file is not None:
+        from recallbench.vectorprep import import_vector_cache
+
+        made = import_vector_cache(ctx.read("suite"), cache, system, import_file)
+        got = made["imported"]
+        unused = got["vectors_in_file"] - got["vectors_used"]
+        ctx.say(
+            f"{cache}: {made['count']} vectors imported from {import_file} ({got['embedder']}, "
+            f"{got['dimension']} dimensions, {'' if got['normalized'] else 'not '}normalized)"
+            + (
+                f"; {unused} of the file's {got['vectors_in_file']} vectors not used"
+                if unused
+                else ""
+            )
+        )
+        return
 
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
@@ -832,6 +886,7 @@ def run_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
+    threads: int,
     as_json: bool,
 ) -> None:
     """Every stage in one process, writing the same artifacts as the separate commands
@@ -860,7 +915,7 @@ def run_cmd(
         system=system,
         top_k=k,
         repeat=repeat,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout),
+        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
         ks=ks,
         measures=measures,
     )
@@ -873,6 +928,8 @@ def run_cmd(
         ctx.publish(files)  # the build's artifacts and the copies, together
     finally:
         run.close()
+    if not as_json:
+        content_loss_note(run.envelopes["hydrate"]["data"])
     written: list[Path | str] = [ctx.build_dir / "results.json"]
     written += [*report_paths(ctx.build_dir / "report.md"), ctx.build_dir / "decision.json"]
     if output is not None:
@@ -1018,6 +1075,7 @@ def compare_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
+    threads: int,
 ) -> None:
     """Run a dataset against several systems (or read saved results) and compare them with
     paired statistics per query: each system's means with 95% intervals, mean differences
@@ -1102,7 +1160,7 @@ def compare_cmd(
             top_k=_top_k(default_top_k(top_k, ks), dataset),
             parent=ctx.build_dir,
             say=ctx.say,
-            execution=_execution(executor, workers, ray_address, cache, call_timeout),
+            execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
             on_run=keep_texts,
             ks=ks,
             measures=measures,
@@ -1404,6 +1462,63 @@ def systems_cmd(as_json: bool) -> None:
         return
     for line in systems_listing(rows):
         click.echo(line)
+
+
+@command("check-plugin", writes=False)
+@click.argument("name", metavar="SYSTEM")
+@click.option(
+    "--corpus",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Memories of the check (fixture format) [default: benchmarks/retrieval/corpus.jsonl].",
+)
+@click.option(
+    "--queries",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Queries of the check (fixture format) [default: benchmarks/retrieval/queries.jsonl].",
+)
+@click.option(
+    "--check",
+    "only",
+    multiple=True,
+    metavar="CHECK",
+    help="Run only this check (repeatable; the names are those of its lines) [default: "
+    "every check that applies].",
+)
+def check_plugin_cmd(
+    name: str, corpus: Path | None, queries: Path | None, only: tuple[str, ...]
+) -> None:
+    """Run the system contract against an installed system (a plugin or a built-in): one
+    line per check (ok, FAIL or n/a), exit 1 when any fails.
+
+    The checks: listed with its capabilities, configuration, a fresh store, ingest counts,
+    the same order twice, opaque ids, attach, the digest, a store at the path of a deleted
+    one, the same results in a fresh process with another PYTHONHASHSEED, the texts read
+    back against the texts ingested (long ones included), and the lexical matcher, embedder,
+    clone path and structured search of a system that has them. Stores are built in a
+    temporary directory, removed afterwards. See docs/own-store.md."""
+    from recallbench.checkplugin import CHECK_NAMES, fixture_data, run_checks, scratch
+    from recallbench.threads import limit_threads
+
+    unknown = sorted(set(only) - set(CHECK_NAMES))
+    if unknown:
+        raise click.UsageError(f"no check {unknown[0]!r} (checks: {', '.join(CHECK_NAMES)})")
+    from recallbench.systems import get_system
+
+    get_system(name)  # an unknown or broken system: one line, before anything is read
+    paths, _ = dataset_inputs("fixtures", {"corpus": corpus, "queries": queries})
+    data = fixture_data(paths)
+    echo_line(f"check-plugin {name}: {data.label}, and 3 long texts for the content check")
+    failed = ran = 0
+    with scratch() as work, limit_threads(1):
+        for outcome in run_checks(name, data, work, only):
+            click.echo(outcome.line())
+            ran += outcome.status != "n/a"
+            failed += outcome.status == "FAIL"
+    if failed:
+        raise RecallbenchError(f"{name}: {failed} of {ran} checks failed")
+    echo_line(f"{name}: all {ran} checks passed", err=True)
 
 
 def console_main() -> None:

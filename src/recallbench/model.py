@@ -11,6 +11,9 @@
 * A `Scope` is the memories that share one store, with the queries asked of that store: the
   fixture suite is one scope, a LongMemEval question is one, a LoCoMo conversation is one.
 * A `Drop` is a query the reader refused to score, with a reason code and a sentence.
+* Structure (conversational datasets only): a memory's `turns` (`Turn`: text, role or
+  speaker, turn id, timestamp) and session `date`, and a query's `date`, as the dataset has
+  them. They reach only a system that declares `structured = True`; the fixtures have none.
 
 Ranking at a level: walk the system's ranked memories, expand each to its ids at that level,
 keep first appearances (`level_ranking`; `level_firsts` also gives where each one first
@@ -35,8 +38,49 @@ def relevant_ids(grades: Mapping[str, int], threshold: int = RELEVANT_GRADE) -> 
 
 
 @dataclass(frozen=True)
+class Turn:
+    """One turn of a conversation as the dataset has it (a structured record's part).
+
+    `text` is the turn's own words (no speaker prefix; LoCoMo's image caption appended as in
+    the stored text); `role` where the dataset has roles (LongMemEval: ``user``,
+    ``assistant``), `speaker` where it names speakers (LoCoMo); `turn_id` is the turn's
+    1-based position in its session (a string: never a dataset id, which could name gold);
+    `timestamp` the turn's own time where the dataset has one (neither dataset does yet).
+    """
+
+    text: str
+    role: str | None = None
+    speaker: str | None = None
+    turn_id: str | None = None
+    timestamp: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The turn as plain data, without the fields it does not have."""
+        out: dict[str, Any] = {"text": self.text}
+        for name in ("role", "speaker", "turn_id", "timestamp"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Turn:
+        return cls(
+            raw["text"],
+            raw.get("role"),
+            raw.get("speaker"),
+            raw.get("turn_id"),
+            raw.get("timestamp"),
+        )
+
+
+@dataclass(frozen=True)
 class Memory:
-    """One record to store; `memory_id` is the only id the system under test sees."""
+    """One record to store; `memory_id` is the only id the system under test sees.
+
+    `turns` and `date` (the session's date, verbatim) are the memory's structure where the
+    dataset has it (a memory standing for several identical texts carries its first one's);
+    `to_dict` leaves them out when empty, so a spool without structure keeps its bytes."""
 
     memory_id: str
     text: str
@@ -45,9 +89,11 @@ class Memory:
     importance: float = 0.5
     tags: tuple[str, ...] = ()
     duplicate_group: str | None = None
+    turns: tuple[Turn, ...] = ()
+    date: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "memory_id": self.memory_id,
             "text": self.text,
             "units": {level: list(ids) for level, ids in self.units.items()},
@@ -56,6 +102,11 @@ class Memory:
             "tags": list(self.tags),
             "duplicate_group": self.duplicate_group,
         }
+        if self.turns:
+            out["turns"] = [turn.to_dict() for turn in self.turns]
+        if self.date is not None:
+            out["date"] = self.date
+        return out
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Memory:
@@ -67,31 +118,39 @@ class Memory:
             importance=raw["importance"],
             tags=tuple(raw["tags"]),
             duplicate_group=raw.get("duplicate_group"),
+            turns=tuple(Turn.from_dict(t) for t in raw.get("turns", ())),
+            date=raw.get("date"),
         )
 
 
 @dataclass(frozen=True)
 class Query:
-    """One graded query; `relevance[level]` maps dataset ids to grades (omitted: 0)."""
+    """One graded query; `relevance[level]` maps dataset ids to grades (omitted: 0).
+    `date` is when it is asked, verbatim, where the dataset says (LongMemEval's
+    ``question_date``); `to_dict` leaves it out when None."""
 
     query_id: str
     category: str
     text: str
     relevance: Mapping[str, Mapping[str, int]]
     notes: str = ""
+    date: str | None = None
 
     def relevant(self, level: str) -> frozenset[str]:
         """Ids at `level` graded RELEVANT_GRADE or higher (`relevant_ids`)."""
         return relevant_ids(self.relevance.get(level, {}))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "query_id": self.query_id,
             "category": self.category,
             "text": self.text,
             "relevance": {level: dict(g) for level, g in self.relevance.items()},
             "notes": self.notes,
         }
+        if self.date is not None:
+            out["date"] = self.date
+        return out
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Query:
@@ -101,6 +160,7 @@ class Query:
             text=raw["text"],
             relevance={level: dict(g) for level, g in raw["relevance"].items()},
             notes=raw.get("notes", ""),
+            date=raw.get("date"),
         )
 
 

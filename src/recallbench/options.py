@@ -298,6 +298,14 @@ execution_options = _compose(
         metavar="SECONDS",
         help="Fail the run when one call into the system takes longer [default: no limit].",
     ),
+    click.option(
+        "--threads",
+        type=click.IntRange(min=0),
+        default=1,
+        show_default=True,
+        help="BLAS / OpenMP / torch threads of the system under test per worker (0: the "
+        "libraries' own defaults).",
+    ),
 )
 json_option = click.option(
     "--json",

@@ -5,7 +5,8 @@ A plugin (a package registering a factory under the entry-point group
 here, never from recallbench's internal modules:
 
 * the seam (`recallbench.systems.base`): the records and hits it exchanges (`StoreRecord`,
-  `Hit`), what a clone path returns and raises (`PackageInfo`, `Corruption`,
+  `Hit`, and `Turn`, a structured record's turn), what a store declares it keeps of a text
+  (`InputLimit`), what a clone path returns and raises (`PackageInfo`, `Corruption`,
   `SnapshotRejected`), `MissingVector`, `VectorLookup`, the protocols it implements
   (`System`, `Store`, `LexicalStore`, `ClonePath`, `Embedder`) and `TimedCalls`;
 * the kit (`recallbench.systems.kit`): `records_digest`, manifest-checked packages,
@@ -16,7 +17,8 @@ here, never from recallbench's internal modules:
 `PLUGIN_API` is this surface's version, recorded in every results envelope
 (``provenance.plugin_api``). Policy: a name in `__all__` is never moved or renamed without
 the old name working for at least one release, with a DeprecationWarning; its major number
-changes only when a name is removed or its contract changes incompatibly. Names moved out
+changes only when a name is removed or its contract changes incompatibly, its minor number
+when something is added that a plugin may opt into (docs/own-store.md keeps the changelog). Names moved out
 of `recallbench.systems.base` in 0.1.0 (to `recallbench.systems.kit`) still import from
 there, with a DeprecationWarning, until 0.3.0.
 """
@@ -30,6 +32,7 @@ from recallbench.systems.base import (
     Corruption,
     Embedder,
     Hit,
+    InputLimit,
     LexicalStore,
     MissingVector,
     PackageInfo,
@@ -38,6 +41,7 @@ from recallbench.systems.base import (
     StoreRecord,
     System,
     TimedCalls,
+    Turn,
     VectorLookup,
 )
 from recallbench.systems.kit import (
@@ -60,8 +64,9 @@ from recallbench.systems.kit import (
     write_manifest,
 )
 
-#: the plugin surface's version (see the module docstring for what changes it)
-PLUGIN_API = "1"
+#: the plugin surface's version, "major.minor" (see the module docstring for what changes
+#: it; docs/own-store.md's changelog says what each step added)
+PLUGIN_API = "1.1"
 
 __all__ = [
     "MANIFEST",
@@ -71,6 +76,7 @@ __all__ = [
     "Corruption",
     "Embedder",
     "Hit",
+    "InputLimit",
     "LexicalStore",
     "MissingVector",
     "PackageInfo",
@@ -81,6 +87,7 @@ __all__ = [
     "StoreRecord",
     "System",
     "TimedCalls",
+    "Turn",
     "VectorLookup",
     "check_manifest",
     "check_new_ids",

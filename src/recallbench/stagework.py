@@ -40,11 +40,16 @@ class Execution:
     cache_root: Path | None = None
     #: seconds each call into the system may take (`--call-timeout`; None: no limit)
     call_timeout: float | None = None
+    #: BLAS / OpenMP / torch threads of the system under test per worker (`--threads`;
+    #: None: the libraries' own defaults), see `recallbench.threads`
+    threads: int | None = 1
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"executor": self.executor, "workers": self.workers}
         if self.call_timeout is not None:
             out["call_timeout_seconds"] = self.call_timeout
+        if self.threads != 1:  # the default is recorded in the artifacts (`threads`) only
+            out["threads_per_worker"] = self.threads
         return out
 
 
@@ -118,6 +123,8 @@ def run_tasks(
         "device": execution.device,
         "call_timeout": execution.call_timeout,
         "preload": preload,
+        # the system's threads per worker; prep's embedding workers manage their own
+        "threads": None if preload else execution.threads,
     }
     serial = execution.executor == "local" and execution.workers == 1 and not own_process
     by_query = serial and query_total is not None

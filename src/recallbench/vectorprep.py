@@ -253,6 +253,42 @@ def grouped(batches: Iterator[list[str]], size: int) -> Iterator[list[list[str]]
         yield group
 
 
+def scope_text_rows(
+    suite_env: Mapping[str, Any],
+    transforms: Mapping[str, str],
+    rows: dict[bytes, int],
+    counts: dict[str, int] | None = None,
+) -> Iterator[tuple[dict[str, Any], list[int], list[tuple[str, str, str | None]]]]:
+    """The cache's rows, scope by scope of the spool: (scope, the rows of its query texts
+    then its memory texts, the texts given a row now as (text, role, the query or memory id
+    holding it; None for a transformed form)). A text's row is its place in order of first
+    appearance (by sha256, `rows` filled as it goes: key -> row); the form a store embeds
+    (its `text_transform`) gets a row of its own after the text's, outside the scope's rows
+    (looked up by its sha256). `counts["seen"]` counts the texts read."""
+    from recallbench.cache import text_key
+    from recallbench.embedding import transformed
+
+    for _, scope in stream_scopes(suite_env):
+        scope_rows = []
+        fresh: list[tuple[str, str, str | None]] = []
+        held = [("query", q["text"], q["query_id"]) for q in scope["queries"]]
+        held += [("memory", m["text"], m["memory_id"]) for m in scope["memories"]]
+        for role, text, holder in held:
+            if counts is not None:
+                counts["seen"] += 1
+            key = text_key(text)
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = len(rows)
+                fresh.append((text, role, holder))
+            scope_rows.append(row)
+            form = transformed(transforms, role, text)
+            if form != text and text_key(form) not in rows:
+                rows[text_key(form)] = len(rows)
+                fresh.append((form, role, None))
+        yield scope, scope_rows, fresh
+
+
 def make_vector_cache(
     suite_env: Mapping[str, Any],
     cache_dir: Path,
@@ -266,7 +302,7 @@ def make_vector_cache(
     The previous cache in `cache_dir`, if any, stays valid until the new one is complete
     (see `recallbench.cache.CacheWriter`)."""
     from recallbench.cache import CacheWriter, text_key
-    from recallbench.embedding import text_transforms, thread_safe, transformed
+    from recallbench.embedding import text_transforms, thread_safe
     from recallbench.systems import get_system
 
     execution = execution or Execution()
@@ -306,29 +342,10 @@ def make_vector_cache(
     def batches() -> Iterator[list[str]]:
         texts: list[str] = []
         keys: list[bytes] = []
-        for _, scope in stream_scopes(suite_env):
-            scope_rows = []
-            new: list[str] = []
-            for role, text in [("query", q["text"]) for q in scope["queries"]] + [
-                ("memory", m["text"]) for m in scope["memories"]
-            ]:
-                counts["seen"] += 1
-                key = text_key(text)
-                row = rows.get(key)
-                if row is None:
-                    row = rows[key] = len(rows)
-                    texts.append(text)
-                    keys.append(key)
-                    new.append(text)
-                scope_rows.append(row)
-                # the form the store embeds (its `text_transform`): a row of its own, after
-                # the text's, outside the scope's rows (looked up by its sha256)
-                form = transformed(transforms, role, text)
-                if form != text and text_key(form) not in rows:
-                    rows[text_key(form)] = len(rows)
-                    texts.append(form)
-                    keys.append(text_key(form))
-                    new.append(form)
+        for scope, scope_rows, fresh in scope_text_rows(suite_env, transforms, rows, counts):
+            new = [text for text, _, _ in fresh]
+            texts.extend(new)
+            keys.extend(text_key(text) for text in new)
             if new:
                 row_tokens.extend(
                     int(n)
@@ -433,6 +450,92 @@ def make_vector_cache(
             "tokens_per_second": counts["tokens_embedded"] / wall if wall > 0 else None,
         },
     }
+
+
+def import_vector_cache(
+    suite_env: Mapping[str, Any], cache_dir: Path, system_name: str, source: Path
+) -> dict[str, Any]:
+    """Write a vector cache from a file of vectors made elsewhere (`recallbench prep
+    --import`; its format: `recallbench.cache.read_import`), for a system whose embedder's
+    identity is the name the file declares: the same rows and scopes as prep's, each text's
+    vector found by its sha256, else by the id of the query or memory holding it. Every
+    text a store of the system will ask for must have one (one line naming the first that
+    has none). Returns the manifest, with `imported` (the file, its sha256, the embedder,
+    dimension and normalization, how many of its vectors were used)."""
+    from recallbench.cache import CacheWriter, read_import, text_key
+    from recallbench.embedding import text_transforms
+    from recallbench.systems import get_system
+
+    system = get_system(system_name)
+    embedder = system.embedder
+    if embedder is None:
+        raise RecallbenchError(f"{system.name} has no embedder: it takes no vectors")
+    identity = Boundary(system.name).call("identity", None, embedder.identity)
+    vectors = read_import(Path(source))
+    if vectors.embedder != identity:
+        raise RecallbenchError(
+            f"{source}: vectors of embedder {vectors.embedder!r}, but {system.name} embeds with "
+            f"{identity!r}; import them for the system whose embedder that is"
+        )
+    transforms = text_transforms(embedder)
+    writer = CacheWriter(Path(cache_dir), identity)
+    rows: dict[bytes, int] = {}
+    counts = {"seen": 0}
+    used: set[tuple[str, str]] = set()
+    text_of_id: dict[str, str] = {}  # memory id -> the text its vector went to
+    try:
+        for scope, scope_rows, fresh in scope_text_rows(suite_env, transforms, rows, counts):
+            keys, blobs = [], []
+            for text, role, holder in fresh:
+                key = text_key(text)
+                blob = vectors.by_key.get(key)
+                found = ("text_sha256", key.hex())
+                if blob is None and holder is not None:
+                    kind = "query_id" if role == "query" else "memory_id"
+                    blob = vectors.by_id[kind].get(holder)
+                    found = (kind, holder)
+                    if blob is not None and text_of_id.setdefault(holder, text) != text:
+                        raise RecallbenchError(
+                            f"{source}: memory id {holder!r} holds two different texts (one in "
+                            f"scope {scope['scope_id']}); give their vectors by text_sha256"
+                        )
+                if blob is None:
+                    what = f"{role} {holder!r}" if holder is not None else f"the {role} form"
+                    raise RecallbenchError(
+                        f"{source}: no vector for {what} of scope {scope['scope_id']} (text "
+                        f"sha256 {key.hex()})"
+                    )
+                used.add(found)
+                keys.append(key)
+                blobs.append(blob)
+            if keys:
+                writer.add(keys, b"".join(blobs), vectors.dimension)
+            writer.add_scope(scope_rows)
+        imported = {
+            "file": Path(source).name,
+            "sha256": vectors.sha256,
+            "embedder": vectors.embedder,
+            "dimension": vectors.dimension,
+            "normalized": vectors.normalized,
+            "vectors_in_file": vectors.count,
+            "vectors_used": len(used),
+        }
+        return writer.finish(
+            {
+                "source": cache_source(suite_env),
+                "batching": None,  # not embedded here: see `imported`
+                "imported": imported,
+                "embedder_build": None,
+                "truncation": None,
+                "system": system_name,
+                "texts": {"seen": counts["seen"], "distinct": len(rows)},
+                "recallbench_version": __version__,
+                **({"text_transforms": transforms} if transforms else {}),
+            }
+        )
+    except BaseException:
+        writer.abort()
+        raise
 
 
 def embed_batches(group: list[list[str]]) -> dict[str, Any]:
@@ -636,8 +739,50 @@ class Truncation:
         return truncation_shares(self._total) if self._total else None
 
 
-def counted(items: Iterator[tuple[int, dict[str, Any]]], tally: Truncation) -> Iterator[Any]:
-    """The (index, scope) items, each counted by `tally` as it passes."""
+class ContentLoss:
+    """Counts, scope by scope as the stage streams them, the stored texts a system's stores
+    cannot have seen whole under the input limit the system declares (`System.input_limit`,
+    `base.content_cuts`). `report()` is None when it declares none."""
+
+    def __init__(self, system: Any) -> None:
+        from recallbench.systems.base import declared_input_limit
+
+        self._limit = declared_input_limit(system)
+        self._name = getattr(system, "name", "?")
+        self._total: dict[str, int] = {}
+
+    @property
+    def counting(self) -> bool:
+        return self._limit is not None
+
+    def add(self, scope: Mapping[str, Any]) -> None:
+        if self._limit is None:
+            return
+        from recallbench.systems.base import CONTENT_COUNTS, content_cuts
+
+        part = Boundary(self._name).call(
+            "input_limit.token_counts",
+            f"scope {scope['scope_id']}",
+            content_cuts,
+            self._limit,
+            [m["text"] for m in scope["memories"]],
+        )
+        for key in CONTENT_COUNTS:
+            if key in part:
+                self._total[key] = self._total.get(key, 0) + part[key]
+
+    def report(self) -> dict[str, Any] | None:
+        from recallbench.systems.base import content_loss_report
+
+        if self._limit is None:
+            return None
+        return content_loss_report(self._limit, self._total or {"texts": 0, "texts_cut": 0})
+
+
+def counted(items: Iterator[tuple[int, dict[str, Any]]], *tallies: Any) -> Iterator[Any]:
+    """The (index, scope) items, each counted by every tally (`Truncation`, `ContentLoss`)
+    as it passes."""
     for index, scope in items:
-        tally.add(scope)
+        for tally in tallies:
+            tally.add(scope)
         yield index, scope

@@ -30,7 +30,7 @@ from typing import Any
 
 from recallbench.boundary import Boundary
 from recallbench.errors import RecallbenchError
-from recallbench.model import Scope
+from recallbench.model import Query, Scope
 
 _STATE: dict[str, Any] = {}
 if hasattr(os, "register_at_fork"):  # a forked worker builds its own state (init_worker)
@@ -74,14 +74,26 @@ def init_worker(config: Mapping[str, Any]) -> None:
     "call_timeout": None | seconds per call into the system,
     "preload": load the embedder's model now, on a thread of its own, while the worker's
     first tasks are read and tokenized (a worker that will embed: prep's; its tasks wait for
-    the load with `embedder_ready`)}
+    the load with `embedder_ready`),
+    "threads": None | BLAS / OpenMP / torch threads for the system (`recallbench.threads`),
+    set before the system is built and kept until `close_worker`}
+
+    Then the system's optional `setup()` runs, once, through the boundary: a plugin loads
+    its model there (once per worker process) rather than in every `open_store`.
     """
     from recallbench.embedding import use_device
     from recallbench.systems import get_system
+    from recallbench.threads import limit_threads
 
     close_worker()
+    settings = contextlib.ExitStack()
+    settings.enter_context(limit_threads(config.get("threads")))
+    _STATE["settings"] = settings
     system = get_system(config["system"])
     guard = Boundary(config["system"], config.get("call_timeout"))
+    setup = getattr(system, "setup", None)
+    if callable(setup):
+        guard.call("setup", None, setup)
     loading = None
     if getattr(system, "embedder", None) is not None:
         use_device(system.embedder, config.get("device") or "auto")
@@ -179,7 +191,10 @@ def close_worker() -> None:
     cache = _STATE.get("cache")
     if cache is not None:
         cache.close()
+    settings = _STATE.get("settings")
     _STATE.clear()
+    if settings is not None:  # the thread settings of this process as they were
+        settings.close()
 
 
 def run_batch(batch: Mapping[str, Any]) -> list[Any]:
@@ -358,13 +373,9 @@ def build_store(scope: Scope, directory: Path) -> tuple[Any, dict[str, Any]]:
 
     Hydrate keeps it; query builds a transient one inside its task; a round trip rebuilds a
     transient source."""
-    from recallbench.systems.base import StoreRecord
-
     under_test, boundary = system(), guard()
     where = f"scope {scope.scope_id}"
-    records = [
-        StoreRecord(m.memory_id, m.identifier, m.text, m.importance, m.tags) for m in scope.memories
-    ]
+    records = store_records(scope, structured(under_test))
     start = time.perf_counter()
     store = boundary.call("open_store", where, under_test.open_store, directory, vectors=vectors())
     try:
@@ -376,3 +387,34 @@ def build_store(scope: Scope, directory: Path) -> tuple[Any, dict[str, Any]]:
         close_quietly(store, where)
         raise
     return store, {"ingest_seconds": seconds, "records": stored}
+
+
+def store_records(scope: Scope, with_structure: bool) -> list[Any]:
+    """The scope's memories as the system receives them: `StoreRecord`s, with their turns
+    and session date only for a system that asked for structure."""
+    from recallbench.systems.base import StoreRecord
+
+    if not with_structure:
+        return [
+            StoreRecord(m.memory_id, m.identifier, m.text, m.importance, m.tags)
+            for m in scope.memories
+        ]
+    return [
+        StoreRecord(m.memory_id, m.identifier, m.text, m.importance, m.tags, m.turns, m.date)
+        for m in scope.memories
+    ]
+
+
+def structured(under_test: Any) -> bool:
+    """Whether the system asked for structured records (`System.structured`)."""
+    from recallbench.systems.base import structured as asks
+
+    return asks(under_test)
+
+
+def search(store: Any, query: Query, limit: int, where: str) -> Any:
+    """`store.search(query text, limit)` through the boundary (unchecked: the caller checks
+    the hits), with `query_date=` for a system that asked for structure."""
+    if structured(system()):
+        return guard().call("search", where, store.search, query.text, limit, query_date=query.date)
+    return guard().call("search", where, store.search, query.text, limit)

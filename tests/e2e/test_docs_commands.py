@@ -65,7 +65,7 @@ def test_own_store_page_followed_verbatim(scratch_venv: Path, tmp_path: Path) ->
     env.pop("PYTHONPATH", None)
     outputs = []
     for block in blocks[1:]:  # the first block is the page's preview of the last one
-        cwd = ROOT if "tests/systems/test_systems_contract.py" in block else tmp_path
+        cwd = tmp_path
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", block],
             cwd=cwd,
@@ -80,6 +80,9 @@ def test_own_store_page_followed_verbatim(scratch_venv: Path, tmp_path: Path) ->
         o for b, o in zip(blocks[1:], outputs, strict=True) if "recallbench systems" in b
     )
     assert re.search(r"^mine\s+available", listing, re.M), listing
+    checked = next(o for b, o in zip(blocks[1:], outputs, strict=True) if "check-plugin" in b)
+    assert re.search(r"^ok +other-process: ", checked, re.M), checked
+    assert not re.search(r"^FAIL", checked, re.M), checked
     compared = next(o for b, o in zip(blocks[1:], outputs, strict=True) if "compare" in b)
     assert re.search(r"^mine vs bm25: ndcg@5 ", compared, re.M), compared
     assert re.search(r"^mine vs minilm: ndcg@5 ", compared, re.M), compared

@@ -94,7 +94,7 @@ def test_describe_systems_rows() -> None:
             "extra",
             "source",
         }
-        assert set(r["capabilities"]) <= {"clone", "embedder", "lexical"}
+        assert set(r["capabilities"]) <= {"clone", "embedder", "lexical", "structured"}
         assert (r["install_hint"] is None) == r["available"]
     builtin = {r["name"]: r for r in rows if r["source"] == "built-in"}
     assert list(builtin) == list(BUILTIN)

@@ -825,6 +825,8 @@ def _render_report(
             tables=_metric_tables(result),
             images=[_image(n, svg, caption(n)) for n, svg in (plots or {}).items()],
             truncation=result["truncation"],
+            content_loss=result.get("content_loss"),  # only for a declared input limit
+            content_loss_system=result["system"]["name"],
             roundtrip=_roundtrip_line(result),
             decision=_decision(result),
             categories=[(c, labels.get(c, c)) for c in ds["categories"]],

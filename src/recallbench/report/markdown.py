@@ -457,6 +457,8 @@ def render_markdown(
             "A long text is ranked by its opening only.",
             "",
         ]
+    if result.get("content_loss"):
+        out += content_loss_section(result["system"]["name"], result["content_loss"])
     out += ["## Five worst queries", ""]
     labels = ds["category_labels"]
     names = _primary_ranked(result)[:1]
@@ -511,3 +513,30 @@ def render_markdown(
         )
     out += [""] + [f"- {md(g)}" for g in d["guardrails"]] + [""]
     return "\n".join(out)
+
+
+def content_loss_section(system: str, loss: Mapping[str, Any]) -> list[str]:
+    """The report's "Store input limit" section: how many stored texts the store cannot have
+    seen whole under the limit its system declares, and the share of what it misses."""
+    limit = loss["input_limit"]
+    parts = []
+    if "chars_total" in loss:
+        parts.append(
+            f"{_fmt(loss['share_chars_unseen'], pct=True)} of all {loss['chars_total']:,} "
+            "stored characters"
+        )
+    if "tokens_total" in loss:
+        parts.append(
+            f"{_fmt(loss['share_tokens_unseen'], pct=True)} of all {loss['tokens_total']:,} "
+            "stored tokens"
+        )
+    return [
+        "## Store input limit",
+        "",
+        f"{loss['texts_cut']:,} of {loss['texts']:,} stored texts "
+        f"({_fmt(loss['share_cut'], pct=True)}) exceed what {md(system)} declares its stores "
+        f"keep ({md(limit['described'])}): it cannot have seen them whole"
+        + (f"; the part past the limit is {' and '.join(parts)}" if parts else "")
+        + ". A cut text is ranked by what the store kept of it.",
+        "",
+    ]

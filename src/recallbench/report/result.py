@@ -116,7 +116,7 @@ def build_result(
         _query_entry(row, scored[row["query_id"]], primary, k, memory_level)
         for row in runs["queries"]
     ]
-    return {
+    result = {
         "schema": RESULT_SCHEMA,
         "schema_version": RESULT_SCHEMA_VERSION,
         "dataset": {
@@ -154,6 +154,9 @@ def build_result(
         "roundtrip": roundtrip_view(rt),
         "decision": decision(suite, scores, rt),
     }
+    if "content_loss" in hyd:  # a system that declares what its stores keep (input_limit)
+        result["content_loss"] = hyd["content_loss"]
+    return result
 
 
 def roundtrip_view(rt: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from recallbench import worker
 from recallbench.artifacts import envelope, inputs_of, with_embedder_build
 from recallbench.spool import stream_scopes
 from recallbench.stagework import Execution, Stopwatch, run_tasks, stores_root
-from recallbench.vectorprep import Truncation, cache_spec, counted, vector_cache
+from recallbench.vectorprep import ContentLoss, Truncation, cache_spec, counted, vector_cache
 
 
 def hydrate_scope(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -42,6 +42,22 @@ def hydrate_scope(item: Mapping[str, Any]) -> dict[str, Any]:
         **facts,
         "timing": {**timing, "seconds_inside": worker.inside() - inside},
     }
+
+
+def capability_flags(system: Any) -> dict[str, bool]:
+    """What hydrate.json (and the result) records of the system's capabilities: clone,
+    embedder, lexical, and `structured` only when the system asks for structure (so the
+    result of every other system keeps its bytes)."""
+    from recallbench.systems.base import structured
+
+    flags = {
+        "clone": system.clone is not None,
+        "embedder": system.embedder is not None,
+        "lexical": bool(system.lexical),
+    }
+    if structured(system):
+        flags["structured"] = True
+    return flags
 
 
 def run_hydrate(
@@ -70,6 +86,7 @@ def run_hydrate(
     execution, timing["vector_cache"] = vector_cache(execution, system, suite_env, build_dir)
     cache = cache_spec(execution, system, suite_env)
     tally = Truncation(system)
+    loss = ContentLoss(system)  # what the store declares it cannot see of a long text
     if keep:
         resolved = root.resolve()  # once, not per scope
         items = (
@@ -78,7 +95,7 @@ def run_hydrate(
                 "scope": scope,
                 "directory": str(worker.store_dir(resolved, i)),
             }
-            for i, scope in counted(stream_scopes(suite_env), tally)
+            for i, scope in counted(stream_scopes(suite_env), tally, loss)
         )
         stores, ingest, inside = [], 0.0, 0.0
         for result in run_tasks(
@@ -107,8 +124,11 @@ def run_hydrate(
             records_per_second=records / ingest if ingest > 0 else None,
         )
     made = timing["vector_cache"]
-    if not keep and tally.counting and made is None:  # transient: count in a pass of its own
-        for _ in counted(stream_scopes(suite_env), tally):
+    # transient: count in a pass of its own (prep's count of the same texts when it made
+    # the cache just now)
+    recount = [t for t in (tally, loss) if t.counting and (t is loss or made is None)]
+    if not keep and recount:
+        for _ in counted(stream_scopes(suite_env), *recount):
             pass
     from recallbench.boundary import Boundary
     from recallbench.systems.registry import provider
@@ -123,17 +143,17 @@ def run_hydrate(
         # beside the result document (in the results envelope), never compared by a baseline
         "provider": provider(system_name),
         "call_timeout": execution.call_timeout,
-        "capabilities": {
-            "clone": system.clone is not None,
-            "embedder": system.embedder is not None,
-            "lexical": bool(system.lexical),
-        },
+        # the system's BLAS / OpenMP / torch threads per worker (None: the libraries' own)
+        "threads": execution.threads,
+        "capabilities": capability_flags(system),
         "mode": "kept" if keep else "transient",
         "stores": stores,
         # a transient plan whose cache prep made just now takes prep's count of the same
         # texts by the same system, instead of a second pass over the spool
         "truncation": made["truncation"] if not keep and made is not None else tally.report(),
     }
+    if loss.counting:  # only for a system that declares an input limit (others: no key)
+        data["content_loss"] = loss.report()
     timing["wall_seconds"] = watch.seconds()
     env = envelope("hydrate", data, inputs_of(suite_env))
     return with_embedder_build(env, cache), timing

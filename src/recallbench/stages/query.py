@@ -109,7 +109,7 @@ def _widened_search(
     latencies = []
     while True:
         start = time.perf_counter()
-        hits = guard.call("search", where, store.search, query.text, limit)
+        hits = worker.search(store, query, limit, where)
         latencies.append((time.perf_counter() - start) * 1000.0)
         # the boundary checks types, ids stored in this scope, finite scores, no repeats
         hits = guard.hits(hits, limit, memories, where)
@@ -140,7 +140,7 @@ def search_scope(
         hits, limit, samples = _widened_search(store, q, memories, levels, top_k, count, where)
         for _ in range(repeat - 1):
             start = time.perf_counter()
-            again = guard.call("search", where, store.search, q.text, limit)
+            again = worker.search(store, q, limit, where)
             samples.append((time.perf_counter() - start) * 1000.0)
             again = guard.hits(again, limit, memories, where)
             if again != hits:
@@ -189,7 +189,7 @@ def search_scope(
             if count <= limit:
                 deep = ids
             else:
-                deeper = guard.call("search", where, store.search, q.text, count)
+                deeper = worker.search(store, q, count, where)
                 deep = [h.memory_id for h in guard.hits(deeper, count, memories, where)]
             for level, gone in missed.items():
                 deep_ranking = level_ranking(deep, memories, level)
@@ -382,6 +382,7 @@ def run_query(
         "levels": levels,
         "store_mode": hyd["mode"],
         "call_timeout": execution.call_timeout,
+        "threads": execution.threads,
         "scopes": scopes,
         "queries": rows.rows(),
     }

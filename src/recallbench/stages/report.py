@@ -157,6 +157,12 @@ def build_report(
             "hydrate": hydrate_env["data"].get("call_timeout"),
             "query": runs_env["data"].get("call_timeout"),
         },
+        # the system's BLAS / OpenMP / torch threads per worker (`--threads`; None: the
+        # libraries' defaults; absent: made before recallbench set them)
+        "threads": {
+            "hydrate": hydrate_env["data"].get("threads", "unset"),
+            "query": runs_env["data"].get("threads", "unset"),
+        },
     }
     svgs: dict[str, bytes] = {}
     if plots:

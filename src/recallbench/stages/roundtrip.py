@@ -98,9 +98,7 @@ def _search_again(
     for q in queries:
         where = f"scope {scope.scope_id}, query {q.query_id} (the restored clone)"
         limit = limits[q.query_id]
-        hits = guard.hits(
-            guard.call("search", where, store.search, q.text, limit), limit, memories, where
-        )
+        hits = guard.hits(worker.search(store, q, limit, where), limit, memories, where)
         after = [{"memory_id": h.memory_id, "score": h.score} for h in hits]
         out[q.query_id] = compare_rankings(before[q.query_id], after)
     return out

@@ -13,7 +13,11 @@ stage then reports "n/a: <system> has no clone path" rather than failing):
   `corruptions` of a package for the tamper check;
 * `System.embedder` (`Embedder`): vectors for the prep cache (`open_store(vectors=...)`), the
   model's maximum input length and token counts (`truncation_report`);
-* `System.lexical`: `Store.lexical_matches()` exists (diagnostics for "why missed").
+* `System.lexical`: `Store.lexical_matches()` exists (diagnostics for "why missed");
+* `System.structured` (plugin API 1.1): the system wants structure. Its records then carry
+  the dataset's turns (`Turn`) and session date where the dataset has them, and its
+  stores' `search` is called with `query_date=` (the question's date, or None). A system
+  without the attribute gets neither: records as before, `search(query, top_k)`.
 
 This module is what a plugin implements and what the harness calls; the helpers the
 built-in systems share (and a plugin may use) are in `recallbench.systems.kit`. A plugin
@@ -31,17 +35,25 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from recallbench.errors import RecallbenchError
+from recallbench.model import Turn as Turn  # a structured record's turn (the seam's name)
 
 
 @dataclass(frozen=True)
 class StoreRecord:
-    """One memory as the system sees it. `memory_id` must be opaque to the system."""
+    """One memory as the system sees it. `memory_id` must be opaque to the system.
+
+    `turns` and `session_date` (plugin API 1.1) are filled only for a system that declares
+    `structured = True`, and only where the dataset has them: the memory's turns (`Turn`:
+    text, role or speaker, turn id = 1-based position in its session, timestamp) and its
+    session's date, verbatim as the dataset writes it. Otherwise `()` and None."""
 
     memory_id: str
     identifier: str
     text: str
     importance: float = 0.5
     tags: tuple[str, ...] = ()
+    turns: tuple[Turn, ...] = ()
+    session_date: str | None = None
 
 
 @dataclass(frozen=True)
@@ -142,7 +154,10 @@ class Store(Protocol):
         """Store all records; return how many the store now holds. Ids must be new."""
 
     def search(self, query: str, top_k: int) -> list[Hit]:
-        """The system's production search, at most `top_k` results in its own order."""
+        """The system's production search, at most `top_k` results in its own order.
+
+        A `structured` system's stores are called as `search(query, top_k,
+        query_date=DATE)` (DATE: the question's date as the dataset writes it, or None)."""
 
     def count(self) -> int:
         """Records held now."""
@@ -156,6 +171,10 @@ class Store(Protocol):
         """
 
     def close(self) -> None: ...
+
+    # optional (plugin API 1.1): `texts()` -> iterable of (memory id, text), every record's
+    # text read back through the store's own API; `recallbench check-plugin` compares them
+    # with the texts ingested (without it: the digest with `records_digest` of them)
 
 
 @runtime_checkable
@@ -218,6 +237,13 @@ class System(Protocol):
     clone: ClonePath | None
     embedder: Embedder | None
     lexical: bool
+    #: optional (absent: False): records carry turns and dates, searches the query's date
+    structured: bool
+    #: optional (absent: None): what its stores see of a text (`InputLimit`)
+    input_limit: InputLimit | None
+    # optional (plugin API 1.1): `setup()`, called once in each worker process (through the
+    # boundary, after its thread settings, before any store is opened there): load a model
+    # once per process there, not in every `open_store`
 
     def configuration(self) -> dict[str, Any]:
         """The configuration actually in use, read from the system (never retyped)."""
@@ -225,7 +251,10 @@ class System(Protocol):
     def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> Store:
         """A fresh, empty store inside `directory` (FileExistsError if one is there).
 
-        With `vectors`, the store takes every vector (stored texts and queries) from the
+        Directories are reused: a store may be opened where an earlier store of this process
+        was closed and deleted (a worker's transient stores alternate between two), so a
+        store keeps nothing per path after `close()` (`recallbench check-plugin`'s
+        `path-reuse` check). With `vectors`, the store takes every vector (stored texts and queries) from the
         lookup instead of embedding; systems without an embedder ignore it."""
 
     def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> Store:
@@ -239,7 +268,8 @@ class System(Protocol):
 
 
 def capabilities(system: System) -> list[str]:
-    """The capability names a system has: `clone`, `embedder`, `lexical` (in that order)."""
+    """The capability names a system has: `clone`, `embedder`, `lexical`, `structured` (in
+    that order)."""
     out = []
     if getattr(system, "clone", None) is not None:
         out.append("clone")
@@ -247,7 +277,14 @@ def capabilities(system: System) -> list[str]:
         out.append("embedder")
     if getattr(system, "lexical", False):
         out.append("lexical")
+    if structured(system):
+        out.append("structured")
     return out
+
+
+def structured(system: Any) -> bool:
+    """Whether `system` asks for structured records (`System.structured`, absent: no)."""
+    return getattr(system, "structured", False) is True
 
 
 # --------------------------------------------------------------------------- diagnostics
@@ -291,6 +328,117 @@ def truncation_shares(counts: Mapping[str, Any]) -> dict[str, Any]:
         "share_unseen_of_long_texts": unseen / long if long else 0.0,
         "share_unseen": unseen / total if total else 0.0,
     }
+
+
+@dataclass(frozen=True)
+class InputLimit:
+    """What a system's stores see of a memory's text (plugin API 1.1): a system declares it
+    as its optional `input_limit` (absent or None: every text whole).
+
+    `chars`: the store keeps (or looks at) at most this many characters of a text;
+    `tokens`: at most this many tokens of its internal model `model` (its identity, e.g.
+    ``"BAAI/bge-small-en-v1.5"``), counted by `token_counts` (texts -> tokens each, as the
+    model counts them; required with `tokens`). A text longer than either is one the store
+    cannot have seen whole: runs report their share (hydrate's `content_loss`), and
+    `recallbench check-plugin` accepts such a text read back altered (any other alteration
+    fails it)."""
+
+    chars: int | None = None
+    tokens: int | None = None
+    model: str | None = None
+    token_counts: Callable[[Sequence[str]], Sequence[int]] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("chars", "tokens"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"InputLimit.{name} must be a whole number, not {value!r}")
+            if value is not None and value < 1:
+                raise ValueError(f"InputLimit.{name} must be at least 1, not {value}")
+        if self.chars is None and self.tokens is None:
+            raise ValueError("InputLimit needs chars or tokens")
+        if self.tokens is not None and self.token_counts is None:
+            raise ValueError("InputLimit(tokens=...) needs token_counts (texts -> tokens each)")
+
+
+def describe_input_limit(limit: InputLimit) -> str:
+    """The limit in words: "1,000 characters", "512 tokens of BAAI/bge-small-en-v1.5"."""
+    parts = []
+    if limit.chars is not None:
+        parts.append(f"{limit.chars:,} characters")
+    if limit.tokens is not None:
+        parts.append(f"{limit.tokens:,} tokens" + (f" of {limit.model}" if limit.model else ""))
+    return " and ".join(parts)
+
+
+def content_cuts(limit: InputLimit, texts: Sequence[str]) -> dict[str, Any]:
+    """Which of `texts` the store cannot have seen whole under `limit` (`cut`: their
+    positions) and the counts of what it misses: `texts`, `texts_cut`, and per unit
+    declared the total and the part past the limit (`chars_total`, `chars_unseen`;
+    `tokens_total`, `tokens_unseen`)."""
+    cut: set[int] = set()
+    counts: dict[str, Any] = {"texts": len(texts)}
+    if limit.chars is not None:
+        lengths = [len(t) for t in texts]
+        cut.update(i for i, n in enumerate(lengths) if n > limit.chars)
+        counts["chars_total"] = sum(lengths)
+        counts["chars_unseen"] = sum(n - limit.chars for n in lengths if n > limit.chars)
+    if limit.tokens is not None and limit.token_counts is not None:
+        tokens = [int(n) for n in limit.token_counts(list(texts))]
+        if len(tokens) != len(texts):
+            raise RecallbenchError(
+                f"input_limit.token_counts returned {len(tokens)} counts for {len(texts)} texts"
+            )
+        cut.update(i for i, n in enumerate(tokens) if n > limit.tokens)
+        counts["tokens_total"] = sum(tokens)
+        counts["tokens_unseen"] = sum(n - limit.tokens for n in tokens if n > limit.tokens)
+    counts["texts_cut"] = len(cut)
+    return {"cut": sorted(cut), **counts}
+
+
+def declared_input_limit(system: Any) -> InputLimit | None:
+    """The system's `input_limit` (None when it declares none; a RecallbenchError naming the
+    system when it is not an `InputLimit`)."""
+    limit = getattr(system, "input_limit", None)
+    if limit is not None and not isinstance(limit, InputLimit):
+        raise RecallbenchError(
+            f"system '{getattr(system, 'name', '?')}': input_limit is {type(limit).__name__}, "
+            "not a recallbench.plugin.InputLimit"
+        )
+    return limit
+
+
+#: the counts of `content_cuts` that add up over scopes
+CONTENT_COUNTS = (
+    "texts",
+    "texts_cut",
+    "chars_total",
+    "chars_unseen",
+    "tokens_total",
+    "tokens_unseen",
+)
+
+
+def content_loss_report(limit: InputLimit, counts: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run records of a declared input limit: the limit (`chars`, `tokens`, `model`,
+    `described`), the counts of `content_cuts` (or their sums over scopes) and the shares:
+    `share_cut` = texts the store cannot have seen whole / texts, and per unit declared the
+    share of all stored characters (tokens) past the limit."""
+    out: dict[str, Any] = {
+        "input_limit": {
+            "chars": limit.chars,
+            "tokens": limit.tokens,
+            "model": limit.model,
+            "described": describe_input_limit(limit),
+        },
+        **{key: counts[key] for key in CONTENT_COUNTS if key in counts},
+    }
+    out["share_cut"] = out["texts_cut"] / out["texts"] if out["texts"] else 0.0
+    for unit in ("chars", "tokens"):
+        if f"{unit}_total" in out:
+            total = out[f"{unit}_total"]
+            out[f"share_{unit}_unseen"] = out[f"{unit}_unseen"] / total if total else 0.0
+    return out
 
 
 #: names that moved to `recallbench.systems.kit` in 0.1.0; importing them from here works

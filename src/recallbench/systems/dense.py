@@ -168,8 +168,12 @@ class DenseStore:
     def count(self) -> int:
         return len(self._records)
 
+    def texts(self) -> list[tuple[str, str]]:
+        """(memory id, text) of every record it holds (the content check's read-back)."""
+        return [(r.memory_id, r.text) for r in self._records]
+
     def digest(self) -> str:
-        return records_digest((r.memory_id, r.text) for r in self._records)
+        return records_digest(self.texts())
 
     def close(self) -> None:
         self._records = []

@@ -131,6 +131,19 @@ class FusionStore:
     def count(self) -> int:
         return min(store.count() for store in self.stores)
 
+    def texts(self) -> list[tuple[str, str]]:
+        """(memory id, text) of every record, as each child reads them back (a RecallbenchError
+        when the children hold different texts, or one cannot read them back)."""
+        held = []
+        for child, store in zip(self._system.children, self.stores, strict=True):
+            read = getattr(store, "texts", None)
+            if not callable(read):
+                raise RecallbenchError(f"{child.name}'s store cannot read its texts back")
+            held.append(sorted(read()))
+        if any(pairs != held[0] for pairs in held[1:]):
+            raise RecallbenchError(f"{self._system.name}: its children hold different texts")
+        return held[0]
+
     def digest(self) -> str:
         """Over each child's own digest (they agree when every child holds the same records)."""
         pairs = [

@@ -18,6 +18,7 @@ import orjson
 
 from recallbench.artifacts import atomic_write_bytes, file_sha256
 from recallbench.errors import RecallbenchError
+from recallbench.model import Turn
 from recallbench.systems.base import Corruption, PackageInfo, SnapshotRejected, StoreRecord
 
 MANIFEST = "manifest.json"
@@ -172,19 +173,28 @@ def jsonl_records(path: Path) -> list[StoreRecord]:
                         raw["text"],
                         raw["importance"],
                         tuple(raw["tags"]),
+                        tuple(Turn.from_dict(t) for t in raw.get("turns", ())),
+                        raw.get("session_date"),
                     )
                 )
     return out
 
 
 def record_json(r: StoreRecord) -> Mapping[str, Any]:
-    return {
+    """A record as one JSON object; its structure (turns, session date) only when it has
+    some, so a package of plain records keeps its bytes."""
+    out: dict[str, Any] = {
         "memory_id": r.memory_id,
         "identifier": r.identifier,
         "text": r.text,
         "importance": r.importance,
         "tags": list(r.tags),
     }
+    if r.turns:
+        out["turns"] = [turn.to_dict() for turn in r.turns]
+    if r.session_date is not None:
+        out["session_date"] = r.session_date
+    return out
 
 
 def jsonl_bytes(records: Iterable[StoreRecord]) -> bytes:

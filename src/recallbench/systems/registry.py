@@ -120,7 +120,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 #: Capability names, in the order they are listed.
-CAPABILITIES: tuple[str, ...] = ("clone", "embedder", "lexical")
+CAPABILITIES: tuple[str, ...] = ("clone", "embedder", "lexical", "structured")
 
 
 class Registration(NamedTuple):
@@ -340,27 +340,35 @@ def get_system(name: str = DEFAULT_SYSTEM) -> System:
 def describe_systems() -> list[dict[str, Any]]:
     """One dict per system (`system_names()` order): name, description (one line),
     available, install_hint (None when available), capabilities, extra, source."""
-    out = []
-    for name in BUILTIN:
-        reg = _builtin(name)
-        missing = _missing_for(reg.extra)
-        ambiguous = _ambiguity(name)
-        out.append(
-            {
-                "name": name,
-                "description": reg.description,
-                "available": not missing and ambiguous is None,
-                "install_hint": ambiguous
-                or (_extra_hint(reg.extra) if missing and reg.extra else None),
-                "capabilities": list(reg.capabilities),
-                "extra": reg.extra,
-                "source": "built-in",
-            }
-        )
+    out = [_describe_builtin(name) for name in BUILTIN]
     eps = _entry_points()
     for name in system_names()[len(BUILTIN) :]:
         out.append(_describe_plugin(name, eps[name]))
     return out
+
+
+def describe_system(name: str) -> dict[str, Any] | None:
+    """`describe_systems()`'s row of system `name` alone (no other plugin is loaded), or None
+    for a name no system has."""
+    if name in BUILTIN:
+        return _describe_builtin(name)
+    ep = _entry_points().get(name)
+    return None if ep is None else _describe_plugin(name, ep)
+
+
+def _describe_builtin(name: str) -> dict[str, Any]:
+    reg = _builtin(name)
+    missing = _missing_for(reg.extra)
+    ambiguous = _ambiguity(name)
+    return {
+        "name": name,
+        "description": reg.description,
+        "available": not missing and ambiguous is None,
+        "install_hint": ambiguous or (_extra_hint(reg.extra) if missing and reg.extra else None),
+        "capabilities": list(reg.capabilities),
+        "extra": reg.extra,
+        "source": "built-in",
+    }
 
 
 def _describe_plugin(name: str, ep: importlib.metadata.EntryPoint) -> dict[str, Any]:

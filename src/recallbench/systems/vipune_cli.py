@@ -7,7 +7,10 @@ systems are listed as unavailable with how to get it. One SQLite database per st
 
 * ingest: `vipune --json --db-path DB -p recallbench add --force -m '{"memory_id": ...}'
   TEXT`, one call per memory (`--force`: vipune otherwise refuses a text whose similarity
-  to a stored one is >= 0.85); vipune makes its own ids, mapped to ours in `ids.json`;
+  to a stored one is >= 0.85); vipune makes its own ids, mapped to ours in `ids.json`.
+  There is no batch form to use instead: vipune 0.1.8's `add` takes exactly one TEXT
+  argument (`Commands::Add { text, metadata, force }`, src/commands.rs), reads no stdin or
+  file, and its CLI reference's "batch import" is a shell loop of `vipune add`;
 * search: `vipune --json --db-path DB -p recallbench search [--hybrid] --recency 0
   -l TOP_K QUERY` (recency 0: its default 0.3 mixes in the insertion time), vipune's order
   and score; `vipune` is its hybrid search (FTS5 + semantic, RRF k = 25), `vipune-semantic`

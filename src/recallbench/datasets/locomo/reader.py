@@ -33,6 +33,10 @@ Mapping onto the internal model (`recallbench.model`):
   surrounding whitespace removed). Speaker and text are kept verbatim; dates, ``img_url``,
   ``query`` and the annotation keys (``event_summary``, ``observation``,
   ``session_summary``) are not part of any text.
+* **Structure** (only for a system that declares `structured`, see `model.Turn`): each
+  memory carries its turns (speaker, the text after the speaker prefix, position in the
+  session as turn id) and its session's ``session_N_date_time``, verbatim; questions have
+  no date in LoCoMo.
 * **No leakage.** Memory ids are opaque: ``"m" + sha256(f"{sample_id}\\x1f{unit_id}")[:20]``
   (unit_id = the session or turn id); the identifier is the constant ``locomo``. Memories of
   one conversation with identical text (e.g. two turns "A: Thanks!") are stored once, as
@@ -85,6 +89,7 @@ from recallbench.ids import opaque_id
 from recallbench.measures import LOCOMO as LOCOMO_FAMILY
 from recallbench.measures import family_measures
 from recallbench.model import Drop, Level, Memory, Query, Scope
+from recallbench.model import Turn as ModelTurn
 
 NAME = "locomo"
 #: HotMem's project/organisation scope for every stored memory.
@@ -184,6 +189,14 @@ def turn_text(speaker: str, text: str, blip_caption: str | None = None) -> str:
     return out
 
 
+def model_turns(turns: Sequence[Turn], first: int = 1) -> tuple[ModelTurn, ...]:
+    """Turns as a structured record carries them (speaker and content; the turn id is the
+    1-based position in the session, from `first`)."""
+    return tuple(
+        ModelTurn(t.content, speaker=t.speaker, turn_id=str(first + i)) for i, t in enumerate(turns)
+    )
+
+
 # -- checked records ---------------------------------------------------------------------
 
 
@@ -193,6 +206,8 @@ class Turn:
     session_id: str  # D<N> of the session whose list holds the turn
     text: str  # the stored text (speaker prefix, image caption)
     has_image: bool
+    speaker: str = ""  # verbatim (a structured record's turn)
+    content: str = ""  # the text without the speaker prefix (image caption kept)
 
 
 @dataclass(frozen=True)
@@ -200,6 +215,7 @@ class Session:
     session_id: str
     number: int
     turns: tuple[Turn, ...]
+    date: str | None = None  # session_N_date_time, verbatim (a structured record's date)
 
 
 @dataclass(frozen=True)
@@ -319,15 +335,19 @@ def check_sample(raw: Any, index: int, path: Path) -> Sample:
                 )
             img = turn.get("img_url")
             has_image = bool(img) or bool(caption and caption.strip())
+            text = turn_text(turn["speaker"], turn["text"], caption)
             turns.append(
                 Turn(
                     turn_id=turn_key_id(turn_key),
                     session_id=sess,
-                    text=turn_text(turn["speaker"], turn["text"], caption),
+                    text=text,
                     has_image=has_image,
+                    speaker=turn["speaker"],
+                    content=text[len(turn["speaker"]) + 2 :],
                 )
             )
-        sessions.append(Session(sess, number, tuple(turns)))
+        date = conversation.get(f"session_{number}_date_time")
+        sessions.append(Session(sess, number, tuple(turns), date))
     with_turns = {s.number for s in sessions}
 
     questions: list[Question] = []
@@ -614,13 +634,18 @@ class LoCoMoSource:
     def _memories(self, sample: Sample, counts: _Counts) -> tuple[Memory, ...]:
         """One memory per unit, identical texts merged (in conversation order)."""
         by_text: dict[str, list[tuple[str, str]]] = {}  # text -> [(unit id, session id)]
+        #: each text's structure: the turns and the session date of its first holder
+        structure: dict[str, tuple[tuple[ModelTurn, ...], str | None]] = {}
         for session in sample.sessions:
             if self.unit == "session":
                 text = "\n".join(t.text for t in session.turns)
                 by_text.setdefault(text, []).append((session.session_id, session.session_id))
+                structure.setdefault(text, (model_turns(session.turns), session.date))
             else:
-                for turn in session.turns:
+                for position, turn in enumerate(session.turns, 1):
                     by_text.setdefault(turn.text, []).append((turn.turn_id, session.session_id))
+                    turns = model_turns([turn], first=position)
+                    structure.setdefault(turn.text, (turns, session.date))
         memories = []
         for text, owners in by_text.items():
             counts.merged_duplicate_texts += len(owners) - 1
@@ -629,12 +654,15 @@ class LoCoMoSource:
                 units: dict[str, tuple[str, ...]] = {"session": sessions}
             else:
                 units = {"turn": tuple(u for u, _ in owners), "session": sessions}
+            turns, date = structure[text]
             memories.append(
                 Memory(
                     memory_id=opaque_id(sample.sample_id, owners[0][0]),
                     text=text,
                     units=units,
                     identifier=STORE_IDENTIFIER,
+                    turns=turns,
+                    date=date,
                 )
             )
         if len({m.memory_id for m in memories}) != len(memories):  # pragma: no cover

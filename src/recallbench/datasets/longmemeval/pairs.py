@@ -18,6 +18,10 @@
   stays on the harness side (the memory's `units`, which never reach the store).
   Sessions whose texts are identical are stored once (HotMem keeps one row per
   identifier + text) and a hit on that row stands for all of them, in haystack order.
+* Structure (for a system that asks for it, `model.Turn`): a session memory carries every
+  turn of its session (both roles, whatever ``session_text``) and the session's
+  ``haystack_dates`` entry; a turn memory carries its turn and its session's date; the
+  query carries ``question_date``. Turn ids are positions in the session, never dataset ids.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import TYPE_CHECKING
 from recallbench.datasets.base import UNITS as UNITS
 from recallbench.ids import opaque_id
 from recallbench.model import Drop, Memory, Query, Scope
+from recallbench.model import Turn as ModelTurn
 
 if TYPE_CHECKING:
     from recallbench.datasets.longmemeval.records import Instance, Turn
@@ -196,6 +201,16 @@ def classify(
     return info
 
 
+def _model_turns(turns: Sequence[Turn], first: int = 1) -> tuple[ModelTurn, ...]:
+    """A session's turns (or one turn, at its 1-based position `first`) as a structured
+    record carries them: role and content; the turn id is the position, never the dataset's
+    turn id (which holds the session id, and names gold sessions 'answer_...')."""
+    return tuple(
+        ModelTurn(turn.content, role=turn.role, turn_id=str(first + i))
+        for i, turn in enumerate(turns)
+    )
+
+
 def _turn_units(inst: Instance, position: int, mode: str) -> list[tuple[str, str]]:
     """(turn id, text) of one session's indexed turns: ids as LongMemEval's run_retrieval.py
     makes them (session id + '_' + 1-based position among all turns); user turns only in
@@ -235,18 +250,25 @@ def make_scope(
     official = gold == GOLD_OFFICIAL
     keep, _ = _unique_sessions(inst)
     by_text: dict[str, tuple[list[str], list[str], list[str]]] = {}
+    #: each text's structure: the turns and the session date of its first holder
+    structure: dict[str, tuple[tuple[ModelTurn, ...], str | None]] = {}
     turn_gold: dict[str, int] = {}
     for i in keep:
         sid = inst.session_ids[i]
+        date = inst.dates[i] if inst.dates is not None else None
         if unit == "session":
-            entry = by_text.setdefault(session_text(inst.sessions[i], mode), ([], [], []))
+            text = session_text(inst.sessions[i], mode)
+            entry = by_text.setdefault(text, ([], [], []))
+            structure.setdefault(text, (_model_turns(inst.sessions[i]), date))
             entry[1].append(sid)
             entry[2].append(sid)
             continue
         turns = inst.sessions[i]
         for turn_id, text in _turn_units(inst, i, mode):
-            turn = turns[int(turn_id.rsplit("_", 1)[1]) - 1]
+            position = int(turn_id.rsplit("_", 1)[1])
+            turn = turns[position - 1]
             entry = by_text.setdefault(text, ([], [], []))
+            structure.setdefault(text, (_model_turns([turn], first=position), date))
             entry[0].append(turn_id)
             session_unit = official_session_unit(sid, turn) if official else sid
             if session_unit not in entry[1]:
@@ -263,8 +285,16 @@ def make_scope(
             units = {"turn": tuple(turn_ids), "session": tuple(session_ids)}
         if official:
             units[DEFAULT_RULE_LEVEL] = tuple(real_ids)
+        turns, date = structure[text]
         memories.append(
-            Memory(opaque_id(inst.question_id, first), text, units, identifier=STORE_IDENTIFIER)
+            Memory(
+                opaque_id(inst.question_id, first),
+                text,
+                units,
+                identifier=STORE_IDENTIFIER,
+                turns=turns,
+                date=date,
+            )
         )
     if len({m.memory_id for m in memories}) != len(memories):  # pragma: no cover - sha256
         raise RuntimeError(f"opaque id collision in question {inst.question_id}")
@@ -277,5 +307,7 @@ def make_scope(
         relevance = {"session": {sid: 2 for sid in verdict.gold}}
     if unit == "turn":
         relevance["turn"] = turn_gold
-    query = Query(inst.question_id, inst.question_type, inst.question, relevance)
+    query = Query(
+        inst.question_id, inst.question_type, inst.question, relevance, date=inst.question_date
+    )
     return Scope(inst.question_id, tuple(memories), (query,)), verdict
