@@ -35,6 +35,7 @@ from recallbench.options import (
     DEVICES,
     DatasetCommand,
     SystemChoice,
+    absolute_path,
     dataset_inputs,
     dataset_options,
     execution_options,
@@ -285,6 +286,7 @@ class _MainGroup(OneLineErrors, click.Group):
     default=Path("build"),
     show_default=True,
     envvar="RECALLBENCH_BUILD_DIR",
+    callback=absolute_path,
     help="Where artifacts, stores and reports are written.",
 )
 @click.option(
@@ -570,6 +572,7 @@ def decide_cmd(ctx: Context) -> None:
     "--cache",
     type=click.Path(file_okay=False, path_type=Path),
     required=True,
+    callback=absolute_path,
     help="Directory of the vector cache to write (the previous cache there stays valid "
     "until the new one is complete).",
 )

@@ -26,6 +26,19 @@ DEFAULT_TOP_K = {name: spec.top_k for name, spec in DATASETS.items()}
 DATASET_ARGS = "dataset_args"
 
 
+def absolute_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A path option's value made absolute once, when the command line is parsed (before
+    any system's code runs): a system that calls `os.chdir` cannot move where a command
+    reads or writes (issue 38). Leaves None, and a value when the current directory is
+    gone, as they are."""
+    if value is None:
+        return None
+    try:
+        return Path(value).absolute()
+    except OSError:  # the current directory was removed: nothing to resolve against
+        return value
+
+
 def _compose(*decorators: Callable) -> Callable:
     def apply(fn: Callable) -> Callable:
         for decorator in reversed(decorators):
@@ -78,7 +91,15 @@ def _dataset_params(base: Path, shown: str | None) -> list[click.Parameter]:
             default = f" [default: {where}]"
         text = f"{option.help} ({', '.join(owners)}){default}."
         kind = file if option.type == "file" else click.Choice(option.choices)
-        params.append(click.Option([option.flag], type=kind, default=None, help=text))
+        params.append(
+            click.Option(
+                [option.flag],
+                type=kind,
+                default=None,
+                help=text,
+                callback=absolute_path if option.type == "file" else None,
+            )
+        )
     return params
 
 
@@ -169,13 +190,18 @@ def output_options(json_default: str, markdown_default: str) -> Callable:
     file = click.Path(dir_okay=False, path_type=Path)
     return _compose(
         click.option(
-            "--output", type=file, default=None, help=f"Result JSON path [default: {json_default}]."
+            "--output",
+            type=file,
+            default=None,
+            callback=absolute_path,
+            help=f"Result JSON path [default: {json_default}].",
         ),
         click.option(
             "--report",
             "report_path",
             type=file,
             default=None,
+            callback=absolute_path,
             help=f"Markdown report path [default: {markdown_default}].",
         ),
     )
@@ -288,6 +314,7 @@ execution_options = _compose(
         "--cache",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
+        callback=absolute_path,
         help="Vector cache made by `recallbench prep` (no embedding at query time).",
     ),
     click.option(

@@ -321,8 +321,11 @@ def get_system(name: str = DEFAULT_SYSTEM) -> System:
     ep = _entry_points().get(name)
     if ep is None:
         raise RecallbenchError(f"unknown system '{name}' (known: {', '.join(system_names())})")
+    from recallbench.boundary import kept_cwd
+
     try:
-        system = ep.load()()
+        with kept_cwd():  # a plugin's import or factory calling os.chdir moves nothing
+            system = ep.load()()
     except (RecallbenchError, KeyboardInterrupt):
         raise
     except BaseException as exc:  # SystemExit too: a plugin must not end the harness

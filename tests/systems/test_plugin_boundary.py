@@ -1,0 +1,162 @@
+"""What a plugin returns, changes or leaves open never gives a wrong figure, moves a file or
+crashes the run (issue 38, "the plugin boundary").
+
+The plugins are real: a module and its distribution's dist-info (tests/plugindist.py) on
+the PYTHONPATH of a `recallbench` process, found through the entry points. Each system
+wraps the built-in BM25 store and does one thing a plugin may do: move the working
+directory, leave a log file open, return identifiers it was never given, scores beyond a
+float or numpy scalars.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import orjson
+import pytest
+from plugindist import (
+    assert_nothing_published,
+    install_distribution,
+    one_error_line,
+    plugin_env,
+    run_recallbench,
+)
+
+PLUGIN = '''
+"""Plugins at recallbench's boundary: BM25 with one behaviour each."""
+import functools
+import os
+
+from recallbench.plugin import Hit
+from recallbench.systems.bm25 import BM25System
+
+
+class Store:
+    def __init__(self, inner, mode):
+        self._inner, self._mode = inner, mode
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def search(self, query, top_k):
+        mode = self._mode
+        hits = self._inner.search(query, top_k)
+        if mode == "chdir":
+            os.chdir(os.environ["RB_ELSEWHERE"])
+        if mode == "foreign-identifier":
+            return [Hit(h.memory_id, h.score, "another-project") for h in hits]
+        if mode in ("huge", "float32") and hits:
+            import numpy as np
+
+            score = 10**400 if mode == "huge" else np.float32(hits[0].score)
+            return [Hit(hits[0].memory_id, score, hits[0].identifier), *hits[1:]]
+        return hits
+
+
+class System(BM25System):
+    def __init__(self, mode):
+        super().__init__(f"rb-{mode}")
+        self.mode = mode
+
+    def open_store(self, directory, *, vectors=None):
+        return Store(super().open_store(directory, vectors=vectors), self.mode)
+
+    def attach(self, directory, *, vectors=None):
+        return Store(super().attach(directory, vectors=vectors), self.mode)
+
+
+def make(mode):
+    return System(mode)
+
+
+for _mode in ("chdir", "foreign-identifier", "huge", "float32"):
+    globals()["make_" + _mode.replace("-", "_")] = functools.partial(make, _mode)
+'''
+
+SYSTEMS = ("chdir", "foreign-identifier", "huge", "float32")
+
+
+@pytest.fixture(scope="module")
+def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The distribution `boundary-rb` 0.2.0: the systems `rb-<mode>`."""
+    return install_distribution(
+        tmp_path_factory.mktemp("plugin"),
+        "boundary-rb",
+        "0.2.0",
+        {"boundary_rb.py": PLUGIN},
+        {
+            "recallbench.systems": {
+                f"rb-{mode}": f"boundary_rb:make_{mode.replace('-', '_')}" for mode in SYSTEMS
+            }
+        },
+    )
+
+
+@pytest.fixture
+def run(plugin_path: Path):
+    """`recallbench run` of a system with the plugin installed."""
+    return functools.partial(run_recallbench, plugin_env(plugin_path))
+
+
+# --------------------------------------------------------------------------- what it returns
+
+
+def test_an_identifier_the_store_was_never_given_is_one_line(run, tmp_path: Path) -> None:
+    """Issue 38: the hits' identifiers were taken on the store's word, and report.md
+    explained 19 misses with them ("another project's memory (another-project)")."""
+    build = tmp_path / "build"
+    proc = run(build, "rb-foreign-identifier")
+    assert proc.returncode == 1, proc.stderr
+    line = one_error_line(proc)
+    assert "system 'rb-foreign-identifier': search (scope suite, query " in line
+    assert "returned the identifier 'another-project' for id " in line
+    assert "which was stored with the identifier " in line
+    assert_nothing_published(build)
+
+
+def test_a_score_beyond_a_float_is_one_line(run, tmp_path: Path) -> None:
+    """Issue 38: a score of 10**400 ended the run with a 73-line OverflowError traceback."""
+    build = tmp_path / "build"
+    proc = run(build, "rb-huge")
+    assert proc.returncode == 1, proc.stderr
+    line = one_error_line(proc)
+    assert "system 'rb-huge': search (scope suite, query " in line
+    assert "returned the score an int of 1329 bits for id " in line
+    assert "beyond the range of a float; scores must be finite numbers" in line
+    assert_nothing_published(build)
+
+
+def test_numpy_scores_are_recorded_as_floats(run, tmp_path: Path) -> None:
+    """Issue 38: `np.float32` scores were refused as "scores must be finite numbers"; they
+    are real numbers, recorded as their float value."""
+    build = tmp_path / "build"
+    proc = run(build, "rb-float32")
+    assert proc.returncode == 0, proc.stderr
+    runs = orjson.loads((build / "runs.json").read_bytes())["data"]["queries"]
+    scores = [h["score"] for row in runs for h in row["hits"]]
+    assert scores and all(isinstance(s, float) for s in scores)
+
+
+# --------------------------------------------------------------------------- what it changes
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_plugin_that_changes_directory_moves_no_artifact(
+    plugin_path: Path, tmp_path: Path, workers: str
+) -> None:
+    """Issue 38: a plugin calling `os.chdir` in `search` made `run --build-dir b` write every
+    artifact into `<new cwd>/b/`, outside the locked build dir (here the run failed: the
+    round trip looked for the store there). The paths are absolute from the command line on
+    (the files the run names are), and the working directory is put back after every call."""
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir()
+    elsewhere.mkdir()
+    env = {**plugin_env(plugin_path), "RB_ELSEWHERE": str(elsewhere)}
+    proc = run_recallbench(env, "b", "rb-chdir", "--workers", workers, "--json", cwd=home)
+    assert proc.returncode == 0, proc.stderr
+    assert list(elsewhere.iterdir()) == []
+    for name in ("suite.json", "runs.json", "roundtrip.json", "results.json", "decision.json"):
+        assert (home / "b" / name).is_file(), name
+    files = orjson.loads(proc.stdout)["files"]
+    assert files[0] == str(home / "b" / "results.json")
