@@ -94,6 +94,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
 from recallbench.errors import RecallbenchError
+from recallbench.exiting import close_open_files
 from recallbench.signals import die_with_parent
 
 T = TypeVar("T")
@@ -326,6 +327,9 @@ def _init_process_worker(
     if finalizer is not None:
         # runs when the worker exits normally (the pool's shutdown), not on terminate
         util.Finalize(None, finalizer, exitpriority=10)
+    # a forked worker ends with os._exit, and a spawned one with exit_process: both after
+    # closing the files a system left open (a plugin's log), as no teardown will
+    util.Finalize(None, close_open_files, exitpriority=-50)
     if spawned:
         # the last of the exit's finalizers (multiprocessing's own run at -5 and above)
         util.Finalize(None, _end_spawned_worker, exitpriority=-100)
@@ -348,8 +352,9 @@ def _end_spawned_worker() -> None:
     the run waits for. This runs after the worker's own finalizer (`worker.close_worker`:
     its stores, cache and work directories) and multiprocessing's, at the end of the normal
     exit only (a killed or terminated worker never gets here): the rest of what the
-    interpreter's exit does (threads, `atexit` handlers, flushing stdout and stderr) and
-    then `os._exit(0)`, the exit code of a pool worker that returned (`recallbench.exiting`)."""
+    interpreter's exit does (threads, `atexit` handlers, closing open files, flushing stdout
+    and stderr) and then `os._exit(0)`, the exit code of a pool worker that returned
+    (`recallbench.exiting`)."""
     from recallbench.exiting import exit_process
 
     exit_process(0)

@@ -31,6 +31,18 @@ import os
 from recallbench.plugin import Hit
 from recallbench.systems.bm25 import BM25System
 
+_LOG = []
+
+
+def log_search():
+    """A line in a log opened once and never closed (a plugin's own debug log), and one
+    unbuffered line per search in another file: how many lines the log must hold."""
+    if not _LOG:
+        _LOG.append(open(os.environ["RB_LOG"], "a", encoding="utf-8"))
+    _LOG[0].write("searched\\n")
+    with open(os.environ["RB_LOG"] + ".count", "ab", buffering=0) as count:
+        count.write(b"x\\n")
+
 
 class Store:
     def __init__(self, inner, mode):
@@ -44,6 +56,8 @@ class Store:
         hits = self._inner.search(query, top_k)
         if mode == "chdir":
             os.chdir(os.environ["RB_ELSEWHERE"])
+        if mode == "log":
+            log_search()
         if mode == "foreign-identifier":
             return [Hit(h.memory_id, h.score, "another-project") for h in hits]
         if mode in ("huge", "float32") and hits:
@@ -70,11 +84,11 @@ def make(mode):
     return System(mode)
 
 
-for _mode in ("chdir", "foreign-identifier", "huge", "float32"):
+for _mode in ("chdir", "log", "foreign-identifier", "huge", "float32"):
     globals()["make_" + _mode.replace("-", "_")] = functools.partial(make, _mode)
 '''
 
-SYSTEMS = ("chdir", "foreign-identifier", "huge", "float32")
+SYSTEMS = ("chdir", "log", "foreign-identifier", "huge", "float32")
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +174,23 @@ def test_a_plugin_that_changes_directory_moves_no_artifact(
         assert (home / "b" / name).is_file(), name
     files = orjson.loads(proc.stdout)["files"]
     assert files[0] == str(home / "b" / "results.json")
+
+
+# --------------------------------------------------------------------------- what it leaves
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_file_a_plugin_never_closed_is_complete_after_the_fast_exit(
+    plugin_path: Path, tmp_path: Path, workers: str
+) -> None:
+    """Issue 38: the console's fast exit (`recallbench.exiting`) skipped the teardown that
+    closes (and so flushes) the files a plugin opened and never closed: its log was empty
+    after `run`, complete after Python's own exit. Each process (the command, and each
+    worker) now closes them before it ends: one line per search, as many as searches."""
+    log = tmp_path / "plugin.log"
+    env = {**plugin_env(plugin_path), "RB_LOG": str(log)}
+    proc = run_recallbench(env, tmp_path / "build", "rb-log", "--workers", workers)
+    assert proc.returncode == 0, proc.stderr
+    searches = Path(f"{log}.count").read_bytes().count(b"\n")
+    assert searches >= 57  # every query searched at least once
+    assert log.read_text(encoding="utf-8").count("searched\n") == searches

@@ -99,3 +99,35 @@ def test_output_that_cannot_be_flushed_fails_the_process() -> None:
     assert writer.stdout is not None
     writer.stdout.close()
     assert writer.wait(timeout=60) == EXIT_FLUSH_FAILED
+
+
+def test_files_left_open_are_closed_as_the_teardown_would(tmp_path: Path) -> None:
+    """Issue 38: a file written and never closed (kept in a module, and in a cycle no one
+    collected) lost what it had buffered, since the teardown that closes it is skipped.
+    Every layer is flushed before the one under it is closed: a text file, a gzip file
+    (complete only once closed: its trailer), a buffered writer; stdout still works."""
+    script = (
+        "import gc, gzip, sys\n"
+        "from recallbench.exiting import exit_process\n"
+        "gc.disable()\n"
+        f"out = {str(tmp_path)!r}\n"
+        "kept = [open(out + '/text.log', 'w'), gzip.open(out + '/log.gz', 'wt')]\n"
+        "for f in kept:\n"
+        "    f.write('line\\n' * 73)\n"
+        "cycle = {'file': open(out + '/raw.bin', 'wb')}\n"
+        "cycle['self'] = cycle\n"
+        "cycle['file'].write(b'x' * 100)\n"
+        "del cycle\n"
+        "print('still printed')\n"
+        "exit_process(0)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "still printed\n"
+    import gzip
+
+    assert (tmp_path / "text.log").read_text() == "line\n" * 73
+    assert gzip.decompress((tmp_path / "log.gz").read_bytes()).decode() == "line\n" * 73
+    assert (tmp_path / "raw.bin").read_bytes() == b"x" * 100
