@@ -190,7 +190,7 @@ class Boundary:
 
         if not isinstance(hits, list | tuple):
             raise self.failure(
-                what, where, f"returned {_kind(hits)}, not a list of recallbench Hit"
+                what, where, f"returned {kind_of(hits)}, not a list of recallbench Hit"
             )
         if len(hits) > limit:
             raise self.failure(
@@ -201,7 +201,7 @@ class Boundary:
         for rank, h in enumerate(hits, 1):
             if not isinstance(h, Hit):
                 raise self.failure(
-                    what, where, f"returned {_kind(h)} at rank {rank}, not a recallbench Hit"
+                    what, where, f"returned {kind_of(h)} at rank {rank}, not a recallbench Hit"
                 )
             memory_id, score = h.memory_id, h.score
             if not isinstance(memory_id, str) or memory_id not in stored:
@@ -259,19 +259,19 @@ class Boundary:
 
     def whole_number(self, value: Any, what: str, where: str | None) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise self.failure(what, where, f"returned {_kind(value)}, not a whole number")
+            raise self.failure(what, where, f"returned {kind_of(value)}, not a whole number")
         return int(value)
 
     def text(self, value: Any, what: str, where: str | None) -> str:
         if not isinstance(value, str):
-            raise self.failure(what, where, f"returned {_kind(value)}, not a string")
+            raise self.failure(what, where, f"returned {kind_of(value)}, not a string")
         return value
 
     def lexical(self, value: Any, stored: Mapping[str, Any], where: str) -> tuple[str, list[str]]:
         """`lexical_matches`: (matcher name, ids stored in this scope)."""
         what = "lexical_matches"
         if not (isinstance(value, list | tuple) and len(value) == 2):
-            raise self.failure(what, where, f"returned {_kind(value)}, not (matcher, ids)")
+            raise self.failure(what, where, f"returned {kind_of(value)}, not (matcher, ids)")
         matcher, ids = value
         if not isinstance(matcher, str) or not isinstance(ids, list | tuple):
             raise self.failure(what, where, "returned something other than (str, list of ids)")
@@ -290,7 +290,7 @@ class Boundary:
             raise self.failure(
                 what,
                 where,
-                f"returned {_kind(value) if n is None else n} vectors for {len(texts)} texts",
+                f"returned {kind_of(value) if n is None else n} vectors for {len(texts)} texts",
             )
         try:
             import numpy as np
@@ -309,7 +309,7 @@ class Boundary:
     def configuration(self, value: Any) -> dict[str, Any]:
         """`configuration()`: a JSON object (it is written into every artifact)."""
         if not isinstance(value, dict):
-            raise self.failure("configuration", None, f"returned {_kind(value)}, not an object")
+            raise self.failure("configuration", None, f"returned {kind_of(value)}, not an object")
         try:
             orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
         except (TypeError, orjson.JSONEncodeError) as exc:
@@ -337,7 +337,7 @@ def _score_value(score: Any) -> float | str:
     list, a complex number is the wrong type; NaN, infinity and an int beyond the float
     range (`10**400`) are not finite."""
     if isinstance(score, bool) or not isinstance(score, numbers.Real):
-        return f"a {type(score).__name__}, not a number"
+        return f"{kind_of(score)}, not a number"
     try:
         value = float(score)
     except (OverflowError, ValueError, TypeError):
@@ -353,11 +353,13 @@ def _shown(value: Any, limit: int = 60) -> str:
     try:
         text = repr(value)
     except Exception:  # a plugin's own type whose repr fails
-        text = f"a {type(value).__name__}"
+        text = kind_of(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """What `value` is, for a message: "None", "a list", "an int"."""
     if value is None:
         return "None"
-    return f"a {type(value).__name__}"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"

@@ -36,6 +36,7 @@ from recallbench.options import (
     DatasetCommand,
     SystemChoice,
     absolute_path,
+    call_timeout_option,
     dataset_inputs,
     dataset_options,
     execution_options,
@@ -515,8 +516,11 @@ def score_cmd(ctx: Context, ks: tuple[int, ...] | None, measures: tuple[str, ...
 
 @command("report")
 @output_options("BUILD/results.json", "BUILD/report.md")
+@call_timeout_option("Fail when a plugin's decision rules take longer.")
 @pass_ctx
-def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> None:
+def report_cmd(
+    ctx: Context, output: Path | None, report_path: Path | None, call_timeout: float | None
+) -> None:
     """Write the result (results.json), the Markdown report and its plots (report-plots/
     beside the report) and the HTML report (report.html beside it, its data files in
     report-data/), together."""
@@ -532,7 +536,12 @@ def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> N
     )
     envs = [ctx.read(k) for k in ("suite", "hydrate", "runs", "roundtrip")]
     envs.append(ctx.read_current("scores"))
-    report = build_report(*envs, timings=timings_for(ctx.build_dir, *envs), scratch=ctx.build_dir)
+    report = build_report(
+        *envs,
+        timings=timings_for(ctx.build_dir, *envs),
+        scratch=ctx.build_dir,
+        call_timeout=call_timeout,
+    )
     try:
         ctx.publish(report.files(output, report_path, ctx.build_dir))
     finally:
@@ -555,13 +564,20 @@ def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> N
 
 
 @command("decide")
+@call_timeout_option("Fail when a plugin's decision rules take longer.")
 @pass_ctx
-def decide_cmd(ctx: Context) -> None:
-    """Apply the dataset's decision rules to the scores and the round trip; print the
-    recommendation (decision.json)."""
+def decide_cmd(ctx: Context, call_timeout: float | None) -> None:
+    """Apply the decision rules written for the system (a plugin's for its own systems, or
+    the dataset's) to the scores and the round trip; print the recommendation
+    (decision.json)."""
     from recallbench.stages.decide import headline, run_decide
 
-    env = run_decide(ctx.read("suite"), ctx.read_current("scores"), ctx.read_current("roundtrip"))
+    env = run_decide(
+        ctx.read("suite"),
+        ctx.read_current("scores"),
+        ctx.read_current("roundtrip"),
+        call_timeout=call_timeout,
+    )
     path = ctx.write(env)
     ctx.say(f"wrote {path}")
     echo_line(headline(env["data"]))
@@ -764,7 +780,7 @@ def echo_closing(
     seconds = time.perf_counter() - started
     if as_json:
         doc = closing_json(run.result, decision, files, seconds, headline(decision))
-        click.echo(json.dumps(doc))
+        click.echo(json.dumps(doc, allow_nan=False))  # strict JSON, never a bare `NaN`
         return
     if not quiet:
         click.echo(summary_table(run.result))
@@ -1071,7 +1087,8 @@ def compare_cmd(
                     "notes": list(doc["notes"]),
                     "files": [str(f) for f in written],
                     "seconds": round(seconds, 3),
-                }
+                },
+                allow_nan=False,  # strict JSON: a NaN is a bug to see, never a bare `NaN`
             )
         )
         return

@@ -300,6 +300,20 @@ ray_address_option = click.option(
     default=None,
     help="With --executor ray: the cluster's address [default: start a local Ray].",
 )
+
+
+def call_timeout_option(help: str) -> Callable:
+    """--call-timeout SECONDS: the time limit of each call into code recallbench does not
+    control (`recallbench.boundary`); `help` says which calls."""
+    return click.option(
+        "--call-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        metavar="SECONDS",
+        help=f"{help} [default: no limit].",
+    )
+
+
 execution_options = _compose(
     executor_option,
     click.option(
@@ -317,12 +331,8 @@ execution_options = _compose(
         callback=absolute_path,
         help="Vector cache made by `recallbench prep` (no embedding at query time).",
     ),
-    click.option(
-        "--call-timeout",
-        type=click.FloatRange(min=0, min_open=True),
-        default=None,
-        metavar="SECONDS",
-        help="Fail the run when one call into the system takes longer [default: no limit].",
+    call_timeout_option(
+        "Fail the run when one call into the system, or its plugin's decision rules, takes longer."
     ),
 )
 json_option = click.option(

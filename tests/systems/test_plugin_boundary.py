@@ -26,8 +26,11 @@ from plugindist import (
 PLUGIN = '''
 """Plugins at recallbench's boundary: BM25 with one behaviour each."""
 import functools
+import math
 import os
+import time
 
+from recallbench.datasets.base import DecisionRules
 from recallbench.plugin import Hit
 from recallbench.systems.bm25 import BM25System
 
@@ -84,11 +87,45 @@ def make(mode):
     return System(mode)
 
 
-for _mode in ("chdir", "log", "foreign-identifier", "huge", "float32"):
+SYSTEMS = ("chdir", "log", "foreign-identifier", "huge", "float32", "ruled", "hung", "nan")
+for _mode in SYSTEMS:
     globals()["make_" + _mode.replace("-", "_")] = functools.partial(make, _mode)
+
+
+def decide(given, **changes):
+    k = given["top_k"]
+    made = {"policy": "rb", "rule": 1, "action": "look", "recommendation": f"look at k={k}",
+            "evidence": {}, "top_k": k, "rules": [], "guardrails": []}
+    return {**made, **changes}
+
+
+def decide_hung(evidence):
+    while True:
+        time.sleep(1)
+
+
+def decide_nan(evidence):
+    return decide(evidence, evidence={"gap": math.nan})
+
+
+RULES_RULED = DecisionRules("rb-ruled", "fixtures", ("rb-ruled",), decide)
+RULES_HUNG = DecisionRules("rb-hung", "fixtures", ("rb-hung",), decide_hung)
+RULES_NAN = DecisionRules("rb-nan", "fixtures", ("rb-nan",), decide_nan)
 '''
 
-SYSTEMS = ("chdir", "log", "foreign-identifier", "huge", "float32")
+SYSTEMS = ("chdir", "log", "foreign-identifier", "huge", "float32", "ruled", "hung", "nan")
+#: rules another package declares for a built-in system (issue 38: "rule 9: FAKE")
+FAKE_RULES = """
+from recallbench.datasets.base import DecisionRules
+
+
+def decide(evidence):
+    return {"policy": "fake", "rule": 9, "action": "x", "recommendation": "FAKE",
+            "evidence": {}, "top_k": evidence["top_k"], "rules": [], "guardrails": []}
+
+
+RULES = DecisionRules("fake", "fixtures", ("bm25", "hotmem"), decide)
+"""
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +139,11 @@ def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
         {
             "recallbench.systems": {
                 f"rb-{mode}": f"boundary_rb:make_{mode.replace('-', '_')}" for mode in SYSTEMS
-            }
+            },
+            "recallbench.rules": {
+                f"rb-{mode}": f"boundary_rb:RULES_{mode.upper()}"
+                for mode in ("ruled", "hung", "nan")
+            },
         },
     )
 
@@ -194,3 +235,93 @@ def test_a_file_a_plugin_never_closed_is_complete_after_the_fast_exit(
     searches = Path(f"{log}.count").read_bytes().count(b"\n")
     assert searches >= 57  # every query searched at least once
     assert log.read_text(encoding="utf-8").count("searched\n") == searches
+
+
+# --------------------------------------------------------------------------- its rules
+
+
+def test_rules_for_a_built_in_from_another_package_are_refused_before_any_work(
+    tmp_path: Path,
+) -> None:
+    """Issue 38: any installed package could declare rules for `bm25`: `run --system bm25`
+    printed "rule 9: FAKE", report.md said "Rule 9 fired", and the package was recorded
+    nowhere. Now the run is refused in one line, before any stage runs."""
+    fake = install_distribution(
+        tmp_path / "fake",
+        "fake-rules",
+        "0.1",
+        {"fake_rules.py": FAKE_RULES},
+        {"recallbench.rules": {"fake": "fake_rules:RULES"}},
+    )
+    build = tmp_path / "build"
+    proc = run_recallbench(plugin_env(fake), build, "bm25")
+    assert proc.returncode == 1, proc.stderr
+    line = one_error_line(proc)
+    assert line.startswith(
+        "recallbench run: error: decision rules 'fake' (fake-rules 0.1, entry point fake = "
+        "fake_rules:RULES) are for the system 'bm25', which recallbench "
+    )
+    assert line.endswith(
+        "provides: only the package that provides a system may declare its rules; "
+        "uninstall fake-rules"
+    )
+    assert "FAKE" not in proc.stdout
+    assert not build.exists() or sorted(p.name for p in build.iterdir()) <= [
+        ".cache",
+        ".recallbench.lock",
+    ]
+
+
+def test_a_plugins_own_rules_are_recorded_and_named_in_the_report(run, tmp_path: Path) -> None:
+    """The rules' distribution, version and entry point are in decision.json's and
+    results.json's provenance (beside the result document) and the Conclusion of report.md
+    and report.html."""
+    build = tmp_path / "build"
+    proc = run(build, "rb-ruled")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "rule 1: look at k=5"
+    source = {
+        "name": "rb-ruled",
+        "kind": "plugin",
+        "distribution": "boundary-rb",
+        "version": "0.2.0",
+        "entry_point": "rb-ruled = boundary_rb:RULES_RULED",
+    }
+    for name in ("decision.json", "results.json"):
+        assert orjson.loads((build / name).read_bytes())["provenance"]["rules"] == source
+    conclusion = (build / "report.md").read_text(encoding="utf-8").split("## Conclusion")[1]
+    assert (
+        "Decision rules: `rb-ruled`, from the plugin boundary-rb 0.2.0 (entry point "
+        "`rb-ruled = boundary_rb:RULES_RULED`)."
+    ) in conclusion
+    page = (build / "report.html").read_text(encoding="utf-8").split('id="conclusion"')[1]
+    assert (
+        "<p>Decision rules: rb-ruled, from the plugin boundary-rb 0.2.0 (entry point "
+        "rb-ruled = boundary_rb:RULES_RULED).</p>"
+    ) in page
+
+
+def test_rules_that_never_return_end_at_the_call_timeout(run, tmp_path: Path) -> None:
+    """Issue 38: rules that never returned hung `run` whatever --call-timeout said."""
+    build = tmp_path / "build"
+    proc = run(build, "rb-hung", "--call-timeout", "3")  # far above what any call here takes
+    assert proc.returncode == 1, proc.stderr
+    assert one_error_line(proc) == (
+        "recallbench run: error: decision rules 'rb-hung' (boundary-rb 0.2.0): decide (rb-hung "
+        "on fixtures) did not return within --call-timeout 3 s"
+    )
+    assert_nothing_published(build)
+
+
+def test_a_nan_from_rules_never_reaches_the_json_printed(run, tmp_path: Path) -> None:
+    """Issue 38: `run --json` printed a bare `NaN` (invalid JSON) that a plugin's rules
+    returned. The decision is refused in one line; nothing is printed on stdout."""
+    build = tmp_path / "build"
+    proc = run(build, "rb-nan", "--json")
+    assert proc.returncode == 1, proc.stderr
+    assert one_error_line(proc).endswith(
+        "decide (rb-nan on fixtures) returned nan at evidence.gap; a decision holds finite "
+        "numbers only"
+    )
+    assert proc.stdout == ""
+    assert_nothing_published(build)
