@@ -1072,6 +1072,7 @@ def compare_cmd(
     if as_json:
         import json
 
+        from recallbench.escape import path_text
         from recallbench.report.summary import closing_json
 
         seconds = time.perf_counter() - started
@@ -1085,7 +1086,7 @@ def compare_cmd(
                     ],
                     "comparisons": render_markdown(doc, headline_only=True).splitlines(),
                     "notes": list(doc["notes"]),
-                    "files": [str(f) for f in written],
+                    "files": [path_text(f) for f in written],
                     "seconds": round(seconds, 3),
                 },
                 allow_nan=False,  # strict JSON: a NaN is a bug to see, never a bare `NaN`
