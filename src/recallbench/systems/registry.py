@@ -65,6 +65,18 @@ BUILTIN: dict[str, str] = {
     "vipune-semantic": "recallbench.systems.vipune_cli",
 }
 
+#: The built-ins whose index a user may set through `RECALLBENCH_INDEX_<NAME>` (read by
+#: `storekit.index_options` or `storekit.system_options` when the system is built). The
+#: variable of any other built-in is refused in one line (it would be ignored): a built-in
+#: that starts reading its variable must be listed here.
+INDEX_OPTION_SYSTEMS: tuple[str, ...] = (
+    "langgraph-postgres",
+    "llamaindex-pgvector-hnsw",
+    "mem0-pgvector",
+    "milvus",
+    "milvus-flat",
+)
+
 #: `recallbench compare`'s default set: the systems of the core install.
 CORE_SYSTEMS: tuple[str, ...] = ("hotmem", "hotmem-mmr", "bm25")
 
@@ -311,6 +323,7 @@ def get_system(name: str = DEFAULT_SYSTEM) -> System:
     if ambiguous is not None:
         raise RecallbenchError(ambiguous)
     if name in BUILTIN:
+        _refuse_unread_index_options(name)
         reg = _builtin(name)
         missing = _missing_for(reg.extra)
         if missing:
@@ -338,6 +351,24 @@ def get_system(name: str = DEFAULT_SYSTEM) -> System:
             f"{getattr(system, 'name', None)!r}"
         )
     return system
+
+
+def _refuse_unread_index_options(name: str) -> None:
+    """A `RECALLBENCH_INDEX_<NAME>` set for a built-in that takes no index options
+    (`INDEX_OPTION_SYSTEMS`) is refused in one line: a run must not look configured when the
+    setting changes nothing. (A plugin's variable is its own to read.)"""
+    import os
+
+    from recallbench.systems.storekit import index_options_variable
+
+    variable = index_options_variable(name)
+    if name in INDEX_OPTION_SYSTEMS or not os.environ.get(variable, "").strip():
+        return
+    takers = list(INDEX_OPTION_SYSTEMS)
+    raise RecallbenchError(
+        f"{variable} is set, but {name} takes no index options (only "
+        f"{', '.join(takers[:-1])} and {takers[-1]} do); unset it"
+    )
 
 
 def describe_systems() -> list[dict[str, Any]]:
