@@ -333,6 +333,9 @@ def _init_process_worker(
     if spawned:
         # the last of the exit's finalizers (multiprocessing's own run at -5 and above)
         util.Finalize(None, _end_spawned_worker, exitpriority=-100)
+        # before the initializer, which may start loading a model on a thread (tqdm made
+        # there would take a named semaphore, see `_no_semaphore_in_tqdm`)
+        _no_semaphore_in_tqdm(load=True)
     if initializer is not None:
         try:
             initializer(*initargs)
@@ -379,12 +382,18 @@ def _ready(_: object) -> int:
     return os.getpid()
 
 
-def _no_semaphore_in_tqdm() -> None:
+def _no_semaphore_in_tqdm(load: bool = False) -> None:
     """tqdm (which libraries import, and instantiate even with their bars disabled) makes a
-    multiprocessing RLock per process: a named semaphore that a worker killed under a task
-    never unlinks, so multiprocessing warns of a leaked semaphore at exit. Workers need no
-    cross-process bar lock: give tqdm none (its thread lock stays)."""
+    multiprocessing RLock per process: in a spawned worker (whose default start method is
+    spawn) a named semaphore that a worker killed under a task never unlinks, so
+    multiprocessing warns of a leaked semaphore at exit (a forked worker's are unlinked as
+    they are made). Workers need no cross-process bar lock: give tqdm none (its thread lock
+    stays). `load`: import tqdm now (a spawned worker, before a model loads on a thread:
+    after a SIGTERM during prep's embedding the warning followed the promised line)."""
     global _TQDM_DONE
+    if load and "tqdm.std" not in sys.modules:
+        with contextlib.suppress(ImportError):
+            import tqdm.std  # noqa: F401
     std = sys.modules.get("tqdm.std")
     if std is not None:
         lock = getattr(std, "TqdmDefaultWriteLock", None)
@@ -409,6 +418,25 @@ def _run_in_process_worker(fn: Callable[[T], R], item: T, number: int = -1) -> R
         return fn(item)
     finally:
         _CURRENT[slot + 1] = -1
+
+
+#: how often a thread waiting for a task's result wakes (see `_result`)
+WAKE_SECONDS = 0.25
+
+
+def _result(future: Future) -> Any:
+    """`future.result()`, waking every `WAKE_SECONDS` while the task runs. A signal another
+    thread of this process took (a SIGTERM sent while the process was stopped goes to any
+    of its threads when it continues) interrupts no wait of the main thread, and Python
+    runs its handler in the main thread only: a wait without a timeout held the run's
+    SIGTERM until the task ended (30 s, for a slow embedding batch). Now it is handled
+    within `WAKE_SECONDS`."""
+    while True:
+        try:
+            return future.result(timeout=WAKE_SECONDS)
+        except TimeoutError:
+            if future.done():  # the task itself raised TimeoutError
+                raise
 
 
 class ProcessExecutor:
@@ -549,11 +577,11 @@ class ProcessExecutor:
                 window.append((number, pool.submit(_run_in_process_worker, fn, item, number)))
                 if len(window) >= self.max_in_flight:
                     done, future = window.popleft()
-                    yield future.result()
+                    yield _result(future)
                     labels.pop(done, None)
             while window:
                 done, future = window.popleft()
-                yield future.result()
+                yield _result(future)
                 labels.pop(done, None)
         except BrokenProcessPool:
             # the pool's manager thread reaps the dead worker (and stops the others): once

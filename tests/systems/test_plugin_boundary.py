@@ -11,6 +11,9 @@ float or numpy scalars.
 from __future__ import annotations
 
 import functools
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -29,6 +32,7 @@ import functools
 import math
 import os
 import time
+from pathlib import Path
 
 from recallbench.datasets.base import DecisionRules
 from recallbench.plugin import Hit
@@ -71,10 +75,36 @@ class Store:
         return hits
 
 
+class SlowEmbedder:
+    """An embedder that makes a tqdm bar as it loads (as sentence-transformers does) and
+    marks in $RB_EMBEDDING that a batch has begun, then never returns."""
+
+    max_tokens = None
+    thread_safe = True
+
+    def identity(self):
+        return "rb-slow-embedder/1"
+
+    def preload(self):
+        from tqdm import tqdm
+
+        tqdm(disable=True).close()
+
+    def embed_texts(self, texts):
+        Path(os.environ["RB_EMBEDDING"], f"batch-{os.getpid()}-{len(texts)}").touch()
+        time.sleep(600)
+        return [[float(len(t)), 1.0] for t in texts]
+
+    def token_counts(self, texts):
+        return [len(t.split()) for t in texts]
+
+
 class System(BM25System):
     def __init__(self, mode):
         super().__init__(f"rb-{mode}")
         self.mode = mode
+        if mode == "embedder":
+            self.embedder = SlowEmbedder()
 
     def open_store(self, directory, *, vectors=None):
         return Store(super().open_store(directory, vectors=vectors), self.mode)
@@ -87,7 +117,9 @@ def make(mode):
     return System(mode)
 
 
-SYSTEMS = ("chdir", "log", "foreign-identifier", "huge", "float32", "ruled", "hung", "nan")
+SYSTEMS = (
+    "chdir", "log", "foreign-identifier", "huge", "float32", "ruled", "hung", "nan", "embedder"
+)
 for _mode in SYSTEMS:
     globals()["make_" + _mode.replace("-", "_")] = functools.partial(make, _mode)
 
@@ -113,7 +145,17 @@ RULES_HUNG = DecisionRules("rb-hung", "fixtures", ("rb-hung",), decide_hung)
 RULES_NAN = DecisionRules("rb-nan", "fixtures", ("rb-nan",), decide_nan)
 '''
 
-SYSTEMS = ("chdir", "log", "foreign-identifier", "huge", "float32", "ruled", "hung", "nan")
+SYSTEMS = (
+    "chdir",
+    "log",
+    "foreign-identifier",
+    "huge",
+    "float32",
+    "ruled",
+    "hung",
+    "nan",
+    "embedder",
+)
 #: rules another package declares for a built-in system (issue 38: "rule 9: FAKE")
 FAKE_RULES = """
 from recallbench.datasets.base import DecisionRules
@@ -325,3 +367,45 @@ def test_a_nan_from_rules_never_reaches_the_json_printed(run, tmp_path: Path) ->
     )
     assert proc.stdout == ""
     assert_nothing_published(build)
+
+
+# --------------------------------------------------------------------------- its workers
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_sigterm_while_a_prep_worker_embeds_is_one_line(plugin_path: Path, tmp_path: Path) -> None:
+    """Issue 38: SIGTERM to `prep --workers 2` while embedding printed a two-line "leaked
+    semaphore" warning after the promised single line: tqdm, made as the model loads on a
+    thread of the spawned worker, held a named semaphore the killed worker never unlinked.
+    The signal is sent while the command is stopped (tests/signalling.py), so another of
+    its threads may take it: the command's wait for a batch (which never ends here) wakes
+    to handle it, instead of holding it until the batch is done."""
+    from plugindist import CORPUS, QUERIES
+    from signalling import default_signals, signal_when
+
+    build, embedding = tmp_path / "build", tmp_path / "embedding"
+    embedding.mkdir()
+    env = {**plugin_env(plugin_path), "RB_EMBEDDING": str(embedding)}
+    base = [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build)]
+    validate = [*base, "validate", "--corpus", str(CORPUS), "--queries", str(QUERIES)]
+    assert subprocess.run(validate, env=env, capture_output=True).returncode == 0
+    args = [*base, "prep", "--cache", str(tmp_path / "cache"), "--system", "rb-embedder"]
+    proc = subprocess.Popen(
+        [*args, "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=default_signals,
+    )
+    try:
+        signal_when(proc, lambda pid: any(embedding.iterdir()), signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert err.splitlines()[-1] == "recallbench prep: terminated; nothing half-written", err
+    assert "leaked" not in err
+    assert not (tmp_path / "cache").exists()
