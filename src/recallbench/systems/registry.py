@@ -77,6 +77,16 @@ INDEX_OPTION_SYSTEMS: tuple[str, ...] = (
     "milvus-flat",
 )
 
+#: the environment variable that sets a system's index options: `RECALLBENCH_INDEX_` and the
+#: system's name upper-cased, `-` as `_` (`RECALLBENCH_INDEX_LLAMAINDEX_PGVECTOR_HNSW`)
+INDEX_OPTIONS_PREFIX = "RECALLBENCH_INDEX_"
+
+
+def index_options_variable(system: str) -> str:
+    """The environment variable of `system`'s index options."""
+    return INDEX_OPTIONS_PREFIX + system.upper().replace("-", "_")
+
+
 #: `recallbench compare`'s default set: the systems of the core install.
 CORE_SYSTEMS: tuple[str, ...] = ("hotmem", "hotmem-mmr", "bm25")
 
@@ -358,8 +368,6 @@ def _refuse_unread_index_options(name: str) -> None:
     (`INDEX_OPTION_SYSTEMS`) is refused in one line: a run must not look configured when the
     setting changes nothing. (A plugin's variable is its own to read.)"""
     import os
-
-    from recallbench.systems.storekit import index_options_variable
 
     variable = index_options_variable(name)
     if name in INDEX_OPTION_SYSTEMS or not os.environ.get(variable, "").strip():
