@@ -93,6 +93,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
+from recallbench.embedding import torch_cache_in_scratch
 from recallbench.errors import RecallbenchError
 from recallbench.exiting import close_open_files
 from recallbench.signals import die_with_parent
@@ -481,6 +482,9 @@ class ProcessExecutor:
                 signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
     def _start(self) -> ProcessExecutor:
+        # the workers inherit torch's compile cache directory of this process, which removes
+        # it (a worker killed under a task never could)
+        torch_cache_in_scratch()
         context = multiprocessing.get_context(self.start_method or start_method())
         # [pid, task number] per worker (shared memory, no lock: each worker writes only
         # its own pair), so `_died` can name a dead worker's task

@@ -93,12 +93,15 @@ def close_open_files() -> int:
             stream = getattr(stream, "buffer", None) or getattr(stream, "raw", None)
     layers: tuple[list[Any], list[Any], list[Any], list[Any]] = ([], [], [], [])
     for obj in gc.get_objects():
-        if isinstance(obj, _io._IOBase) and id(obj) not in standard:
-            if isinstance(obj, _io._TextIOBase):
+        # by its type alone: `isinstance` would also ask the object for its `__class__`,
+        # which a proxy answers with code of its own (torch's deprecated `reduce_op` warns)
+        kind = type(obj)
+        if issubclass(kind, _io._IOBase) and id(obj) not in standard:
+            if issubclass(kind, _io._TextIOBase):
                 layers[0].append(obj)
-            elif isinstance(obj, _io._BufferedIOBase):
+            elif issubclass(kind, _io._BufferedIOBase):
                 layers[1].append(obj)
-            elif isinstance(obj, _io._RawIOBase):
+            elif issubclass(kind, _io._RawIOBase):
                 layers[2].append(obj)
             else:
                 layers[3].append(obj)
