@@ -16,6 +16,47 @@ FIXTURES = ROOT / "benchmarks" / "retrieval"
 CORPUS, QUERIES = FIXTURES / "corpus.jsonl", FIXTURES / "queries.jsonl"
 
 
+#: a module the test plugins import (installed beside each as `wrapped_bm25.py`): the
+#: built-in BM25 system with its stores wrapped in a plugin's own store class, one system
+#: per mode; a plugin module subclasses `Store` and `System` and takes `makers`
+WRAPPED_BM25 = '''
+"""BM25 with its stores wrapped: one system per mode, named by the plugin."""
+import functools
+
+from recallbench.systems.bm25 import BM25System
+
+
+class Store:
+    """The BM25 store `inner`, for a plugin to change what it does in `mode`."""
+
+    def __init__(self, inner, mode):
+        self._inner, self._mode = inner, mode
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+class System(BM25System):
+    """BM25 named `name`, its stores wrapped in `wrapper` with `mode`."""
+
+    def __init__(self, name, mode, wrapper):
+        super().__init__(name)
+        self.mode, self.wrapper = mode, wrapper
+
+    def open_store(self, directory, *, vectors=None):
+        return self.wrapper(super().open_store(directory, vectors=vectors), self.mode)
+
+    def attach(self, directory, *, vectors=None):
+        return self.wrapper(super().attach(directory, vectors=vectors), self.mode)
+
+
+def makers(modes, make):
+    """{"make_<mode>": a factory of `make(mode)`} for each mode, for the module's globals
+    (the entry points name them)."""
+    return {"make_" + mode.replace("-", "_"): functools.partial(make, mode) for mode in modes}
+'''
+
+
 def install_distribution(
     root: Path,
     name: str,
@@ -23,10 +64,11 @@ def install_distribution(
     modules: Mapping[str, str],
     entry_points: Mapping[str, Mapping[str, str]],
 ) -> Path:
-    """Distribution `name` `version` installed in `root`: each module (file name -> source)
-    and a dist-info whose entry points are group -> {entry name: "module:object"}."""
+    """Distribution `name` `version` installed in `root`: each module (file name -> source),
+    `WRAPPED_BM25` as `wrapped_bm25.py`, and a dist-info whose entry points are group ->
+    {entry name: "module:object"}."""
     root.mkdir(parents=True, exist_ok=True)
-    for module, source in modules.items():
+    for module, source in {"wrapped_bm25.py": WRAPPED_BM25, **modules}.items():
         (root / module).write_text(source, encoding="utf-8")
     info = root / f"{name.replace('-', '_')}-{version}.dist-info"
     info.mkdir()

@@ -83,7 +83,7 @@ def run_pipeline(
     from recallbench.stages.roundtrip import DEFAULT_SAMPLE, run_roundtrip
     from recallbench.stages.score import run_score
     from recallbench.stages.validate import place_spool, run_validate
-    from recallbench.systems.rules import chosen_rules, decide_run
+    from recallbench.systems.rules import chosen_rules, decide_envelopes
 
     execution = execution or Execution()
     work_dir = Path(work_dir)
@@ -108,9 +108,7 @@ def run_pipeline(
     scores = run_score(suite, runs, measure_names=measures)
     # the rules run once, for the report and decision.json alike (a plugin's within the
     # call timeout)
-    decided = decide_run(
-        suite["data"], scores["data"], roundtrip["data"], call_timeout=execution.call_timeout
-    )
+    decided = decide_envelopes(suite, scores, roundtrip, call_timeout=execution.call_timeout)
     report = build_report(
         suite, hydrate, runs, roundtrip, scores, timings=timings, scratch=work_dir, decided=decided
     )

@@ -27,7 +27,7 @@ from conftest import (
     run_stages,
     stage_args,
 )
-from signalling import default_signals, signal_when
+from signalling import default_signals, run_signalled, signal_when
 
 from recallbench.artifacts import STAGE_NAMES, read_artifact
 from recallbench.cli import main
@@ -759,22 +759,8 @@ def interrupt_when(
     its work, past start-up; seen while it was stopped, so it cannot have finished since:
     tests/signalling.py), and return the finished process."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "NO_PROGRESS": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "recallbench.cli", *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=default_signals,
-    )
-    try:
-        signal_when(proc, ready, signal.SIGINT, timeout)
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    args = [sys.executable, "-m", "recallbench.cli", *map(str, args)]
+    return run_signalled(args, env, ready, signal.SIGINT, timeout)
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to see open files")

@@ -28,7 +28,6 @@ from plugindist import (
 
 PLUGIN = '''
 """Plugins at recallbench's boundary: BM25 with one behaviour each."""
-import functools
 import math
 import os
 import time
@@ -36,7 +35,7 @@ from pathlib import Path
 
 from recallbench.datasets.base import DecisionRules
 from recallbench.plugin import Hit
-from recallbench.systems.bm25 import BM25System
+from wrapped_bm25 import Store as Wrapped, System as WrappedSystem, makers
 
 _LOG = []
 
@@ -51,13 +50,7 @@ def log_search():
         count.write(b"x\\n")
 
 
-class Store:
-    def __init__(self, inner, mode):
-        self._inner, self._mode = inner, mode
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
+class Store(Wrapped):
     def search(self, query, top_k):
         mode = self._mode
         hits = self._inner.search(query, top_k)
@@ -99,18 +92,11 @@ class SlowEmbedder:
         return [len(t.split()) for t in texts]
 
 
-class System(BM25System):
+class System(WrappedSystem):
     def __init__(self, mode):
-        super().__init__(f"rb-{mode}")
-        self.mode = mode
+        super().__init__(f"rb-{mode}", mode, Store)
         if mode == "embedder":
             self.embedder = SlowEmbedder()
-
-    def open_store(self, directory, *, vectors=None):
-        return Store(super().open_store(directory, vectors=vectors), self.mode)
-
-    def attach(self, directory, *, vectors=None):
-        return Store(super().attach(directory, vectors=vectors), self.mode)
 
 
 def make(mode):
@@ -120,8 +106,7 @@ def make(mode):
 SYSTEMS = (
     "chdir", "log", "foreign-identifier", "huge", "float32", "ruled", "hung", "nan", "embedder"
 )
-for _mode in SYSTEMS:
-    globals()["make_" + _mode.replace("-", "_")] = functools.partial(make, _mode)
+globals().update(makers(SYSTEMS, make))
 
 
 def decide(given, **changes):
@@ -199,28 +184,37 @@ def run(plugin_path: Path):
 # --------------------------------------------------------------------------- what it returns
 
 
-def test_an_identifier_the_store_was_never_given_is_one_line(run, tmp_path: Path) -> None:
-    """Issue 38: the hits' identifiers were taken on the store's word, and report.md
-    explained 19 misses with them ("another project's memory (another-project)")."""
+@pytest.mark.parametrize(
+    ("system", "needles"),
+    [
+        # report.md explained 19 misses with the store's word ("another project's memory
+        # (another-project)")
+        (
+            "rb-foreign-identifier",
+            ["returned the identifier 'another-project' for id ", "which was stored with the "],
+        ),
+        # a 73-line OverflowError traceback
+        (
+            "rb-huge",
+            [
+                "returned the score an int of 1329 bits for id ",
+                "beyond the range of a float; scores must be finite numbers",
+            ],
+        ),
+    ],
+)
+def test_a_hit_the_store_could_not_have_given_is_one_line(
+    run, tmp_path: Path, system: str, needles: list[str]
+) -> None:
+    """Issue 38: a hit's identifier was taken on the store's word, and a score of 10**400
+    ended the run with a traceback. Each is one line naming the system and the query."""
     build = tmp_path / "build"
-    proc = run(build, "rb-foreign-identifier")
+    proc = run(build, system)
     assert proc.returncode == 1, proc.stderr
     line = one_error_line(proc)
-    assert "system 'rb-foreign-identifier': search (scope suite, query " in line
-    assert "returned the identifier 'another-project' for id " in line
-    assert "which was stored with the identifier " in line
-    assert_nothing_published(build)
-
-
-def test_a_score_beyond_a_float_is_one_line(run, tmp_path: Path) -> None:
-    """Issue 38: a score of 10**400 ended the run with a 73-line OverflowError traceback."""
-    build = tmp_path / "build"
-    proc = run(build, "rb-huge")
-    assert proc.returncode == 1, proc.stderr
-    line = one_error_line(proc)
-    assert "system 'rb-huge': search (scope suite, query " in line
-    assert "returned the score an int of 1329 bits for id " in line
-    assert "beyond the range of a float; scores must be finite numbers" in line
+    assert f"system '{system}': search (scope suite, query " in line
+    for needle in needles:
+        assert needle in line, line
     assert_nothing_published(build)
 
 
@@ -381,7 +375,7 @@ def test_sigterm_while_a_prep_worker_embeds_is_one_line(plugin_path: Path, tmp_p
     its threads may take it: the command's wait for a batch (which never ends here) wakes
     to handle it, instead of holding it until the batch is done."""
     from plugindist import CORPUS, QUERIES
-    from signalling import default_signals, signal_when
+    from signalling import run_signalled
 
     build, embedding = tmp_path / "build", tmp_path / "embedding"
     embedding.mkdir()
@@ -390,22 +384,11 @@ def test_sigterm_while_a_prep_worker_embeds_is_one_line(plugin_path: Path, tmp_p
     validate = [*base, "validate", "--corpus", str(CORPUS), "--queries", str(QUERIES)]
     assert subprocess.run(validate, env=env, capture_output=True).returncode == 0
     args = [*base, "prep", "--cache", str(tmp_path / "cache"), "--system", "rb-embedder"]
-    proc = subprocess.Popen(
-        [*args, "--workers", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=default_signals,
+    proc = run_signalled(
+        [*args, "--workers", "2"], env, lambda pid: any(embedding.iterdir()), signal.SIGTERM
     )
-    try:
-        signal_when(proc, lambda pid: any(embedding.iterdir()), signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 143, err
+    code, err = proc.returncode, proc.stderr
+    assert code == 143, err
     assert err.splitlines()[-1] == "recallbench prep: terminated; nothing half-written", err
     assert "leaked" not in err
     assert not (tmp_path / "cache").exists()

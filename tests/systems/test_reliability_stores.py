@@ -29,13 +29,12 @@ from plugindist import (
     run_recallbench,
 )
 from plugindist import run_args as _run_args
-from signalling import default_signals, signal_when
+from signalling import default_signals, run_signalled, signal_when
 
 SCRIPT = ROOT / "scripts" / "retrieval_eval.py"
 
 PLUGIN = '''
 """Misbehaving systems for recallbench's reliability tests: BM25 with one fault each."""
-import functools
 import math
 import os
 import signal
@@ -44,16 +43,10 @@ import time
 from pathlib import Path
 
 from recallbench.systems.base import Hit
-from recallbench.systems.bm25 import BM25System
+from wrapped_bm25 import Store as Wrapped, System as WrappedSystem, makers
 
 
-class Store:
-    def __init__(self, inner, mode):
-        self._inner, self._mode = inner, mode
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
+class Store(Wrapped):
     def ingest(self, records):
         mode = self._mode
         if mode == "ingest-keyerror":
@@ -96,21 +89,14 @@ class Store:
         return hits
 
 
-class System(BM25System):
+class System(WrappedSystem):
     def __init__(self, mode):
-        super().__init__(f"evil-{mode}")
-        self.mode = mode
+        super().__init__(f"evil-{mode}", mode, Store)
 
     def configuration(self):
         if self.mode == "not-json":
             return {"threshold": {1, 2}}
         return super().configuration()
-
-    def open_store(self, directory, *, vectors=None):
-        return Store(super().open_store(directory, vectors=vectors), self.mode)
-
-    def attach(self, directory, *, vectors=None):
-        return Store(super().attach(directory, vectors=vectors), self.mode)
 
 
 def make(mode):
@@ -122,8 +108,7 @@ MODES = (
     "str", "foreign-id", "duplicate-id", "ingest-keyerror", "lose-memory", "not-json", "slow",
     "calm",
 )
-for _mode in MODES:
-    globals()["make_" + _mode.replace("-", "_")] = functools.partial(make, _mode)
+globals().update(makers(MODES, make))
 '''
 
 MODES = [
@@ -329,22 +314,8 @@ def _terminate_when_searching(args: list[str], env: dict[str, str], ready) -> tu
     marker), both seen while the process was stopped (tests/signalling.py), so the signal
     lands inside the searches however loaded the machine is; return exit code and stderr."""
     searching = Path(env["EVIL_SEARCHING"])
-    proc = subprocess.Popen(
-        args,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=default_signals,
-    )
-    try:
-        signal_when(proc, lambda pid: ready() and any(searching.iterdir()), signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode, err
+    ran = run_signalled(args, env, lambda pid: ready() and any(searching.iterdir()), signal.SIGTERM)
+    return ran.returncode, ran.stderr
 
 
 def _children_of(pid: int) -> list[int]:

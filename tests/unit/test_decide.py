@@ -429,20 +429,23 @@ def installed(
     return base.InstalledRules(rules, distribution, "0.1", "mine-rules = mine_store:RULES")
 
 
+#: plugin systems and the distributions that provide them, as `mine_installed` installs them
+PLUGIN_SYSTEMS = {
+    "mine": {"distribution": "mine-store", "version": "0.1"},
+    "theirs": {"distribution": "their-store", "version": "2"},
+}
+
+
 @pytest.fixture
 def mine_installed(monkeypatch: pytest.MonkeyPatch):
-    """The system `mine` provided by the distribution mine-store 0.1; `install(*rules)` puts
-    rule sets in place of the installed ones."""
+    """The systems `PLUGIN_SYSTEMS` installed; `install(*rules)` puts rule sets in place of
+    the installed ones."""
     from recallbench.datasets import base
     from recallbench.systems import rules as rules_module
 
     provider = rules_module.system_provider
     monkeypatch.setattr(
-        rules_module,
-        "system_provider",
-        lambda name: (
-            {"distribution": "mine-store", "version": "0.1"} if name == "mine" else provider(name)
-        ),
+        rules_module, "system_provider", lambda name: PLUGIN_SYSTEMS.get(name) or provider(name)
     )
     return lambda *sets: monkeypatch.setattr(base, "plugin_rules", lambda: list(sets))
 
@@ -539,23 +542,14 @@ def test_plugin_rules_that_are_not_rules_are_refused_in_one_line(
     [("bm25", "recallbench 0.1.0"), ("hotmem", "recallbench 0.1.0"), ("theirs", "their-store 2")],
 )
 def test_rules_for_a_system_another_package_provides_are_refused(
-    mine_installed, monkeypatch: pytest.MonkeyPatch, system: str, owner: str
+    mine_installed, system: str, owner: str
 ) -> None:
     """Issue 38: any installed package could declare rules for `bm25` or `hotmem` (`run
     --system bm25` printed "rule 9: FAKE"). Only the distribution that provides a system may
     declare its rules; anything else is one line naming both, before any rule runs."""
     from recallbench import __version__
     from recallbench.errors import RecallbenchError
-    from recallbench.systems import rules as rules_module
 
-    provider = rules_module.system_provider
-    monkeypatch.setattr(
-        rules_module,
-        "system_provider",
-        lambda name: (
-            {"distribution": "their-store", "version": "2"} if name == "theirs" else provider(name)
-        ),
-    )
     ran: list[str] = []
     mine_installed(installed(lambda e: ran.append("ran"), systems=("mine", system)))
     with pytest.raises(RecallbenchError) as refused:

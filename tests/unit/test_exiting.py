@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,6 +102,13 @@ def test_output_that_cannot_be_flushed_fails_the_process() -> None:
     assert writer.wait(timeout=60) == EXIT_FLUSH_FAILED
 
 
+def python_c(script: str, *args: str, env: dict[str, str] | None = None) -> Any:
+    """`python -c SCRIPT ARGS...` in a process of its own; the finished process."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120, env=env
+    )
+
+
 def test_files_left_open_are_closed_as_the_teardown_would(tmp_path: Path) -> None:
     """Issue 38: a file written and never closed (kept in a module, and in a cycle no one
     collected) lost what it had buffered, since the teardown that closes it is skipped.
@@ -121,9 +129,7 @@ def test_files_left_open_are_closed_as_the_teardown_would(tmp_path: Path) -> Non
         "print('still printed')\n"
         "exit_process(0)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
-    )
+    done = python_c(script)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "still printed\n"
     import gzip
@@ -160,19 +166,14 @@ def test_torch_cache_directories_are_removed_with_the_process(
     tmp.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
     env.update(TMPDIR=str(tmp), PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    args = [sys.executable, "-c", TORCH_CACHE_SCRIPT, start_method]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+    done = python_c(TORCH_CACHE_SCRIPT, start_method, env=env)
     assert done.returncode == 0, done.stderr
     (made,) = done.stdout.split()
     assert Path(made).parent == tmp and Path(made).name.startswith("recallbench-torch-")
     assert list(tmp.iterdir()) == []
     mine = tmp_path / "mine"
-    done = subprocess.run(
-        args,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**env, "TORCHINDUCTOR_CACHE_DIR": str(mine)},
+    done = python_c(
+        TORCH_CACHE_SCRIPT, start_method, env={**env, "TORCHINDUCTOR_CACHE_DIR": str(mine)}
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [str(mine)] and len(list(mine.iterdir())) == 4
@@ -194,8 +195,6 @@ def test_files_left_open_are_closed_without_asking_an_object_its_class(tmp_path:
         "kept = [Proxy() for _ in range(3)]\n"
         "exit_process(0)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
-    )
+    done = python_c(script)
     assert done.returncode == 0
     assert done.stderr == ""

@@ -15,7 +15,7 @@ from typing import Any
 
 from recallbench.artifacts import envelope, inputs_of, require_made_from
 from recallbench.errors import ArtifactError
-from recallbench.systems.rules import Decided, decide_run
+from recallbench.systems.rules import Decided, decide_envelopes
 
 
 def run_decide(
@@ -39,12 +39,7 @@ def run_decide(
             "`recallbench snapshot-roundtrip` and `recallbench score` again"
         )
     if decided is None:
-        decided = decide_run(
-            suite_env["data"],
-            scores_env["data"],
-            roundtrip_env["data"],
-            call_timeout=call_timeout,
-        )
+        decided = decide_envelopes(suite_env, scores_env, roundtrip_env, call_timeout=call_timeout)
     data, source = decided
     env = envelope("decision", data, inputs_of(suite_env, scores_env, roundtrip_env))
     env["provenance"] = {"rules": None if source is None else source.record()}

@@ -37,7 +37,7 @@ from recallbench.plugin import PLUGIN_API
 from recallbench.report.markdown import render_markdown
 from recallbench.report.pagedata import DataFiles
 from recallbench.report.result import build_result
-from recallbench.systems.rules import Decided, decide_run
+from recallbench.systems.rules import Decided, decide_envelopes
 
 
 @dataclass(frozen=True)
@@ -145,12 +145,7 @@ def build_report(
     require_made_from(roundtrip_env, runs_env)
     require_made_from(scores_env, suite_env, runs_env)
     if decided is None:
-        decided = decide_run(
-            suite_env["data"],
-            scores_env["data"],
-            roundtrip_env["data"],
-            call_timeout=call_timeout,
-        )
+        decided = decide_envelopes(suite_env, scores_env, roundtrip_env, call_timeout=call_timeout)
     decision, rules = decided
     result = build_result(
         suite_env, hydrate_env, runs_env, roundtrip_env, scores_env, decision=decision

@@ -211,6 +211,19 @@ def decide_run(
     return checked_decision(made, guard, where), chosen.source
 
 
+def decide_envelopes(
+    suite_env: Mapping[str, Any],
+    scores_env: Mapping[str, Any],
+    roundtrip_env: Mapping[str, Any],
+    *,
+    call_timeout: float | None = None,
+) -> Decided:
+    """`decide_run` on the data of a suite's, a scores' and a roundtrip's envelope."""
+    return decide_run(
+        suite_env["data"], scores_env["data"], roundtrip_env["data"], call_timeout=call_timeout
+    )
+
+
 def decision(
     suite: Mapping[str, Any], scores: Mapping[str, Any], roundtrip: Mapping[str, Any]
 ) -> dict[str, Any]:
