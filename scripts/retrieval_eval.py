@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "src"))  # runs from a checkout without an activat
 
 from recallbench.cli import OneLineErrors, echo_closing, run_arguments, run_guarded  # noqa: E402
 from recallbench.measures import RELEVANT_GRADE, select  # noqa: E402
-from recallbench.options import DatasetCommand, run_command_options  # noqa: E402
+from recallbench.options import DatasetCommand, absolute_path, run_command_options  # noqa: E402
 
 FIXTURES = ROOT / "benchmarks" / "retrieval"
 
@@ -108,22 +108,26 @@ SCRIPT_ONLY_OPTIONS = ("--longmemeval", "--build-dir", "--write-baseline", "--ch
     "--longmemeval",
     "longmemeval_file",
     type=click.Path(dir_okay=False, path_type=Path),
+    callback=absolute_path,
     help="Short form of --dataset longmemeval --data FILE.",
 )
 @click.option(
     "--build-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
+    callback=absolute_path,
     help="Keep every artifact here [default: a temporary directory, removed afterwards].",
 )
 @click.option(
     "--write-baseline",
     type=click.Path(dir_okay=False, path_type=Path),
+    callback=absolute_path,
     help="Write the result document (a baseline's form) here.",
 )
 @click.option(
     "--check-baseline",
     type=click.Path(dir_okay=False, path_type=Path),
+    callback=absolute_path,
     help="Exit 3 when the result differs from this baseline.",
 )
 @click.option(

@@ -130,3 +130,12 @@ def die_at(item: dict[str, Any]) -> int:
         time.sleep(60)
     time.sleep(0.01)
     return item["index"]
+
+
+def torch_cache(item: int) -> str:
+    """What importing torch._dynamo does in a worker: make the directory of
+    TORCHINDUCTOR_CACHE_DIR (here with a file in it); returns the directory."""
+    directory = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{item}-{os.getpid()}").touch()
+    return str(directory)

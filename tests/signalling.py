@@ -74,3 +74,31 @@ def signal_when(
                 proc.send_signal(signum)
                 return
         time.sleep(0.002)
+
+
+def run_signalled(
+    args: list[str],
+    env: dict[str, str],
+    ready: Callable[[int], bool],
+    signum: int,
+    timeout: float = READY_TIMEOUT,
+) -> subprocess.CompletedProcess[str]:
+    """Run `args` with `env` (SIGINT and SIGTERM at their defaults), send `signum` once
+    `ready(pid)` holds (`signal_when`) and return the finished process; one not ready, or
+    still running, `timeout` seconds later fails the test (and is killed)."""
+    proc = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=default_signals,
+    )
+    try:
+        signal_when(proc, ready, signum, timeout)
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

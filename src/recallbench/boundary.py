@@ -10,10 +10,14 @@ every call into it goes through `Boundary.call`, in process and in workers alike
   interrupt (Ctrl-C, or SIGTERM through `recallbench.signals.Terminated`);
 * with a time limit (`--call-timeout SECONDS`, off by default), a call that has not
   returned by then is abandoned and reported the same way;
+* the working directory is the caller's again after every call: a system that calls
+  `os.chdir` cannot move where the harness writes (`kept_cwd`);
 * what it returns is checked here (`hits`, `ingested`, `whole_number`, `text`,
-  `lexical`, `vectors`): types (a list of `Hit`), ids that were stored in this scope,
-  finite numeric scores (NaN, infinity and strings are refused), no id twice, no more
-  hits than asked for, and an ingest that keeps every record.
+  `lexical`, `vectors`): types (a list of `Hit`), ids that were stored in this scope, each
+  with the identifier it was stored with, scores that are real numbers (`int`, `float`, a
+  numpy real scalar) with a finite float value, recorded as that float (NaN, infinity,
+  `10**400`, strings and other types are refused), no id twice, no more hits than asked
+  for, and an ingest that keeps every record.
 
 Errors the harness defines (`RecallbenchError`: a package the system's verifier refused, a
 missing vector) pass through unchanged, as do the exceptions a caller names in
@@ -26,6 +30,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import math
+import numbers
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -101,20 +107,44 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         timer.cancel()
 
 
+@contextlib.contextmanager
+def kept_cwd() -> Iterator[None]:
+    """Put the working directory back after the block when the block changed it (a system
+    that calls `os.chdir`). A working directory that is already gone is left alone."""
+    try:
+        before = os.getcwd()
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            moved = os.getcwd() != before
+        except OSError:  # moved into a directory since removed
+            moved = True
+        if moved:
+            os.chdir(before)
+
+
 class Boundary:
     """Calls into one system: `call` runs one, the other methods check what it returned.
 
     `where` arguments name the scope and query (e.g. "scope s1, query q-004"); messages read
-    `system 'NAME': CALL (WHERE) PROBLEM`.
+    `system 'NAME': CALL (WHERE) PROBLEM`. `subject` replaces `system 'NAME'` for code that
+    is not a system (a plugin's decision rules: `recallbench.systems.rules`).
     """
 
-    def __init__(self, system_name: str, timeout: float | None = None) -> None:
+    def __init__(
+        self, system_name: str, timeout: float | None = None, *, subject: str | None = None
+    ) -> None:
         self.system_name = system_name
         self.timeout = timeout or None
+        self.subject = subject or f"system '{system_name}'"
 
     def failure(self, what: str, where: str | None, problem: str) -> SystemCallFailed:
         place = f" ({where})" if where else ""
-        return SystemCallFailed(f"system '{self.system_name}': {what}{place} {problem}")
+        return SystemCallFailed(f"{self.subject}: {what}{place} {problem}")
 
     def call(
         self,
@@ -127,7 +157,7 @@ class Boundary:
     ) -> Any:
         """`fn(*args, **kwargs)`, a call into the system named `what` (e.g. "search")."""
         try:
-            with time_limit(self.timeout):
+            with kept_cwd(), time_limit(self.timeout):
                 return fn(*args, **kwargs)
         except KeyboardInterrupt:
             raise  # Ctrl-C (or SIGTERM, see recallbench.signals) stays an interrupt
@@ -153,22 +183,25 @@ class Boundary:
         what: str = "search",
     ) -> list[Any]:
         """A search's result: a list of at most `limit` `Hit`s, each an id stored in this
-        scope (once), a finite numeric score and a string identifier."""
+        scope (once; `stored` maps it to its record), a real-number score with a finite
+        float value and the identifier the record was stored with. Returned with every
+        score as that float (`np.float32(6.0)` -> 6.0)."""
         from recallbench.systems.base import Hit
 
         if not isinstance(hits, list | tuple):
             raise self.failure(
-                what, where, f"returned {_kind(hits)}, not a list of recallbench Hit"
+                what, where, f"returned {kind_of(hits)}, not a list of recallbench Hit"
             )
         if len(hits) > limit:
             raise self.failure(
                 what, where, f"returned {len(hits)} hits, more than the {limit} asked for"
             )
         seen: set[str] = set()
+        checked = []
         for rank, h in enumerate(hits, 1):
             if not isinstance(h, Hit):
                 raise self.failure(
-                    what, where, f"returned {_kind(h)} at rank {rank}, not a recallbench Hit"
+                    what, where, f"returned {kind_of(h)} at rank {rank}, not a recallbench Hit"
                 )
             memory_id, score = h.memory_id, h.score
             if not isinstance(memory_id, str) or memory_id not in stored:
@@ -180,21 +213,31 @@ class Boundary:
             if memory_id in seen:
                 raise self.failure(what, where, f"returned id {memory_id!r} twice")
             seen.add(memory_id)
-            if not _finite_number(score):
+            value = _score_value(score)
+            if isinstance(value, str):
                 raise self.failure(
                     what,
                     where,
-                    f"returned the score {score!r} for id {memory_id!r} at rank {rank}; "
-                    "scores must be finite numbers",
+                    f"returned the score {_shown(score)} for id {memory_id!r} at rank {rank}, "
+                    f"{value}; scores must be finite numbers",
                 )
             if not isinstance(h.identifier, str):
                 raise self.failure(
                     what,
                     where,
-                    f"returned the identifier {h.identifier!r} for id {memory_id!r}; "
+                    f"returned the identifier {_shown(h.identifier)} for id {memory_id!r}; "
                     "identifiers must be strings",
                 )
-        return list(hits)
+            given = getattr(stored[memory_id], "identifier", None)
+            if given is not None and h.identifier != given:
+                raise self.failure(
+                    what,
+                    where,
+                    f"returned the identifier {_shown(h.identifier)} for id {memory_id!r} at "
+                    f"rank {rank}, which was stored with the identifier {given!r}",
+                )
+            checked.append(h if type(score) is float else Hit(memory_id, value, h.identifier))
+        return checked
 
     def ingested(self, stored: Any, expected: int, where: str) -> int:
         """An ingest's count: every record given, no more, no fewer."""
@@ -216,19 +259,19 @@ class Boundary:
 
     def whole_number(self, value: Any, what: str, where: str | None) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise self.failure(what, where, f"returned {_kind(value)}, not a whole number")
+            raise self.failure(what, where, f"returned {kind_of(value)}, not a whole number")
         return int(value)
 
     def text(self, value: Any, what: str, where: str | None) -> str:
         if not isinstance(value, str):
-            raise self.failure(what, where, f"returned {_kind(value)}, not a string")
+            raise self.failure(what, where, f"returned {kind_of(value)}, not a string")
         return value
 
     def lexical(self, value: Any, stored: Mapping[str, Any], where: str) -> tuple[str, list[str]]:
         """`lexical_matches`: (matcher name, ids stored in this scope)."""
         what = "lexical_matches"
         if not (isinstance(value, list | tuple) and len(value) == 2):
-            raise self.failure(what, where, f"returned {_kind(value)}, not (matcher, ids)")
+            raise self.failure(what, where, f"returned {kind_of(value)}, not (matcher, ids)")
         matcher, ids = value
         if not isinstance(matcher, str) or not isinstance(ids, list | tuple):
             raise self.failure(what, where, "returned something other than (str, list of ids)")
@@ -247,7 +290,7 @@ class Boundary:
             raise self.failure(
                 what,
                 where,
-                f"returned {_kind(value) if n is None else n} vectors for {len(texts)} texts",
+                f"returned {kind_of(value) if n is None else n} vectors for {len(texts)} texts",
             )
         try:
             import numpy as np
@@ -266,7 +309,7 @@ class Boundary:
     def configuration(self, value: Any) -> dict[str, Any]:
         """`configuration()`: a JSON object (it is written into every artifact)."""
         if not isinstance(value, dict):
-            raise self.failure("configuration", None, f"returned {_kind(value)}, not an object")
+            raise self.failure("configuration", None, f"returned {kind_of(value)}, not an object")
         try:
             orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
         except (TypeError, orjson.JSONEncodeError) as exc:
@@ -288,7 +331,35 @@ def _finite_number(value: Any) -> bool:
     return math.isfinite(value)
 
 
-def _kind(value: Any) -> str:
+def _score_value(score: Any) -> float | str:
+    """A score's value as a float, or why it is not one: a real number (`int`, `float`, a
+    numpy real scalar, any `numbers.Real`) whose float value is finite. A bool, a string, a
+    list, a complex number is the wrong type; NaN, infinity and an int beyond the float
+    range (`10**400`) are not finite."""
+    if isinstance(score, bool) or not isinstance(score, numbers.Real):
+        return f"{kind_of(score)}, not a number"
+    try:
+        value = float(score)
+    except (OverflowError, ValueError, TypeError):
+        return "beyond the range of a float"
+    return value if math.isfinite(value) else "not finite"
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A returned value in a message: its `repr`, cut to `limit` characters; a wide int
+    by its size (`10**400` has 401 digits)."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an int of {value.bit_length()} bits"
+    try:
+        text = repr(value)
+    except Exception:  # a plugin's own type whose repr fails
+        text = kind_of(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def kind_of(value: Any) -> str:
+    """What `value` is, for a message: "None", "a list", "an int"."""
     if value is None:
         return "None"
-    return f"a {type(value).__name__}"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"

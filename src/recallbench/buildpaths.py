@@ -29,6 +29,7 @@ import threading
 from pathlib import Path, PurePath
 
 from recallbench.errors import RecallbenchError
+from recallbench.escape import path_text
 
 #: claimed directories (absolute path as given, and resolved) -> (claims, option to change)
 _roots: dict[str, tuple[int, str]] = {}
@@ -59,7 +60,8 @@ def check_build_dir(
     * the home directory, or a directory that contains it (e.g. "/home");
     * a path that exists but is not a directory ("<path> is a file, not a directory");
     * a path under a regular file ("<path>: <ancestor> is a file, not a directory");
-    * a path whose nearest existing part is a dangling symlink.
+    * a path whose nearest existing part is a dangling symlink;
+    * a path that is not valid UTF-8 (artifacts record paths in JSON, which holds text).
 
     Symlinks are followed (a symlinked build directory is fine). `what` and `option` name
     the directory in messages (a vector cache: ``"vector cache", "--cache"``).
@@ -68,6 +70,11 @@ def check_build_dir(
     example = "build" if option == "--build-dir" else "build/vectors"
     if not text.strip():
         raise RecallbenchError(f"the {what} is empty; give a directory, e.g. {option} {example}")
+    if path_text(text) != text:
+        raise RecallbenchError(
+            f"{what} {path_text(text)} is not valid UTF-8 (its artifacts record paths as JSON "
+            f"text); use a directory whose path is, e.g. {option} {example}"
+        )
     given = Path(text)
     try:
         resolved = given.resolve()  # absolute, symlinks followed, ".." applied

@@ -35,6 +35,8 @@ from recallbench.options import (
     DEVICES,
     DatasetCommand,
     SystemChoice,
+    absolute_path,
+    call_timeout_option,
     dataset_inputs,
     dataset_options,
     execution_options,
@@ -291,6 +293,7 @@ class _MainGroup(OneLineErrors, click.Group):
     default=Path("build"),
     show_default=True,
     envvar="RECALLBENCH_BUILD_DIR",
+    callback=absolute_path,
     help="Where artifacts, stores and reports are written.",
 )
 @click.option(
@@ -575,8 +578,11 @@ def score_cmd(
 
 @command("report")
 @output_options("BUILD/results.json", "BUILD/report.md")
+@call_timeout_option("Fail when a plugin's decision rules take longer.")
 @pass_ctx
-def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> None:
+def report_cmd(
+    ctx: Context, output: Path | None, report_path: Path | None, call_timeout: float | None
+) -> None:
     """Write the result (results.json), the Markdown report and its plots (report-plots/
     beside the report) and the HTML report (report.html beside it, its data files in
     report-data/), together."""
@@ -592,7 +598,12 @@ def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> N
     )
     envs = [ctx.read(k) for k in ("suite", "hydrate", "runs", "roundtrip")]
     envs.append(ctx.read_current("scores"))
-    report = build_report(*envs, timings=timings_for(ctx.build_dir, *envs), scratch=ctx.build_dir)
+    report = build_report(
+        *envs,
+        timings=timings_for(ctx.build_dir, *envs),
+        scratch=ctx.build_dir,
+        call_timeout=call_timeout,
+    )
     try:
         ctx.publish(report.files(output, report_path, ctx.build_dir))
     finally:
@@ -615,13 +626,20 @@ def report_cmd(ctx: Context, output: Path | None, report_path: Path | None) -> N
 
 
 @command("decide")
+@call_timeout_option("Fail when a plugin's decision rules take longer.")
 @pass_ctx
-def decide_cmd(ctx: Context) -> None:
-    """Apply the dataset's decision rules to the scores and the round trip; print the
-    recommendation (decision.json)."""
+def decide_cmd(ctx: Context, call_timeout: float | None) -> None:
+    """Apply the decision rules written for the system (a plugin's for its own systems, or
+    the dataset's) to the scores and the round trip; print the recommendation
+    (decision.json)."""
     from recallbench.stages.decide import headline, run_decide
 
-    env = run_decide(ctx.read("suite"), ctx.read_current("scores"), ctx.read_current("roundtrip"))
+    env = run_decide(
+        ctx.read("suite"),
+        ctx.read_current("scores"),
+        ctx.read_current("roundtrip"),
+        call_timeout=call_timeout,
+    )
     path = ctx.write(env)
     ctx.say(f"wrote {path}")
     echo_line(headline(env["data"]))
@@ -632,6 +650,7 @@ def decide_cmd(ctx: Context) -> None:
     "--cache",
     type=click.Path(file_okay=False, path_type=Path),
     required=True,
+    callback=absolute_path,
     help="Directory of the vector cache to write (the previous cache there stays valid "
     "until the new one is complete).",
 )
@@ -852,7 +871,7 @@ def echo_closing(
     seconds = time.perf_counter() - started
     if as_json:
         doc = closing_json(run.result, decision, files, seconds, headline(decision))
-        click.echo(json.dumps(doc))
+        click.echo(json.dumps(doc, allow_nan=False))  # strict JSON, never a bare `NaN`
         return
     if not quiet:
         click.echo(summary_table(run.result))
@@ -1211,6 +1230,7 @@ def compare_cmd(
     if as_json:
         import json
 
+        from recallbench.escape import path_text
         from recallbench.report.summary import closing_json
 
         seconds = time.perf_counter() - started
@@ -1228,9 +1248,10 @@ def compare_cmd(
                     "comparisons": render_markdown(doc, headline_only=True).splitlines(),
                     "notes": list(doc["notes"]),
                     "worse": worse,
-                    "files": [str(f) for f in written],
+                    "files": [path_text(f) for f in written],
                     "seconds": round(seconds, 3),
-                }
+                },
+                allow_nan=False,  # strict JSON: a NaN is a bug to see, never a bare `NaN`
             )
         )
         _fail_if_worse(worse)

@@ -33,6 +33,7 @@ import numpy as np
 
 from recallbench import stats
 from recallbench.errors import RecallbenchError
+from recallbench.escape import path_text
 from recallbench.report.comparison import (
     ci_text,
     correction_name,
@@ -257,7 +258,8 @@ def run_compared(
 def result_labels(paths: Sequence[Path], results: Sequence[Any]) -> list[str]:
     """The label of each saved result: its system's name; where two results share a name,
     the name with the result's directory (`hotmem (old)`, for BUILD/results.json) or file
-    stem, and the full path when even that ties."""
+    stem, and the full path when even that ties. A path's bytes that are not UTF-8 show as
+    ``\\xNN`` (`escape.path_text`: a label is text in JSON documents)."""
     names = [_system_name(r) or _place(p) for p, r in zip(paths, results, strict=True)]
     labels = list(names)
     for name in set(names):
@@ -266,7 +268,7 @@ def result_labels(paths: Sequence[Path], results: Sequence[Any]) -> list[str]:
             continue
         places = [_place(paths[i]) for i in tied]
         if len(set(places)) < len(places):
-            places = [str(paths[i]) for i in tied]
+            places = [path_text(paths[i]) for i in tied]
         for i, place in zip(tied, places, strict=True):
             labels[i] = f"{name} ({place})" if place != name else place
     return labels
@@ -280,7 +282,7 @@ def _system_name(result: Any) -> str | None:
 
 def _place(path: Path) -> str:
     path = Path(path)
-    return path.parent.name if path.stem == "results" else path.stem
+    return path_text(path.parent.name if path.stem == "results" else path.stem)
 
 
 def reference_first(labels: Sequence[str], reference: str, what: str) -> list[int]:

@@ -20,6 +20,10 @@ object along that chain that knows:
   batch's vectors the same as when it is embedded alone (MiniLM: each forward pass on one
   torch thread). prep then embeds locally in one process with a thread per worker; an
   embedder that does not say so gets a process per worker (`vectorprep.embedding_plan`).
+
+`torch_cache_in_scratch()` keeps torch's compile cache directory out of TMPDIR's lasting
+contents: importing sentence-transformers (which imports `torch._dynamo`) makes
+`$TMPDIR/torchinductor_<user>/`, left behind by every process that loaded MiniLM.
 """
 
 from __future__ import annotations
@@ -142,3 +146,34 @@ def covers(recorded: Mapping[str, str] | None, needed: Mapping[str, str]) -> boo
     """Whether a cache made with the `recorded` transforms holds every form `needed`."""
     recorded = recorded or {}
     return all(recorded.get(role) == name for role, name in needed.items())
+
+
+#: the variable torch reads for its compile cache directory (it makes the directory when
+#: `torch._dynamo` is imported, default `$TMPDIR/torchinductor_<user>/`)
+TORCH_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def torch_cache_in_scratch() -> str | None:
+    """Point torch's compile cache (`TORCH_CACHE_VARIABLE`) at a directory of this process's
+    own in the temporary directory, removed when the process ends (its exit, a finalizer
+    of a pool worker); the workers it starts inherit it, so the one it owns holds theirs
+    too and a worker killed mid-task leaves nothing. Call it before torch is imported here
+    and before workers start. A directory already set (by the user, or by the process that
+    started this one, which removes it) is left as it is. Returns the path it set, or None.
+    recallbench never compiles: the directory stays empty."""
+    import os
+
+    if os.environ.get(TORCH_CACHE_VARIABLE):
+        return None
+    import shutil
+    import tempfile
+    from multiprocessing import util
+
+    path = os.path.join(
+        tempfile.gettempdir(), f"recallbench-torch-{os.getpid()}-{os.urandom(4).hex()}"
+    )
+    os.environ[TORCH_CACHE_VARIABLE] = path
+    # run by the process's exit (multiprocessing runs its finalizers at exit, and in a pool
+    # worker as it ends); a process forked from this one does not run it
+    util.Finalize(None, shutil.rmtree, args=(path,), kwargs={"ignore_errors": True}, exitpriority=0)
+    return path

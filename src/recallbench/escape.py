@@ -15,6 +15,8 @@ output call it where the string meets the output, never at their callers' sites.
 - `script_json(obj)`: JSON that stands inside a ``<script>`` element of a page or in a
   JavaScript file the page loads (report.html's data files).
 - `html(text)`: text inside an HTML element or a quoted attribute (protocols.html).
+- `path_text(path)`: a path as valid text, for a label or a document (its bytes that are
+  not UTF-8 as ``\\xNN``).
 """
 
 from __future__ import annotations
@@ -160,3 +162,19 @@ def html(text: Any) -> str:
     import html as _html
 
     return _html.escape(_visible_controls(str(text)), quote=True)
+
+
+def path_text(path: Any) -> str:
+    """`path` (a str or `os.PathLike`) as valid text: a name of bytes that are not UTF-8
+    (Python keeps them as lone surrogates, which JSON writers refuse) shows them as
+    ``\\xNN`` (``bad\\xff``); any other path is itself."""
+    import os
+
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        return text.decode("utf-8", "backslashreplace")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text

@@ -93,7 +93,9 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
+from recallbench.embedding import torch_cache_in_scratch
 from recallbench.errors import RecallbenchError
+from recallbench.exiting import close_open_files
 from recallbench.signals import die_with_parent
 
 T = TypeVar("T")
@@ -326,9 +328,15 @@ def _init_process_worker(
     if finalizer is not None:
         # runs when the worker exits normally (the pool's shutdown), not on terminate
         util.Finalize(None, finalizer, exitpriority=10)
+    # a forked worker ends with os._exit, and a spawned one with exit_process: both after
+    # closing the files a system left open (a plugin's log), as no teardown will
+    util.Finalize(None, close_open_files, exitpriority=-50)
     if spawned:
         # the last of the exit's finalizers (multiprocessing's own run at -5 and above)
         util.Finalize(None, _end_spawned_worker, exitpriority=-100)
+        # before the initializer, which may start loading a model on a thread (tqdm made
+        # there would take a named semaphore, see `_no_semaphore_in_tqdm`)
+        _no_semaphore_in_tqdm(load=True)
     if initializer is not None:
         try:
             initializer(*initargs)
@@ -348,8 +356,9 @@ def _end_spawned_worker() -> None:
     the run waits for. This runs after the worker's own finalizer (`worker.close_worker`:
     its stores, cache and work directories) and multiprocessing's, at the end of the normal
     exit only (a killed or terminated worker never gets here): the rest of what the
-    interpreter's exit does (threads, `atexit` handlers, flushing stdout and stderr) and
-    then `os._exit(0)`, the exit code of a pool worker that returned (`recallbench.exiting`)."""
+    interpreter's exit does (threads, `atexit` handlers, closing open files, flushing stdout
+    and stderr) and then `os._exit(0)`, the exit code of a pool worker that returned
+    (`recallbench.exiting`)."""
     from recallbench.exiting import exit_process
 
     exit_process(0)
@@ -374,12 +383,18 @@ def _ready(_: object) -> int:
     return os.getpid()
 
 
-def _no_semaphore_in_tqdm() -> None:
+def _no_semaphore_in_tqdm(load: bool = False) -> None:
     """tqdm (which libraries import, and instantiate even with their bars disabled) makes a
-    multiprocessing RLock per process: a named semaphore that a worker killed under a task
-    never unlinks, so multiprocessing warns of a leaked semaphore at exit. Workers need no
-    cross-process bar lock: give tqdm none (its thread lock stays)."""
+    multiprocessing RLock per process: in a spawned worker (whose default start method is
+    spawn) a named semaphore that a worker killed under a task never unlinks, so
+    multiprocessing warns of a leaked semaphore at exit (a forked worker's are unlinked as
+    they are made). Workers need no cross-process bar lock: give tqdm none (its thread lock
+    stays). `load`: import tqdm now (a spawned worker, before a model loads on a thread:
+    after a SIGTERM during prep's embedding the warning followed the promised line)."""
     global _TQDM_DONE
+    if load and "tqdm.std" not in sys.modules:
+        with contextlib.suppress(ImportError):
+            import tqdm.std  # noqa: F401
     std = sys.modules.get("tqdm.std")
     if std is not None:
         lock = getattr(std, "TqdmDefaultWriteLock", None)
@@ -404,6 +419,25 @@ def _run_in_process_worker(fn: Callable[[T], R], item: T, number: int = -1) -> R
         return fn(item)
     finally:
         _CURRENT[slot + 1] = -1
+
+
+#: how often a thread waiting for a task's result wakes (see `_result`)
+WAKE_SECONDS = 0.25
+
+
+def _result(future: Future) -> Any:
+    """`future.result()`, waking every `WAKE_SECONDS` while the task runs. A signal another
+    thread of this process took (a SIGTERM sent while the process was stopped goes to any
+    of its threads when it continues) interrupts no wait of the main thread, and Python
+    runs its handler in the main thread only: a wait without a timeout held the run's
+    SIGTERM until the task ended (30 s, for a slow embedding batch). Now it is handled
+    within `WAKE_SECONDS`."""
+    while True:
+        try:
+            return future.result(timeout=WAKE_SECONDS)
+        except TimeoutError:
+            if future.done():  # the task itself raised TimeoutError
+                raise
 
 
 class ProcessExecutor:
@@ -448,6 +482,9 @@ class ProcessExecutor:
                 signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
     def _start(self) -> ProcessExecutor:
+        # the workers inherit torch's compile cache directory of this process, which removes
+        # it (a worker killed under a task never could)
+        torch_cache_in_scratch()
         context = multiprocessing.get_context(self.start_method or start_method())
         # [pid, task number] per worker (shared memory, no lock: each worker writes only
         # its own pair), so `_died` can name a dead worker's task
@@ -544,11 +581,11 @@ class ProcessExecutor:
                 window.append((number, pool.submit(_run_in_process_worker, fn, item, number)))
                 if len(window) >= self.max_in_flight:
                     done, future = window.popleft()
-                    yield future.result()
+                    yield _result(future)
                     labels.pop(done, None)
             while window:
                 done, future = window.popleft()
-                yield future.result()
+                yield _result(future)
                 labels.pop(done, None)
         except BrokenProcessPool:
             # the pool's manager thread reaps the dead worker (and stops the others): once

@@ -27,6 +27,19 @@ DEFAULT_TOP_K = {name: spec.top_k for name, spec in DATASETS.items()}
 DATASET_ARGS = "dataset_args"
 
 
+def absolute_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A path option's value made absolute once, when the command line is parsed (before
+    any system's code runs): a system that calls `os.chdir` cannot move where a command
+    reads or writes (issue 38). Leaves None, and a value when the current directory is
+    gone, as they are."""
+    if value is None:
+        return None
+    try:
+        return Path(value).absolute()
+    except OSError:  # the current directory was removed: nothing to resolve against
+        return value
+
+
 def _compose(*decorators: Callable) -> Callable:
     def apply(fn: Callable) -> Callable:
         for decorator in reversed(decorators):
@@ -79,7 +92,15 @@ def _dataset_params(base: Path, shown: str | None) -> list[click.Parameter]:
         text = f"{option.help} ({', '.join(owners)}){default}."
         file = click.Path(dir_okay=option.dir_okay, path_type=Path)
         kind = file if option.type == "file" else click.Choice(option.choices)
-        params.append(click.Option([option.flag], type=kind, default=None, help=text))
+        params.append(
+            click.Option(
+                [option.flag],
+                type=kind,
+                default=None,
+                help=text,
+                callback=absolute_path if option.type == "file" else None,
+            )
+        )
     return params
 
 
@@ -170,13 +191,18 @@ def output_options(json_default: str, markdown_default: str) -> Callable:
     file = click.Path(dir_okay=False, path_type=Path)
     return _compose(
         click.option(
-            "--output", type=file, default=None, help=f"Result JSON path [default: {json_default}]."
+            "--output",
+            type=file,
+            default=None,
+            callback=absolute_path,
+            help=f"Result JSON path [default: {json_default}].",
         ),
         click.option(
             "--report",
             "report_path",
             type=file,
             default=None,
+            callback=absolute_path,
             help=f"Markdown report path [default: {markdown_default}].",
         ),
     )
@@ -281,6 +307,20 @@ workers_option = click.option(
     show_default=True,
     help="Parallel workers (results are identical for any number).",
 )
+
+
+def call_timeout_option(help: str) -> Callable:
+    """--call-timeout SECONDS: the time limit of each call into code recallbench does not
+    control (`recallbench.boundary`); `help` says which calls."""
+    return click.option(
+        "--call-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        metavar="SECONDS",
+        help=f"{help} [default: no limit].",
+    )
+
+
 execution_options = _compose(
     executor_option,
     workers_option,
@@ -289,14 +329,11 @@ execution_options = _compose(
         "--cache",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
+        callback=absolute_path,
         help="Vector cache made by `recallbench prep` (no embedding at query time).",
     ),
-    click.option(
-        "--call-timeout",
-        type=click.FloatRange(min=0, min_open=True),
-        default=None,
-        metavar="SECONDS",
-        help="Fail the run when one call into the system takes longer [default: no limit].",
+    call_timeout_option(
+        "Fail the run when one call into the system, or its plugin's decision rules, takes longer."
     ),
     click.option(
         "--threads",

@@ -83,9 +83,11 @@ def run_pipeline(
     from recallbench.stages.roundtrip import DEFAULT_SAMPLE, run_roundtrip
     from recallbench.stages.score import run_score
     from recallbench.stages.validate import place_spool, run_validate
+    from recallbench.systems.rules import chosen_rules, decide_envelopes
 
     execution = execution or Execution()
     work_dir = Path(work_dir)
+    chosen_rules(dataset, system)  # rules the run may not use are refused before any work
     timings: dict[str, dict[str, Any]] = {}
     suite = run_validate(dataset, paths, options, spool=work_dir / SPOOL)
     place_spool(suite)
@@ -104,11 +106,14 @@ def run_pipeline(
         execution=execution,
     )
     scores = run_score(suite, runs, measure_names=measures)
+    # the rules run once, for the report and decision.json alike (a plugin's within the
+    # call timeout)
+    decided = decide_envelopes(suite, scores, roundtrip, call_timeout=execution.call_timeout)
     report = build_report(
-        suite, hydrate, runs, roundtrip, scores, timings=timings, scratch=work_dir
+        suite, hydrate, runs, roundtrip, scores, timings=timings, scratch=work_dir, decided=decided
     )
     timings["results"] = report.timing
-    decision = run_decide(suite, scores, roundtrip)
+    decision = run_decide(suite, scores, roundtrip, decided=decided)
     envelopes = {
         "suite": suite,
         "hydrate": hydrate,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import stat
@@ -26,7 +27,7 @@ from conftest import (
     run_stages,
     stage_args,
 )
-from signalling import default_signals, signal_when
+from signalling import default_signals, run_signalled, signal_when
 
 from recallbench.artifacts import STAGE_NAMES, read_artifact
 from recallbench.cli import main
@@ -758,22 +759,8 @@ def interrupt_when(
     its work, past start-up; seen while it was stopped, so it cannot have finished since:
     tests/signalling.py), and return the finished process."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "NO_PROGRESS": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "recallbench.cli", *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=default_signals,
-    )
-    try:
-        signal_when(proc, ready, signal.SIGINT, timeout)
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    args = [sys.executable, "-m", "recallbench.cli", *map(str, args)]
+    return run_signalled(args, env, ready, signal.SIGINT, timeout)
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to see open files")
@@ -1205,3 +1192,43 @@ def test_messages_escape_data_for_the_terminal(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "\x1b" not in result.stderr and "\r" not in result.stderr
     assert "aU+001B]0;ownedU+0007U+000Db.jsonl" in result.stderr
+
+
+def test_a_build_dir_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    """Issue 38: validate into a non-UTF-8 build directory ended with a 51-line orjson
+    traceback (suite.json records the spool's path as JSON text). It is refused in one line
+    showing the bytes as \\xNN, before anything is made."""
+    build = os.fsdecode(bytes(tmp_path) + b"/bad\xff")
+    proc = recallbench("--build-dir", build, "validate")
+    line = assert_one_line_process_error(proc, "validate")
+    assert line == (
+        f"recallbench validate: error: build directory {tmp_path}/bad\\xff is not valid UTF-8 "
+        "(its artifacts record paths as JSON text); use a directory whose path is, e.g. "
+        "--build-dir build"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_labels_results_in_directories_that_are_not_utf8(
+    staged_build: Path, tmp_path: Path
+) -> None:
+    """Issue 38: `compare --result` of two results of one system, in directories whose names
+    are not UTF-8, ended with a 53-line orjson traceback (the labels name the directories).
+    The labels show those bytes as \\xNN; the comparison is written."""
+    saved = []
+    for name in (b"old\xff", b"new\xfe"):
+        directory = Path(os.fsdecode(bytes(tmp_path) + b"/" + name))
+        directory.mkdir()
+        shutil.copyfile(staged_build / "results.json", directory / "results.json")
+        saved.append(directory / "results.json")
+    out = tmp_path / "out"
+    proc = recallbench(
+        "--build-dir", out, "compare", "--result", saved[0], "--result", saved[1], "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    import json
+
+    doc = json.loads(proc.stdout)
+    assert [s["label"] for s in doc["systems"]] == ["hotmem (old\\xff)", "hotmem (new\\xfe)"]
+    assert (out / "compare.json").is_file() and (out / "compare.html").is_file()

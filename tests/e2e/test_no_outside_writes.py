@@ -171,6 +171,33 @@ def test_script_leaves_tmpdir_empty_and_writes_only_its_outputs(sandbox: Sandbox
     assert after["benchmarks"] == before["benchmarks"]
 
 
+def test_a_minilm_run_of_the_script_leaves_tmpdir_empty(sandbox: Sandbox) -> None:
+    """Issue 38: `scripts/retrieval_eval.py --system minilm` left `$TMPDIR/torchinductor_root/`
+    (torch's compile cache directory, made when sentence-transformers imports
+    torch._dynamo). Torch's cache now lives in a directory of the run's own, removed at its
+    end: TMPDIR is as it was, and so is everything else."""
+    before = sandbox.watched()
+    env = {
+        **os.environ,
+        "TMPDIR": str(sandbox.tmp),
+        "HOME": str(sandbox.home),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "NO_PROGRESS": "1",
+    }
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)  # an earlier test's, or the caller's: not ours
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "retrieval_eval.py"), "--system", "minilm", "-q"],
+        cwd=sandbox.cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert sandbox.watched() == before
+
+
 def test_failed_validation_writes_nothing_anywhere(sandbox: Sandbox) -> None:
     bad = sandbox.tmp.parent / "bad.jsonl"
     bad.write_text('{"memory_id": \n', encoding="utf-8")

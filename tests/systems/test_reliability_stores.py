@@ -18,16 +18,23 @@ from pathlib import Path
 
 import orjson
 import pytest
-from signalling import default_signals, signal_when
+from plugindist import (
+    CORPUS,
+    QUERIES,
+    ROOT,
+    assert_nothing_published,
+    install_distribution,
+    one_error_line,
+    plugin_env,
+    run_recallbench,
+)
+from plugindist import run_args as _run_args
+from signalling import default_signals, run_signalled, signal_when
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "benchmarks" / "retrieval"
-CORPUS, QUERIES = FIXTURES / "corpus.jsonl", FIXTURES / "queries.jsonl"
 SCRIPT = ROOT / "scripts" / "retrieval_eval.py"
 
 PLUGIN = '''
 """Misbehaving systems for recallbench's reliability tests: BM25 with one fault each."""
-import functools
 import math
 import os
 import signal
@@ -36,16 +43,10 @@ import time
 from pathlib import Path
 
 from recallbench.systems.base import Hit
-from recallbench.systems.bm25 import BM25System
+from wrapped_bm25 import Store as Wrapped, System as WrappedSystem, makers
 
 
-class Store:
-    def __init__(self, inner, mode):
-        self._inner, self._mode = inner, mode
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
+class Store(Wrapped):
     def ingest(self, records):
         mode = self._mode
         if mode == "ingest-keyerror":
@@ -88,21 +89,14 @@ class Store:
         return hits
 
 
-class System(BM25System):
+class System(WrappedSystem):
     def __init__(self, mode):
-        super().__init__(f"evil-{mode}")
-        self.mode = mode
+        super().__init__(f"evil-{mode}", mode, Store)
 
     def configuration(self):
         if self.mode == "not-json":
             return {"threshold": {1, 2}}
         return super().configuration()
-
-    def open_store(self, directory, *, vectors=None):
-        return Store(super().open_store(directory, vectors=vectors), self.mode)
-
-    def attach(self, directory, *, vectors=None):
-        return Store(super().attach(directory, vectors=vectors), self.mode)
 
 
 def make(mode):
@@ -114,8 +108,7 @@ MODES = (
     "str", "foreign-id", "duplicate-id", "ingest-keyerror", "lose-memory", "not-json", "slow",
     "calm",
 )
-for _mode in MODES:
-    globals()["make_" + _mode.replace("-", "_")] = functools.partial(make, _mode)
+globals().update(makers(MODES, make))
 '''
 
 MODES = [
@@ -143,16 +136,14 @@ MODES = [
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory holding the plugin module and its distribution's dist-info."""
-    root = tmp_path_factory.mktemp("plugin")
-    (root / "misbehaving_rb.py").write_text(PLUGIN)
-    info = root / "misbehaving_rb-0.3.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: misbehaving-rb\nVersion: 0.3.1\n")
-    points = "".join(
-        f"evil-{mode} = misbehaving_rb:make_{mode.replace('-', '_')}\n" for mode in MODES
+    points = {f"evil-{mode}": f"misbehaving_rb:make_{mode.replace('-', '_')}" for mode in MODES}
+    return install_distribution(
+        tmp_path_factory.mktemp("plugin"),
+        "misbehaving-rb",
+        "0.3.1",
+        {"misbehaving_rb.py": PLUGIN},
+        {"recallbench.systems": points},
     )
-    (info / "entry_points.txt").write_text(f"[recallbench.systems]\n{points}")
-    return root
 
 
 def _validate_and_hydrate_slow(command: list[str], env: dict[str, str]) -> None:
@@ -167,56 +158,13 @@ def _validate_and_hydrate_slow(command: list[str], env: dict[str, str]) -> None:
 
 
 def _env(plugin_path: Path, tmp: Path | None = None) -> dict[str, str]:
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "NO_PROGRESS": "1"}
-    env.pop("RECALLBENCH_BUILD_DIR", None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugin_path), env.get("PYTHONPATH")]))
-    if tmp is not None:
-        env["TMPDIR"] = str(tmp)
-    return env
-
-
-def _run_args(build: Path, system: str, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "recallbench.cli",
-        "--build-dir",
-        str(build),
-        "run",
-        "--corpus",
-        str(CORPUS),
-        "--queries",
-        str(QUERIES),
-        "--system",
-        system,
-        *extra,
-    ]
+    return plugin_env(plugin_path, tmp=tmp)
 
 
 def run_system(
     plugin_path: Path, build: Path, system: str, *extra: str
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        _run_args(build, system, *extra),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=_env(plugin_path),
-    )
-
-
-def one_error_line(proc: subprocess.CompletedProcess[str], command: str = "run") -> str:
-    assert "Traceback" not in proc.stderr, proc.stderr
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith(f"recallbench {command}: error: "), lines[0]
-    return lines[0]
-
-
-def assert_nothing_published(build: Path) -> None:
-    for name in ("runs.json", "results.json", "report.md", "decision.json"):
-        assert not (build / name).exists(), name
-    assert not (build / "work").exists() or not any((build / "work").iterdir())
+    return run_recallbench(_env(plugin_path), build, system, *extra)
 
 
 # --------------------------------------------------------------------------- the boundary
@@ -366,22 +314,8 @@ def _terminate_when_searching(args: list[str], env: dict[str, str], ready) -> tu
     marker), both seen while the process was stopped (tests/signalling.py), so the signal
     lands inside the searches however loaded the machine is; return exit code and stderr."""
     searching = Path(env["EVIL_SEARCHING"])
-    proc = subprocess.Popen(
-        args,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=default_signals,
-    )
-    try:
-        signal_when(proc, lambda pid: ready() and any(searching.iterdir()), signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode, err
+    ran = run_signalled(args, env, lambda pid: ready() and any(searching.iterdir()), signal.SIGTERM)
+    return ran.returncode, ran.stderr
 
 
 def _children_of(pid: int) -> list[int]:

@@ -399,3 +399,34 @@ def test_a_plugin_description_cannot_break_the_systems_table() -> None:
     cells = [c for c in re.split(r"(?<!\\)\|", table[2])]
     assert len(cells) == 6, table[2]  # the two empty edges and four cells
     assert "](" not in table[2].replace("\\](", "") and "<b>" not in table[2]
+
+
+def test_index_options_for_a_system_that_takes_none_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 38: `RECALLBENCH_INDEX_LLAMAINDEX_PGVECTOR` or `RECALLBENCH_INDEX_CHROMA` was
+    silently ignored (the run looked configured, its index was the default). For every
+    built-in that takes no index options the variable is one line naming those that do,
+    before the system is built; each of those reads it (a bad value is its own error)."""
+    from recallbench.systems.registry import INDEX_OPTION_SYSTEMS
+    from recallbench.systems.storekit import index_options_variable
+
+    assert set(INDEX_OPTION_SYSTEMS) < set(BUILTIN)
+    for name in BUILTIN:
+        variable = index_options_variable(name)
+        monkeypatch.setenv(variable, "bogus")
+        with pytest.raises(RecallbenchError) as refused:
+            get_system(name)
+        if name in INDEX_OPTION_SYSTEMS:
+            assert str(refused.value).startswith(f"{variable}: 'bogus'"), str(refused.value)
+            assert "not KEY=VALUE" in str(refused.value)
+        else:
+            assert str(refused.value) == (
+                f"{variable} is set, but {name} takes no index options (only "
+                "langgraph-postgres, llamaindex-pgvector-hnsw, mem0-pgvector, milvus and "
+                "milvus-flat do); unset it"
+            )
+        monkeypatch.setenv(variable, " ")  # set but empty: nothing given, nothing refused
+        if name not in INDEX_OPTION_SYSTEMS:
+            registry._refuse_unread_index_options(name)
+        monkeypatch.delenv(variable)

@@ -14,9 +14,10 @@ import pytest
 from recallbench.boundary import Boundary, SystemCallFailed
 from recallbench.errors import RecallbenchError
 from recallbench.signals import Terminated
-from recallbench.systems.base import Hit, SnapshotRejected
+from recallbench.systems.base import Hit, SnapshotRejected, StoreRecord
 
-STORED = {"m1": None, "m2": None}
+#: what a scope stored: id -> its record (the identifier a hit must carry back)
+STORED = {"m1": StoreRecord("m1", "a", "one"), "m2": StoreRecord("m2", "b", "two")}
 
 
 def _busy(seconds: float) -> None:
@@ -77,6 +78,18 @@ def test_a_time_limit_holds_in_the_main_thread_and_in_others() -> None:
         ([Hit("m1", 1.0, "a"), Hit("m2", 0.5, "b"), Hit("m1", 0.1, "a")], "more than the 2"),
         ([Hit("m1", 1.0, None)], "identifiers must be strings"),
         ([Hit(3, 1.0, "a")], "id 3 at rank 1"),
+        # issue 38: an identifier the store was never given (report.md explained misses
+        # with it: "another project's memory (another-project)")
+        (
+            [Hit("m1", 1.0, "a"), Hit("m2", 0.5, "another-project")],
+            "returned the identifier 'another-project' for id 'm2' at rank 2, which was "
+            "stored with the identifier 'b'",
+        ),
+        # issue 38: ints beyond a float (a 73-line OverflowError traceback) and wrong types
+        ([Hit("m1", 10**400, "a")], "the score an int of 1329 bits for id 'm1' at rank 1, "),
+        ([Hit("m1", [1.0], "a")], "the score [1.0] for id 'm1' at rank 1, a list, not a number"),
+        ([Hit("m1", "0.5", "a")], "the score '0.5' for id 'm1' at rank 1, a str, not a number"),
+        ([Hit("m1", complex(1, 0), "a")], "a complex, not a number"),
     ],
 )
 def test_hits_are_checked(hits, needle: str | None) -> None:
@@ -87,6 +100,62 @@ def test_hits_are_checked(hits, needle: str | None) -> None:
     with pytest.raises(SystemCallFailed, match="system 'mine': search") as caught:
         guard.hits(hits, 2, STORED, "q")
     assert needle in str(caught.value)
+
+
+def test_real_number_scores_are_kept_as_floats() -> None:
+    """Issue 38: `np.float32(6.0)` was refused as "scores must be finite numbers" and
+    `2**70` ended the run with a 56-line orjson traceback (an int beyond 64 bits). A real
+    number is recorded as its float value; a float is kept as it is."""
+    import numpy as np
+
+    guard = Boundary("mine")
+    given = [Hit("m1", np.float32(6.0), "a"), Hit("m2", 2**70, "b")]
+    checked = guard.hits(given, 2, STORED, "q")
+    assert checked == [Hit("m1", 6.0, "a"), Hit("m2", float(2**70), "b")]
+    assert [type(h.score) for h in checked] == [float, float]
+    for value in (np.int64(3), np.float64(0.25), 7):
+        (hit,) = guard.hits([Hit("m1", value, "a")], 1, STORED, "q")
+        assert type(hit.score) is float and hit.score == float(value)
+    same = [Hit("m1", 0.5, "a")]
+    assert guard.hits(same, 1, STORED, "q")[0] is same[0]
+    for bad in (np.float32("nan"), np.float64("inf"), np.bool_(True)):
+        with pytest.raises(SystemCallFailed, match="scores must be finite numbers"):
+            guard.hits([Hit("m1", bad, "a")], 1, STORED, "q")
+
+
+def test_a_call_that_changes_the_working_directory_leaves_it_as_it_was(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38: a plugin calling `os.chdir` in `search` moved every later relative write
+    (`run --build-dir b` wrote into `<new cwd>/b/`). After every call, returned or raised,
+    the working directory is the caller's again, also when the system moved into a
+    directory it then removed."""
+    import os
+
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(home)
+    guard = Boundary("mine")
+
+    def wander(then_raise: bool = False, remove: bool = False) -> str:
+        os.chdir(elsewhere)
+        if remove:
+            gone = elsewhere / "gone"
+            gone.mkdir()
+            os.chdir(gone)
+            gone.rmdir()
+        if then_raise:
+            raise ValueError("lost")
+        return "found"
+
+    assert guard.call("search", "q", wander) == "found"
+    assert os.getcwd() == str(home)
+    with pytest.raises(SystemCallFailed, match="raised ValueError: lost"):
+        guard.call("search", "q", wander, then_raise=True)
+    assert os.getcwd() == str(home)
+    guard.call("search", "q", wander, remove=True)
+    assert os.getcwd() == str(home)
 
 
 def test_diagnostics_vectors_counts_and_configuration_are_checked() -> None:

@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 
 from recallbench.artifacts import envelope, inputs_of
-from recallbench.datasets.base import dataset_policy, decision, roundtrip_summary
+from recallbench.datasets.base import dataset_policy, roundtrip_summary
 from recallbench.datasets.fixture_rules import ACTIONS, GUARDRAILS, decide
 from recallbench.datasets.fixtures import reader as fixtures
 from recallbench.errors import ArtifactError
 from recallbench.pipeline import Run
 from recallbench.stages import decide as decide_stage
+from recallbench.systems.rules import decision
 
 FORBIDDEN = re.compile(
     r"entit|hosted|learned|cross-encoder|\bLLM\b|Cohere|OpenAI|Voyage|Anthropic", re.IGNORECASE
@@ -402,23 +403,57 @@ def test_any_other_system_gets_one_line_and_no_hotmem_advice(system: str) -> Non
     assert "#78" not in repr(d) and "#80" not in repr(d)
 
 
-def test_a_plugin_declares_rules_for_its_own_systems(monkeypatch: pytest.MonkeyPatch) -> None:
+def mine_rules(evidence: dict[str, Any]) -> dict[str, Any]:
+    """A plugin's rules for its system `mine`."""
+    return {
+        "policy": "mine-rules",
+        "rule": 1,
+        "action": "tune",
+        "recommendation": f"tune mine (gap at k={evidence['top_k']})",
+        "evidence": {},
+        "top_k": evidence["top_k"],
+        "rules": [],
+        "guardrails": [],
+    }
+
+
+def installed(
+    decide_fn: Any = mine_rules,
+    systems: tuple[str, ...] = ("mine",),
+    distribution: str = "mine-store",
+) -> Any:
+    """`mine_rules` (or `decide_fn`) as distribution `distribution` 0.1 would declare them."""
     from recallbench.datasets import base
 
-    def mine_rules(evidence: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "policy": "mine-rules",
-            "rule": 1,
-            "action": "tune",
-            "recommendation": f"tune mine (gap at k={evidence['top_k']})",
-            "evidence": {},
-            "top_k": evidence["top_k"],
-            "rules": [],
-            "guardrails": [],
-        }
+    rules = base.DecisionRules("mine-rules", "fixtures", systems, decide_fn)
+    return base.InstalledRules(rules, distribution, "0.1", "mine-rules = mine_store:RULES")
 
-    rules = base.DecisionRules("mine-rules", "fixtures", ("mine",), mine_rules)
-    monkeypatch.setattr(base, "plugin_rules", lambda: [rules])
+
+#: plugin systems and the distributions that provide them, as `mine_installed` installs them
+PLUGIN_SYSTEMS = {
+    "mine": {"distribution": "mine-store", "version": "0.1"},
+    "theirs": {"distribution": "their-store", "version": "2"},
+}
+
+
+@pytest.fixture
+def mine_installed(monkeypatch: pytest.MonkeyPatch):
+    """The systems `PLUGIN_SYSTEMS` installed; `install(*rules)` puts rule sets in place of
+    the installed ones."""
+    from recallbench.datasets import base
+    from recallbench.systems import rules as rules_module
+
+    provider = rules_module.system_provider
+    monkeypatch.setattr(
+        rules_module, "system_provider", lambda name: PLUGIN_SYSTEMS.get(name) or provider(name)
+    )
+    return lambda *sets: monkeypatch.setattr(base, "plugin_rules", lambda: list(sets))
+
+
+def test_a_plugin_declares_rules_for_its_own_systems(mine_installed) -> None:
+    from recallbench.datasets import base
+
+    mine_installed(installed())
     d = decision(suite_data("fixtures"), *stage_inputs(scores(), "mine"))
     assert d["policy"] == "mine-rules" and d["recommendation"] == "tune mine (gap at k=5)"
     # another dataset, another system: not theirs
@@ -426,15 +461,34 @@ def test_a_plugin_declares_rules_for_its_own_systems(monkeypatch: pytest.MonkeyP
     assert other["rule"] is None
     assert decision(suite_data("fixtures"), *stage_inputs(scores()))["rule"] == 4  # hotmem
     # two rule sets for one system: refused in one line naming both
-    monkeypatch.setattr(base, "plugin_rules", lambda: [rules, rules])
+    mine_installed(installed(), installed())
     with pytest.raises(base.RecallbenchError, match=r"2 installed rule sets apply to mine"):
         decision(suite_data("fixtures"), *stage_inputs(scores(), "mine"))
 
 
+@pytest.fixture
+def installed_packages(monkeypatch: pytest.MonkeyPatch):
+    """`install(root)`: the distributions in `root` installed (on sys.path) for this test;
+    the registry's entry points are read again now and after the test."""
+    import importlib
+
+    from recallbench.systems import registry
+
+    def install(root: Path) -> None:
+        monkeypatch.syspath_prepend(str(root))
+        importlib.invalidate_caches()
+        registry.clear_cache()
+
+    yield install
+    registry.clear_cache()
+
+
 def _rules_package(root: Path, entry: str) -> None:
-    """An installed-looking package (a dist-info on sys.path) whose entry point in the
-    group `recallbench.rules` is `entry`."""
-    (root / "tiny_rules.py").write_text(
+    """An installed package (a dist-info on sys.path) providing the system `tiny`, whose
+    entry point in the group `recallbench.rules` is `entry`."""
+    from plugindist import install_distribution
+
+    source = (
         "from recallbench.datasets.base import DecisionRules\n"
         "def decide(evidence):\n"
         "    k = evidence['top_k']\n"
@@ -442,42 +496,165 @@ def _rules_package(root: Path, entry: str) -> None:
         "            'recommendation': f'look at k={k}', 'evidence': {}, 'top_k': k,\n"
         "            'rules': [], 'guardrails': []}\n"
         "RULES = DecisionRules('tiny', 'fixtures', ('tiny',), decide)\n"
-        "NOT_RULES = object()\n",
-        encoding="utf-8",
+        "NOT_RULES = object()\n"
+        "def make():\n"
+        "    from recallbench.systems.bm25 import BM25System\n"
+        "    return BM25System('tiny')\n"
     )
-    info = root / "tiny_rules-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tiny-rules\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[recallbench.rules]\ntiny = {entry}\n")
+    install_distribution(
+        root,
+        "tiny-rules",
+        "0.1",
+        {"tiny_rules.py": source},
+        {"recallbench.systems": {"tiny": "tiny_rules:make"}, "recallbench.rules": {"tiny": entry}},
+    )
 
 
-def test_plugin_rules_come_from_the_entry_point_group(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import importlib
-
+def test_plugin_rules_come_from_the_entry_point_group(tmp_path: Path, installed_packages) -> None:
     from recallbench.datasets.base import plugin_rules
 
-    (tmp_path / "ok").mkdir()
     _rules_package(tmp_path / "ok", "tiny_rules:RULES")
-    monkeypatch.syspath_prepend(str(tmp_path / "ok"))
-    importlib.invalidate_caches()
-    assert [r.name for r in plugin_rules()] == ["tiny"]
+    installed_packages(tmp_path / "ok")
+    (found,) = plugin_rules()
+    assert (found.rules.name, found.distribution, found.version) == ("tiny", "tiny-rules", "0.1")
+    assert found.entry_point == "tiny = tiny_rules:RULES"
     d = decision(suite_data("fixtures"), *stage_inputs(scores(), "tiny"))
     assert decide_stage.headline(d) == "rule 1: look at k=5"
     assert decision(suite_data("fixtures"), *stage_inputs(scores()))["rule"] == 4  # hotmem's
 
 
 def test_plugin_rules_that_are_not_rules_are_refused_in_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, installed_packages
 ) -> None:
-    import importlib
-
     from recallbench.datasets.base import RecallbenchError, plugin_rules
 
-    (tmp_path / "bad").mkdir()
     _rules_package(tmp_path / "bad", "tiny_rules:NOT_RULES")
-    monkeypatch.syspath_prepend(str(tmp_path / "bad"))
-    importlib.invalidate_caches()
+    installed_packages(tmp_path / "bad")
     with pytest.raises(RecallbenchError, match=r"decision rules tiny \(tiny_rules:NOT_RULES\)"):
         plugin_rules()
+
+
+# --- a plugin's rules: only for its own systems, and at the boundary (issue 38) ---------------
+
+
+@pytest.mark.parametrize(
+    ("system", "owner"),
+    [("bm25", "recallbench 0.1.0"), ("hotmem", "recallbench 0.1.0"), ("theirs", "their-store 2")],
+)
+def test_rules_for_a_system_another_package_provides_are_refused(
+    mine_installed, system: str, owner: str
+) -> None:
+    """Issue 38: any installed package could declare rules for `bm25` or `hotmem` (`run
+    --system bm25` printed "rule 9: FAKE"). Only the distribution that provides a system may
+    declare its rules; anything else is one line naming both, before any rule runs."""
+    from recallbench import __version__
+    from recallbench.errors import RecallbenchError
+
+    ran: list[str] = []
+    mine_installed(installed(lambda e: ran.append("ran"), systems=("mine", system)))
+    with pytest.raises(RecallbenchError) as refused:
+        decision(suite_data("fixtures"), *stage_inputs(scores(), system))
+    assert str(refused.value) == (
+        "decision rules 'mine-rules' (mine-store 0.1, entry point mine-rules = "
+        f"mine_store:RULES) are for the system '{system}', which "
+        f"{owner.replace('0.1.0', __version__)} provides: only the package that provides a "
+        "system may declare its rules; uninstall mine-store"
+    )
+    assert ran == []
+    # the same rule set decides its own system; a distribution name is compared as pip does
+    mine_installed(installed(distribution="Mine_Store"))
+    assert decision(suite_data("fixtures"), *stage_inputs(scores(), "mine"))["rule"] == 1
+
+
+def _decided_by(decide_fn: Any, mine_installed, timeout: float | None = None) -> Any:
+    mine_installed(installed(decide_fn))
+    from recallbench.systems.rules import decide_run
+
+    return decide_run(suite_data("fixtures"), *stage_inputs(scores(), "mine"), call_timeout=timeout)
+
+
+def _without(field: str) -> Any:
+    return lambda e: {k: v for k, v in mine_rules(e).items() if k != field}
+
+
+def _with(**changed: Any) -> Any:
+    return lambda e: {**mine_rules(e), **changed}
+
+
+def _raise(e: Any) -> Any:
+    raise ValueError("the rules are broken")
+
+
+def _exit(e: Any) -> Any:
+    raise SystemExit(0)
+
+
+def _hang(e: Any) -> Any:
+    import time
+
+    while True:
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("decide_fn", "problem"),
+    [
+        (_raise, "raised ValueError: the rules are broken"),
+        (_exit, "called sys.exit(0); a system must not exit the harness"),
+        (_hang, "did not return within --call-timeout 0.3 s"),
+        (lambda e: None, "returned None, not a decision (an object with policy, rule, "),
+        (_without("recommendation"), "returned a decision without 'recommendation'"),
+        (_with(rule=float("nan")), "returned a float as 'rule', not int or str or null"),
+        (_with(top_k=True), "returned a bool as 'top_k', not int"),
+        (_with(evidence={"gap": float("nan")}), "returned nan at evidence.gap; a decision "),
+        (_with(evidence={"gap": float("inf")}), "returned inf at evidence.gap; a decision "),
+        (_with(evidence={"n": 2**70}), "returned an int of 71 bits at evidence.n"),
+        (_with(evidence={1: "x"}), "returned the key 1 at evidence; keys must be strings"),
+        (_with(evidence={"x": object()}), "returned an object at evidence.x, which is not JSON"),
+        (_with(rules=[{"rule": 1}]), "returned a decision without 'rules[0].condition'"),
+        (_with(guardrails=[3]), "returned an int at guardrails[0], not a string"),
+    ],
+)
+def test_a_plugins_rules_run_at_the_boundary(mine_installed, decide_fn: Any, problem: str) -> None:
+    """Issue 38: rules that raised, returned None or a dict without `recommendation` gave
+    49-54-line tracebacks, rules that never returned hung `run` whatever --call-timeout, and
+    a NaN they returned reached `run --json` as a bare `NaN`. Each is one line naming the
+    rules, their distribution and what they did."""
+    from recallbench.boundary import SystemCallFailed
+
+    with pytest.raises(SystemCallFailed) as failed:
+        _decided_by(decide_fn, mine_installed, timeout=0.3)
+    prefix = "decision rules 'mine-rules' (mine-store 0.1): decide (mine on fixtures) "
+    assert str(failed.value).startswith(prefix + problem), str(failed.value)
+    assert "\n" not in str(failed.value)
+
+
+def test_a_plugins_rules_get_a_copy_of_the_evidence_and_their_source_is_named(
+    mine_installed,
+) -> None:
+    """The rules cannot change the scores the result reports; the decision is theirs,
+    checked, and where the rules came from is returned with it."""
+    data, roundtrip = stage_inputs(scores(), "mine")
+    before = repr(data)
+
+    def meddle(evidence: dict[str, Any]) -> dict[str, Any]:
+        evidence["per_category"]["exact_lexical"]["recall@5"]["value"] = 0.0
+        evidence["top_k"] = 99
+        return mine_rules(evidence)
+
+    mine_installed(installed(meddle))
+    from recallbench.systems.rules import decide_run
+
+    made, source = decide_run(suite_data("fixtures"), data, roundtrip)
+    assert repr(data) == before
+    assert made["recommendation"] == "tune mine (gap at k=99)"
+    assert source is not None and source.record() == {
+        "name": "mine-rules",
+        "kind": "plugin",
+        "distribution": "mine-store",
+        "version": "0.1",
+        "entry_point": "mine-rules = mine_store:RULES",
+    }
+    _, hotmem = decide_run(suite_data("fixtures"), *stage_inputs(scores()))
+    assert hotmem is not None and (hotmem.kind, hotmem.dataset) == ("dataset", "fixtures")
+    assert decide_run(suite_data("fixtures"), *stage_inputs(scores(), "bm25"))[1] is None

@@ -17,7 +17,6 @@ from hotmem.embed import DEFAULT_EMBEDDER
 
 from recallbench import __version__, escape
 from recallbench.artifacts import envelope
-from recallbench.datasets.base import decision
 from recallbench.datasets.fixtures.reader import CATEGORIES
 from recallbench.datasets.longmemeval import generator as longmemeval_generator
 from recallbench.errors import ArtifactError
@@ -40,6 +39,7 @@ from recallbench.report.result import (
 from recallbench.stages.report import build_report
 from recallbench.stages.roundtrip import run_roundtrip
 from recallbench.stages.score import run_score
+from recallbench.systems.rules import decision
 
 METRICS = ["recall@1", "recall@5", "mrr@5", "ndcg@5", "fp_rate@5", "duplicate_slot_rate@5"]
 WHEN = "2025-01-01T00:00:00Z"

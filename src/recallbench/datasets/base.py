@@ -6,7 +6,7 @@ generator command, docs page); `DATASETS` is the registry of those specs, found 
 importing any reader. The reader module exposes ``open_source(paths, options) -> Source``,
 ``measures(top_k, options)`` (the measures a run is scored with) and, when the dataset has
 decision rules, ``decide(evidence) -> decision`` (evidence: the scores artifact's data with
-the round trip's summary under ``"roundtrip"``, see `decision`). A `Source`:
+the round trip's summary under ``"roundtrip"``, see `systems.rules.decide_run`). A `Source`:
 
 * identifies its data (`identity()`, complete once `stream()` has been exhausted, since
   file digests are computed on the same pass that parses the bytes);
@@ -284,10 +284,24 @@ class DecisionRules:
     decide: Callable[[Mapping[str, Any]], dict[str, Any]]
 
 
-def plugin_rules() -> list[DecisionRules]:
+@dataclass(frozen=True)
+class InstalledRules:
+    """A `DecisionRules` an installed package declares, with the distribution (name and
+    version; None when the entry point has no distribution metadata) and the entry point
+    (`name = module:object`) it comes from."""
+
+    rules: DecisionRules
+    distribution: str | None
+    version: str | None
+    entry_point: str
+
+
+def plugin_rules() -> list[InstalledRules]:
     """Every installed package's `DecisionRules` (entry point group `RULES_GROUP`), by
-    entry-point name; one that does not load or is not a `DecisionRules` is an error naming
-    it, never silently skipped (a decision must not depend on what failed to import)."""
+    entry-point name, each with where it comes from; one that does not load or is not a
+    `DecisionRules` is an error naming it, never silently skipped (a decision must not
+    depend on what failed to import). Which of them may decide a run is
+    `recallbench.systems.rules`' to say."""
     from importlib.metadata import entry_points
 
     found = []
@@ -303,7 +317,15 @@ def plugin_rules() -> list[DecisionRules]:
                 f"decision rules {point.name} ({point.value}) are not a "
                 "recallbench.datasets.base.DecisionRules"
             )
-        found.append(rules)
+        dist = getattr(point, "dist", None)
+        found.append(
+            InstalledRules(
+                rules,
+                None if dist is None else dist.metadata["Name"],
+                None if dist is None else dist.version,
+                f"{point.name} = {point.value}",
+            )
+        )
     return found
 
 
@@ -320,37 +342,20 @@ def _no_rule(scores: Mapping[str, Any], recommendation: str) -> dict[str, Any]:
     }
 
 
-def decision(
-    suite: Mapping[str, Any], scores: Mapping[str, Any], roundtrip: Mapping[str, Any]
+def no_rule_decision(
+    suite: Mapping[str, Any], scores: Mapping[str, Any], system: Any
 ) -> dict[str, Any]:
-    """The decision rules written for the system measured, applied to a scores and a
-    roundtrip artifact's data (the policy reads the scores with the round trip's summary
-    under ``"roundtrip"``), or a plain one-line statement that no rule applies. The rules
-    are a plugin's `DecisionRules` naming this dataset and system, else the dataset's own
-    when the system is one of its `policy_systems`. The system is the round trip's (every
-    roundtrip artifact names it). Deterministic: the same data give the same decision.
-    `decide` writes it to decision.json; the report shows the same decision."""
+    """The decision when no rule applies to `system` on the suite's dataset: a plain
+    one-line statement (the dataset defines no rules, or its rules were written for other
+    systems), no advice. Which rules do apply is `recallbench.systems.rules`' to say."""
     dataset = suite["dataset"]
-    system = roundtrip.get("system")
-    evidence = {**scores, "roundtrip": roundtrip_summary(roundtrip)}
-    mine = [r for r in plugin_rules() if r.dataset == dataset and system in r.systems]
-    if len(mine) > 1:
-        raise RecallbenchError(
-            f"{len(mine)} installed rule sets apply to {system} on {dataset} "
-            f"({', '.join(r.name for r in mine)}); uninstall all but one"
-        )
-    if mine:
-        return mine[0].decide(evidence)
     spec = dataset_spec(dataset)
-    policy = dataset_policy(dataset)
-    if policy is None:
+    if spec.policy is None:
         return _no_rule(
             scores, f"no decision rules: the {dataset} dataset defines none; read the metrics"
         )
-    if spec.policy_systems and system not in spec.policy_systems:
-        roadmap = spec.policy_roadmap or f"the {dataset} dataset's rules"
-        return _no_rule(scores, f"the committed rules are {roadmap}; no rule applies to {system}")
-    return policy(evidence)
+    roadmap = spec.policy_roadmap or f"the {dataset} dataset's rules"
+    return _no_rule(scores, f"the committed rules are {roadmap}; no rule applies to {system}")
 
 
 def dataset_policy_name(name: str) -> str | None:

@@ -11,7 +11,7 @@ These are prioritization rules for the next investment, not release thresholds.
 
 They are HotMem's roadmap (the issues #78 and #80 are HotMem's) and fire for the HotMem
 family only (`SYSTEMS`, declared in the fixtures spec); any other system measured on the
-suite gets "no rule applies" (`datasets.base.decision`) and its figures.
+suite gets "no rule applies" (`systems.rules.decide_run`) and its figures.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _value(summary: dict[str, Any] | None) -> float | None:
 
 def decide(scores: dict[str, Any]) -> dict[str, Any]:
     """Apply the rules to a `scores` artifact's data with the round trip's summary under
-    ``"roundtrip"`` (`datasets.base.decision` builds it); return the decision with its
+    ``"roundtrip"`` (`systems.rules.decide_run` builds it); return the decision with its
     evidence."""
     k = scores["top_k"]
     per_cat = scores["per_category"]

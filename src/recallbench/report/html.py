@@ -622,7 +622,9 @@ def _definitions(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     return list(seen.items())
 
 
-def _decision(result: Mapping[str, Any]) -> dict[str, Any]:
+def _decision(result: Mapping[str, Any], source: Any = None) -> dict[str, Any]:
+    """The Conclusion: the decision of `result`, and where its rules came from (`source`,
+    a `systems.rules.RulesSource`; None when no rule applies)."""
     from recallbench.report.summary import measured_line
 
     d = result["decision"]
@@ -646,6 +648,7 @@ def _decision(result: Mapping[str, Any]) -> dict[str, Any]:
         "guardrails": list(d.get("guardrails") or []),
         # no rule written for this system: the conclusion is the measured figures
         "figures": measured_line(result) if d["rule"] is None else "",
+        "source": "" if source is None else f"Decision rules: {source.describe()}.",
     }
 
 
@@ -715,12 +718,14 @@ def render_report_page(
     fingerprint: str = "",
     version: str = "",
     scratch: Path | None = None,
+    rules: Any = None,
 ) -> Page:
     """report.html and its data files: the result document, its plots inline, the per-query
     table, the texts of the first queries inline and the others in data files
     (`report.pagedata`). `texts`: a `Texts` in memory, or the suite envelope whose spool
     is read scope by scope (`stream_report_records`; a missing spool: ids only).
-    `scratch`: where the data files are staged (the build directory)."""
+    `scratch`: where the data files are staged (the build directory). `rules`: where the
+    decision rules came from (`systems.rules.RulesSource`), named in the Conclusion."""
     from recallbench.report import REPORT_DATA_DIR
 
     deep = deep or {}
@@ -756,7 +761,7 @@ def render_report_page(
         for i, q in enumerate(queries)
     ]
     page_data = report_page_data(result, rows, inline, data, fingerprint, level)
-    html = _render_report(result, page_data, inline, stats, plots, fingerprint, version)
+    html = _render_report(result, page_data, inline, stats, plots, fingerprint, version, rules)
     return Page(html, data, REPORT_DATA_DIR, stats)
 
 
@@ -785,6 +790,7 @@ def _render_report(
     plots: Mapping[str, bytes] | None,
     fingerprint: str,
     version: str,
+    rules: Any = None,
 ) -> bytes:
     from recallbench.report import REPORT_DATA_DIR
     from recallbench.report.markdown import is_generated, rate_rows
@@ -828,7 +834,7 @@ def _render_report(
             content_loss=result.get("content_loss"),  # only for a declared input limit
             content_loss_system=result["system"]["name"],
             roundtrip=_roundtrip_line(result),
-            decision=_decision(result),
+            decision=_decision(result, rules),
             categories=[(c, labels.get(c, c)) for c in ds["categories"]],
             measures=data["measures"],
             text_note=_text_note(stats, REPORT_DATA_DIR),

@@ -366,10 +366,12 @@ def render_markdown(
     generated_at: str,
     version: str,
     plots: Sequence[tuple[str, str]] = (),
+    rules: Any = None,
 ) -> str:
     """The human-readable report, rendered from the result document and the timings;
     `plots` are (path relative to the report, caption) of the images the Metrics section
-    links to."""
+    links to; `rules` (a `systems.rules.RulesSource`, None when no rule applies) is where
+    the decision rules came from, which the Conclusion names."""
     k = result["run"]["top_k"]
     ds = result["dataset"]
     counts = result["counts"]
@@ -490,10 +492,11 @@ def render_markdown(
     out += _roundtrip(result)
     out += _cost(timings)
     out += ["## Conclusion", ""]
+    source = [] if rules is None else [f"Decision rules: {rules.describe(code, md)}.", ""]
     if d["rule"] is None:  # no rule written for this system: the figures, not advice
         from recallbench.report.summary import measured_line
 
-        out += [f"**{md(d['recommendation'])}**", "", md(measured_line(result)), ""]
+        out += [f"**{md(d['recommendation'])}**", "", md(measured_line(result)), "", *source]
         return "\n".join(out)
     out += [f"**Rule {md(d['rule'])} fired: {md(d['recommendation'])}**", ""]
     for r in d["rules"]:
@@ -511,7 +514,7 @@ def render_markdown(
             f"{md(r['rule'])}. {md(r['condition'])}: {state}"
             + (f" ({measured})" if measured else "")
         )
-    out += [""] + [f"- {md(g)}" for g in d["guardrails"]] + [""]
+    out += [""] + [f"- {md(g)}" for g in d["guardrails"]] + [""] + source
     return "\n".join(out)
 
 

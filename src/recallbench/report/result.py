@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from recallbench.datasets.base import decision
 from recallbench.measures import value_of
 
 RESULT_SCHEMA = "recallbench.result"
@@ -102,8 +101,13 @@ def build_result(
     runs_env: Mapping[str, Any],
     roundtrip_env: Mapping[str, Any],
     scores_env: Mapping[str, Any],
+    *,
+    decision: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Assemble the result document from the upstream artifacts' data."""
+    """Assemble the result document from the upstream artifacts' data. `decision`: the
+    decision already made from them (`systems.rules.decide_run`); else it is made here."""
+    from recallbench.systems.rules import decide_run
+
     suite, hyd, runs, rt, scores = (
         e["data"] for e in (suite_env, hydrate_env, runs_env, roundtrip_env, scores_env)
     )
@@ -152,7 +156,7 @@ def build_result(
         "metrics": {"overall": scores["overall"], "per_category": scores["per_category"]},
         "queries": queries,
         "roundtrip": roundtrip_view(rt),
-        "decision": decision(suite, scores, rt),
+        "decision": dict(decision) if decision is not None else decide_run(suite, scores, rt)[0],
     }
     if "content_loss" in hyd:  # a system that declares what its stores keep (input_limit)
         result["content_loss"] = hyd["content_loss"]

