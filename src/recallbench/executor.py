@@ -95,7 +95,7 @@ from typing import Any, Protocol, TypeVar
 
 from recallbench.embedding import torch_cache_in_scratch
 from recallbench.errors import RecallbenchError
-from recallbench.exiting import close_open_files
+from recallbench.exiting import close_files_opened_here
 from recallbench.signals import die_with_parent
 
 T = TypeVar("T")
@@ -329,8 +329,9 @@ def _init_process_worker(
         # runs when the worker exits normally (the pool's shutdown), not on terminate
         util.Finalize(None, finalizer, exitpriority=10)
     # a forked worker ends with os._exit, and a spawned one with exit_process: both after
-    # closing the files a system left open (a plugin's log), as no teardown will
-    util.Finalize(None, close_open_files, exitpriority=-50)
+    # closing the files a system left open (a plugin's log), as no teardown will; never the
+    # files it was born with (a forked worker's are its parent's)
+    util.Finalize(None, close_files_opened_here(), exitpriority=-50)
     if spawned:
         # the last of the exit's finalizers (multiprocessing's own run at -5 and above)
         util.Finalize(None, _end_spawned_worker, exitpriority=-100)

@@ -66,18 +66,39 @@ def exit_process(code: int) -> NoReturn:
     os._exit(code)
 
 
-def close_open_files() -> int:
-    """Close every file object still open but the standard streams, as the interpreter's
-    teardown does when it frees them (`IOBase.__del__` closes, which flushes): text files
-    first, then buffered ones, then raw ones, so a layer is flushed before the one under it
-    is closed. A file that fails to close is left as it is. Returns how many were closed.
+def open_files() -> list[Any]:
+    """Every file object (`io` object) the garbage collector tracks, open or not."""
+    import _io
+    import gc
+
+    # by its type alone: `isinstance` would also ask the object for its `__class__`, which
+    # a proxy answers with code of its own (torch's deprecated `reduce_op` warns)
+    return [obj for obj in gc.get_objects() if issubclass(type(obj), _io._IOBase)]
+
+
+def close_files_opened_here() -> Callable[[], int]:
+    """`close_open_files` for a worker process, to call at its exit: the files that exist
+    now (a forked worker's are its parent's: another of the parent's threads may have held
+    a file's lock at the fork, and flushing the parent's buffer from here would write its
+    data twice) are left alone; only the files opened after this call are closed."""
+    import weakref
+
+    inherited = weakref.WeakSet(open_files())
+    return lambda: close_open_files(skip=inherited)
+
+
+def close_open_files(skip: Any = ()) -> int:
+    """Close every file object still open but the standard streams (and those in `skip`),
+    as the interpreter's teardown does when it frees them (`IOBase.__del__` closes, which
+    flushes): text files first, then buffered ones, then raw ones, so a layer is flushed
+    before the one under it is closed. A file that fails to close is left as it is. Returns
+    how many were closed.
 
     The files are found among the objects the garbage collector tracks (every `io` object
     is one): 25 ms after a run of the core install (0.1 million objects), 0.1-0.2 s with
     MiniLM loaded (0.4 million), against a teardown of 0.2-0.35 s and 1.0-2.1 s there
     (docs/performance.md, "Closing what a system left open")."""
     import _io
-    import gc
 
     standard = set()
     for stream in (
@@ -92,11 +113,9 @@ def close_open_files() -> int:
             standard.add(id(stream))
             stream = getattr(stream, "buffer", None) or getattr(stream, "raw", None)
     layers: tuple[list[Any], list[Any], list[Any], list[Any]] = ([], [], [], [])
-    for obj in gc.get_objects():
-        # by its type alone: `isinstance` would also ask the object for its `__class__`,
-        # which a proxy answers with code of its own (torch's deprecated `reduce_op` warns)
+    for obj in open_files():
         kind = type(obj)
-        if issubclass(kind, _io._IOBase) and id(obj) not in standard:
+        if id(obj) not in standard and obj not in skip:
             if issubclass(kind, _io._TextIOBase):
                 layers[0].append(obj)
             elif issubclass(kind, _io._BufferedIOBase):

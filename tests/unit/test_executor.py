@@ -609,3 +609,17 @@ def test_handlers_kept_puts_our_handlers_back() -> None:
         signal.signal(signal.SIGTERM, before)
         if before_int is not None:
             signal.signal(signal.SIGINT, before_int)
+
+
+def test_a_forked_worker_leaves_its_parents_files_alone(tmp_path: Path) -> None:
+    """A forked worker closes, at its exit, only the files it opened (issue 38 item 6's close
+    pass): the parent's are the parent's. Closing them there flushed the parent's buffer a
+    second time (its data written twice) and could wait forever on a lock another of the
+    parent's threads held at the fork (the suite hung on that once)."""
+    log = tmp_path / "parent.log"
+    with open(log, "w") as parents:
+        parents.write("written once\n")  # buffered, not yet flushed, at the fork
+        with ProcessExecutor(2, start_method="fork") as ex:
+            assert list(ex.map(tasks.square, range(4))) == [0, 1, 4, 9]
+        assert not parents.closed
+    assert log.read_text() == "written once\n"
