@@ -21,7 +21,7 @@ RB := $(BIN)/recallbench --build-dir "$(BUILD)"
 # Material for MkDocs prints a notice about MkDocs 2.0 on every build; it is not a warning of ours.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup setup-core eval test test-portable bench-tests lint docs screenshot baseline bench bench-longmemeval bench-generators bench-embed bench-scale bench-peer bench-large bench-large-full clean
+.PHONY: setup setup-core eval test test-fast test-portable bench-tests lint docs screenshot baseline bench bench-longmemeval bench-generators bench-embed bench-scale bench-peer bench-large bench-large-full clean
 
 setup: $(STAMP)
 setup-core: $(CORE_STAMP)
@@ -62,6 +62,12 @@ test: $(STAMP)
 	$(PYTEST)
 	$(MAKE) --no-print-directory test-portable
 	$(BIN)/mkdocs build --strict --quiet
+
+# The inner loop: every test but those marked `extras` (a learned embedder, a memory store,
+# a server, Ray, the browser: tests/conftest.py), with lint; what it leaves out, `make test` runs.
+test-fast: $(STAMP)
+	$(BIN)/ruff check .
+	$(PYTEST) -m "not extras"
 
 # The tests whose assertions compare a learned embedder's numbers with numbers computed
 # another way (marked `embedding`; the rule is in tests/conftest.py), again with other CPU

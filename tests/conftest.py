@@ -74,6 +74,55 @@ SLOW_FIRST = (
 )
 
 
+#: The fast lane (`make test-fast`) leaves out the tests marked `extras`: those that need an
+#: optional extra's heavy parts (a learned embedder, a memory store's package, a database or
+#: vector server, Ray, the browser) and so take most of the suite's time. Every test of these
+#: files is marked; so is every test parametrized by a system outside `LIGHT_SYSTEMS`, and
+#: every `embedding` test. `make test` runs everything.
+EXTRAS_FILES = frozenset(
+    {
+        "e2e/test_browser.py",
+        "e2e/test_embedding_cache.py",
+        "e2e/test_embedding_path.py",
+        "e2e/test_embedding_path_ray.py",
+        "e2e/test_embedding_threads.py",
+        "e2e/test_ray_cluster.py",
+        "e2e/test_ray_faults.py",
+        "e2e/test_ray_pipeline.py",
+        "e2e/test_setup_weights.py",
+        "e2e/test_vector_import.py",
+        "systems/test_chroma_store.py",
+        "systems/test_compare_decision.py",
+        "systems/test_mem0_qdrant.py",
+        "systems/test_mem0_store.py",
+        "systems/test_milvus_store.py",
+        "systems/test_postgres_stores.py",
+        "systems/test_reliability_stores.py",
+        "systems/test_semantic.py",
+        "systems/test_stores_e2e.py",
+        "systems/test_stores_figures.py",
+        "systems/test_stores_figures_servers.py",
+        "systems/test_systems_semantic.py",
+        "systems/test_vipune_adapter.py",
+    }
+)
+#: systems that need no heavy extra (no model, no store package, no server)
+LIGHT_SYSTEMS = frozenset({"hotmem", "hotmem-mmr", "bm25", "bm25-okapi", "dory", "turn-pairs"})
+
+
+def needs_extras(item: pytest.Item, tests: Path) -> bool:
+    """Whether `item` belongs to the extras (see `EXTRAS_FILES`)."""
+    if item.path.relative_to(tests).as_posix() in EXTRAS_FILES:
+        return True
+    if item.get_closest_marker("embedding") is not None:
+        return True
+    from recallbench.systems.registry import system_names
+
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    named = {v for v in params.values() if isinstance(v, str)} & set(system_names())
+    return bool(named - LIGHT_SYSTEMS)
+
+
 @functools.cache
 def learned_systems() -> frozenset[str]:
     """Registered systems whose vectors come from a batch-dependent (learned) embedder."""
@@ -112,6 +161,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tests = Path(__file__).resolve().parent
     if missing := [name for name in SLOW_FIRST if not (tests / name).is_file()]:
         raise pytest.UsageError(f"tests/conftest.py: SLOW_FIRST names no file {missing}")
+    if missing := sorted(name for name in EXTRAS_FILES if not (tests / name).is_file()):
+        raise pytest.UsageError(f"tests/conftest.py: EXTRAS_FILES names no file {missing}")
+    for item in items:
+        if needs_extras(item, tests):
+            item.add_marker(pytest.mark.extras)
     rank = {tests / name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path, len(rank)))  # stable: the rest in order
 
