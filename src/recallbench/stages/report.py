@@ -37,6 +37,7 @@ from recallbench.plugin import PLUGIN_API
 from recallbench.report.markdown import render_markdown
 from recallbench.report.pagedata import DataFiles
 from recallbench.report.result import build_result
+from recallbench.source import describe_source
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,10 @@ def build_report(
             "query": runs_env["data"].get("call_timeout"),
         },
     }
+    source = hydrate_env["data"].get("source")
+    if source:  # where the code under test came from (recallbench.source): version, install
+        env["provenance"]["system_source"] = source
+    source_text = describe_source(source)
     svgs: dict[str, bytes] = {}
     if plots:
         from recallbench.report.plots import caption, plot_list, report_plots
@@ -166,7 +171,7 @@ def build_report(
         env["plots"] = plot_list(svgs)  # beside `data`, not fingerprinted
     when = generated_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     links = [(name, caption(name)) for name in svgs]
-    markdown = render_markdown(result, timings or {}, when, __version__, links)
+    markdown = render_markdown(result, timings or {}, when, __version__, links, source_text)
     page = b""
     data = None
     timing: dict[str, Any] = {"markdown_bytes": len(markdown.encode("utf-8"))}
@@ -182,6 +187,7 @@ def build_report(
             fingerprint=env["fingerprint"],
             version=__version__,
             scratch=scratch,
+            source=source_text,
         )
         page, data, stats = made.html, made.data, made.stats
         timing["html"] = {
