@@ -196,6 +196,10 @@ class BaselineDiff:
     not_compared: str | None = None
     headline: list[str] = field(default_factory=list)
     worse: list[str] = field(default_factory=list)
+    #: the decision of the baseline and of the result, each as `decide` prints it
+    decisions: tuple[str, str] = ("", "")
+    #: how to write the baseline again (`run \`make baseline\``), when the caller knows
+    update: str | None = None
 
     @property
     def matches(self) -> bool:
@@ -209,11 +213,13 @@ def check(
     gates: Sequence[tuple[str, float]] = (),
     seed: int = 0,
     resamples: int = 10_000,
+    update: str | None = None,
 ) -> BaselineDiff:
     """Compare `result` (a result document or a results envelope, whose `provenance` is
     then used) with the baseline at `baseline_path`: see `BaselineDiff`. `gates` are
     `--fail-if-worse` (measure, margin) pairs (`compare.gate_failures`); a gated measure
-    the result does not have is a one-line error."""
+    the result does not have is a one-line error. `update`: how to write this baseline
+    again, for the next step (default: "write PATH again from this run")."""
     from recallbench.measures import preferred_measures
     from recallbench.report.result import mean_measures
 
@@ -229,6 +235,8 @@ def check(
             )
     out = BaselineDiff(base, doc, str(baseline_path), envelope, differences(base, doc))
     out.headline = (preferred_measures(names, doc["run"]["top_k"]) or names)[:2]
+    out.decisions = (_decision_line(base), _decision_line(doc))
+    out.update = update
     if out.matches:
         return out
     out.changes = configuration_changes(base, doc)
@@ -245,6 +253,16 @@ def check(
         else:
             out.worse = gate_failures(out.comparison, gates)
     return out
+
+
+def _decision_line(doc: Mapping[str, Any]) -> str:
+    from recallbench.stages.decide import headline
+
+    decision = doc.get("decision")
+    try:
+        return headline(decision)  # type: ignore[arg-type]
+    except (KeyError, TypeError):
+        return f"no decision recorded ({decision!r})"
 
 
 def fail(found: BaselineDiff, markdown: Path | None = None) -> None:

@@ -754,7 +754,12 @@ def check_baseline_cmd(
         require_current(ctx.build_dir, result)
     else:
         result = load_result_envelope(result_path)
-    found = check(baseline, result, gates=gates)
+    found = check(
+        baseline,
+        result,
+        gates=gates,
+        update="run `make baseline`" if baseline == DEFAULT_BASELINE else None,
+    )
     if markdown_path is not None:
         from recallbench.report.baseline_diff import markdown_block
 

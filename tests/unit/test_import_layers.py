@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "recallbench.executor",
             "recallbench.trec",
             "recallbench.stats",
+            "recallbench.source",
         ),
     ),
     ("measures", ("recallbench.measures",)),

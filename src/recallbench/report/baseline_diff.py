@@ -262,14 +262,10 @@ def queries_section(found: Any) -> Section:
 
 
 def decision_section(found: Any) -> Section:
-    """(4) The decision before -> after, and each rule whose measured evidence changed."""
-    from recallbench.stages.decide import headline
-
+    """(4) The decision before -> after (`found.decisions`: each one's line), and each rule
+    whose measured evidence changed."""
     before, after = found.baseline.get("decision") or {}, found.result.get("decision") or {}
-    try:
-        was, now = headline(before), headline(after)
-    except (KeyError, TypeError):
-        was, now = str(before.get("action")), str(after.get("action"))
+    was, now = found.decisions
     bullets = [f"unchanged: {now}"] if was == now else [f"baseline: {was}", f"this run: {now}"]
     old_rules = {r.get("rule"): r for r in before.get("rules", []) if isinstance(r, Mapping)}
     for rule in after.get("rules", []):
@@ -334,9 +330,7 @@ def count_section(found: Any, listed: int = LISTED) -> Section:
 
 def next_step(found: Any, markdown: Path | None = None) -> str:
     """(6) One next step: compare like with like, look at the losses, or update the
-    baseline and paste the block into the pull request."""
-    from recallbench.options import DEFAULT_BASELINE
-
+    baseline (`found.update`: how) and paste the block into the pull request."""
     if found.not_compared is not None and found.comparison is None:
         return (
             "Next: run with the baseline's dataset and top-k to see what changed query by "
@@ -351,11 +345,7 @@ def next_step(found: Any, markdown: Path | None = None) -> str:
                 "queries above (report.html shows each one's ranking) before changing the "
                 "baseline."
             )
-    update = (
-        "run `make baseline`"
-        if Path(found.where) == DEFAULT_BASELINE
-        else f"write {found.where} again from this run"
-    )
+    update = found.update or f"write {found.where} again from this run"
     block = (
         "paste the block below"
         if markdown is not None
