@@ -30,7 +30,7 @@ SUT := $(BIN)/python scripts/system_under_test.py --stamp "$(STORE_STAMP)" --dis
 # Material for MkDocs prints a notice about MkDocs 2.0 on every build; it is not a warning of ours.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup setup-core eval test test-portable bench-tests lint docs screenshot baseline bench bench-longmemeval bench-generators bench-embed bench-scale bench-peer bench-large bench-large-full clean
+.PHONY: setup setup-core eval test test-portable bench-tests lint docs screenshot baseline bench bench-longmemeval bench-generators bench-working-copy bench-embed bench-scale bench-peer bench-large bench-large-full clean
 
 setup: $(STAMP)
 setup-core: $(CORE_STAMP)
@@ -123,6 +123,11 @@ bench-generators: $(STAMP)  # the synthetic-data generators: median seconds per 
 # The peer is never a dependency: python3 -m venv /tmp/mce-venv && /tmp/mce-venv/bin/pip install memory-core-eval
 bench-peer: $(STAMP)  # the script reads MCEVAL=path/to/mceval (environment or make line)
 	$(BIN)/python benchmarks/bench_peer.py
+
+# a HotMem working copy (its sdist, git-initialised, weights edited) under `make eval STORE=`
+# and `touch pyproject.toml && make eval`, in a scratch venv: about 40 s (--paths manual store)
+bench-working-copy: $(STAMP)
+	$(BIN)/python benchmarks/bench_working_copy.py
 
 bench-embed: $(STAMP)  # prep at 1/2 workers and on Ray against a plain encode (--all: the older lanes)
 	$(BIN)/python benchmarks/bench_embed.py

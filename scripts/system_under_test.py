@@ -35,7 +35,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from recallbench.source import describe_source, installed_directory, installed_source  # noqa: E402
+from recallbench.source import (  # noqa: E402
+    describe_source,
+    installed_directory,
+    installed_source,
+    relative_path,
+)
 
 #: `make eval STORE=index`: back to the version pyproject.toml pins
 INDEX = "index"
@@ -99,6 +104,21 @@ def pinned(distribution: str) -> str:
     return distribution
 
 
+def install_editable(distribution: str, path: Path) -> None:
+    """`pip install -e PATH`; when its version is not the one the project pins, one line
+    says that pip's complaint about it is expected."""
+    pip_install("-e", str(path))
+    importlib.invalidate_caches()
+    source = installed_source(distribution) or {}
+    requirement = pinned(distribution)
+    if "==" in requirement and source.get("version") != requirement.split("==", 1)[1].strip():
+        print(
+            f"note: the project pins {requirement}; pip's line about that conflict is expected: "
+            f"the working copy ({source.get('version')}) replaces the pinned release on purpose",
+            flush=True,
+        )
+
+
 def describe(distribution: str) -> str:
     importlib.invalidate_caches()
     return describe_source(installed_source(distribution)) or f"{distribution}: not installed"
@@ -122,7 +142,7 @@ def use(stamp: Path, distribution: str, store: str) -> None:
                 f"measures {distribution} (for your own store see docs/did-my-change-help.md)"
             )
         if not installed_from(distribution, path):
-            pip_install("-e", str(path))
+            install_editable(distribution, path)
             if not installed_from(distribution, path):
                 raise Refused(
                     f"STORE={store}: installing it did not give an editable {distribution}"
@@ -131,7 +151,7 @@ def use(stamp: Path, distribution: str, store: str) -> None:
     else:
         restore(stamp, distribution)
         remember(stamp, distribution)
-    kept = " (kept: recorded in " + str(stamp) + ")" if read_stamp(stamp) else ""
+    kept = f" (kept: recorded in {relative_path(stamp)})" if read_stamp(stamp) else ""
     print(f"system under test: {describe(distribution)}{kept}", flush=True)
 
 
@@ -157,17 +177,17 @@ def restore(stamp: Path, distribution: str) -> None:
     if not path.is_dir():
         stamp.unlink(missing_ok=True)
         print(
-            f"note: the recorded working copy {path} is gone; the system under test is now "
-            f"{describe(distribution)}",
+            f"note: the recorded working copy {relative_path(path)} is gone; the system under "
+            f"test is now {describe(distribution)}",
             flush=True,
         )
         return
     replaced = describe(distribution)
-    pip_install("-e", str(path))
+    install_editable(distribution, path)
     print(
-        f"note: put the working copy back: {distribution} editable from {path} replaces "
-        f"{replaced}, which an install had put in its place (`make eval STORE=index` "
-        "returns to the pinned release)",
+        f"note: put the working copy back: {distribution} editable from "
+        f"{relative_path(path)} replaces {replaced}, which an install had put in its place "
+        "(`make eval STORE=index` returns to the pinned release)",
         flush=True,
     )
 

@@ -268,7 +268,7 @@ def test_the_system_under_test_is_named_and_a_gone_copy_forgotten(tmp_path: Path
     done = system_under_test(stamp, "restore")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        f"note: the recorded working copy {tmp_path / 'gone'} is gone; the system under test "
-        f"is now {now}"
+        f"note: the recorded working copy {os.path.relpath(tmp_path / 'gone', ROOT)} is gone; "
+        f"the system under test is now {now}"
     ]
     assert not stamp.exists()
