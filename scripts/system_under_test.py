@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from recallbench.escape import terminal  # noqa: E402
 from recallbench.source import (  # noqa: E402
     describe_source,
     installed_directory,
@@ -44,6 +45,11 @@ from recallbench.source import (  # noqa: E402
 
 #: `make eval STORE=index`: back to the version pyproject.toml pins
 INDEX = "index"
+
+
+def say(line: str, err: bool = False) -> None:
+    """One line on stdout (stderr), every control character of a path shown as U+XXXX."""
+    print(terminal(line), file=sys.stderr if err else sys.stdout, flush=True)
 
 
 class Refused(Exception):
@@ -78,7 +84,7 @@ def installed_from(distribution: str, path: Path) -> bool:
 def pip_install(*args: str) -> None:
     """pip in this interpreter's environment, its output shown (as make shows its own)."""
     command = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", *args]
-    print(" ".join(command), flush=True)
+    say(" ".join(command))
     done = subprocess.run(command, check=False)
     if done.returncode != 0:
         raise Refused(f"`{' '.join(command)}` failed (exit {done.returncode})")
@@ -112,10 +118,9 @@ def install_editable(distribution: str, path: Path) -> None:
     source = installed_source(distribution) or {}
     requirement = pinned(distribution)
     if "==" in requirement and source.get("version") != requirement.split("==", 1)[1].strip():
-        print(
+        say(
             f"note: the project pins {requirement}; pip's line about that conflict is expected: "
-            f"the working copy ({source.get('version')}) replaces the pinned release on purpose",
-            flush=True,
+            f"the working copy ({source.get('version')}) replaces the pinned release on purpose"
         )
 
 
@@ -152,7 +157,7 @@ def use(stamp: Path, distribution: str, store: str) -> None:
         restore(stamp, distribution)
         remember(stamp, distribution)
     kept = f" (kept: recorded in {relative_path(stamp)})" if read_stamp(stamp) else ""
-    print(f"system under test: {describe(distribution)}{kept}", flush=True)
+    say(f"system under test: {describe(distribution)}{kept}")
 
 
 def remember(stamp: Path, distribution: str) -> None:
@@ -176,19 +181,17 @@ def restore(stamp: Path, distribution: str) -> None:
         return
     if not path.is_dir():
         stamp.unlink(missing_ok=True)
-        print(
+        say(
             f"note: the recorded working copy {relative_path(path)} is gone; the system under "
-            f"test is now {describe(distribution)}",
-            flush=True,
+            f"test is now {describe(distribution)}"
         )
         return
     replaced = describe(distribution)
     install_editable(distribution, path)
-    print(
+    say(
         f"note: put the working copy back: {distribution} editable from "
         f"{relative_path(path)} replaces {replaced}, which an install had put in its place "
-        "(`make eval STORE=index` returns to the pinned release)",
-        flush=True,
+        "(`make eval STORE=index` returns to the pinned release)"
     )
 
 
@@ -207,10 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             restore(args.stamp, args.distribution)
     except Refused as exc:
-        print(f"make: error: {exc}", file=sys.stderr)
+        say(f"make: error: {exc}", err=True)
         return 2
     except OSError as exc:
-        print(f"make: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        say(f"make: error: {exc.filename or ''}: {exc.strerror or exc}", err=True)
         return 2
     return 0
 

@@ -480,7 +480,10 @@ def test_configuration_rows_do_not_depend_on_key_order(lane: Run) -> None:
     shuffled["system"]["scoring_weights"] = dict(
         reversed(list(shuffled["system"]["scoring_weights"].items()))
     )
-    assert section(render(shuffled), "Configuration") == section(lane.markdown, "Configuration")
+    source = [line for line in section(lane.markdown, "Configuration") if "system source" in line]
+    assert section(render(shuffled), "Configuration") == [
+        line for line in section(lane.markdown, "Configuration") if line not in source
+    ]
     assert section(lane.markdown, "Configuration")[3] == "| system | hotmem |"
 
 
