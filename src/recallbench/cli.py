@@ -39,10 +39,10 @@ from recallbench.options import (
     dataset_options,
     execution_options,
     executor_option,
+    fail_if_worse_option,
     k_option,
     measure_option,
     output_options,
-    parse_gates,
     preset_option,
     ray_address_option,
     repeat_option,
@@ -693,6 +693,8 @@ def prep_cmd(
     type=click.Path(dir_okay=False, path_type=Path),
     default=DEFAULT_BASELINE,
     show_default=True,
+    help="The baseline: a result document saved earlier (`make baseline` writes the fixture "
+    "suite's).",
 )
 @click.option(
     "--result",
@@ -713,15 +715,10 @@ def prep_cmd(
     "decision before and after, and the run's provenance (written whether or not the result "
     "differs).",
 )
-@click.option(
-    "--fail-if-worse",
-    "gates",
-    multiple=True,
-    metavar="MEASURE[:MARGIN]",
-    callback=parse_gates,
-    help="Exit 4 (instead of 3) when this run is significantly worse than the baseline on "
+@fail_if_worse_option(
+    "Exit 4 (instead of 3) when this run is significantly worse than the baseline on "
     "MEASURE (adjusted p < 0.05) and the whole 95% interval of the difference lies below "
-    "-MARGIN (default 0), as compare's option; repeat for several measures.",
+    "-MARGIN (default 0), as compare's option; repeat for several measures."
 )
 @pass_ctx
 def check_baseline_cmd(
@@ -1021,15 +1018,10 @@ def check_compare_arguments(systems: tuple[str, ...], result_files: tuple[Path, 
     help="Adjust p for multiple comparisons over every challenger x measure (and, apart, "
     "x category): holm (family-wise), bh (Benjamini-Hochberg, false discovery rate), none.",
 )
-@click.option(
-    "--fail-if-worse",
-    "gates",
-    multiple=True,
-    metavar="MEASURE[:MARGIN]",
-    callback=parse_gates,
-    help="Exit 4 when a challenger is significantly worse than the reference on MEASURE "
+@fail_if_worse_option(
+    "Exit 4 when a challenger is significantly worse than the reference on MEASURE "
     "(adjusted p < 0.05) and the whole 95% interval of the difference lies below -MARGIN "
-    "(default 0); repeat for several measures.",
+    "(default 0); repeat for several measures."
 )
 @click.option(
     "--json",
