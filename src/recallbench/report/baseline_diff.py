@@ -268,7 +268,8 @@ def decision_section(found: Any) -> Section:
     was, now = found.decisions
     bullets = [f"unchanged: {now}"] if was == now else [f"baseline: {was}", f"this run: {now}"]
     old_rules = {r.get("rule"): r for r in before.get("rules", []) if isinstance(r, Mapping)}
-    for rule in after.get("rules", []):
+    # the rules' evidence compares like with like only when the runs pair query by query
+    for rule in after.get("rules", []) if found.comparison is not None else []:
         if not isinstance(rule, Mapping):
             continue
         then = old_rules.get(rule.get("rule"), {})
@@ -311,6 +312,11 @@ def where_counts(differences: Sequence[str]) -> str:
     )
 
 
+def values_differ(n: int) -> str:
+    """`1 value differs`, `454 values differ`."""
+    return "1 value differs" if n == 1 else f"{n:,} values differ"
+
+
 def count_section(found: Any, listed: int = LISTED) -> Section:
     """(5) The true count of differing values, by part, then the first `listed` of them."""
     n = len(found.differences)
@@ -318,9 +324,9 @@ def count_section(found: Any, listed: int = LISTED) -> Section:
     more = n - len(shown)
     return Section(
         "differences",
-        f"{n:,} values differ",
+        values_differ(n),
         (
-            f"{n:,} values differ from {found.where}: {where_counts(found.differences)}."
+            f"{values_differ(n)} from {found.where}: {where_counts(found.differences)}."
             + (f" The first {len(shown)}:" if more else ""),
         ),
         bullets=tuple(shown),
@@ -363,12 +369,25 @@ def _overall(found: Any, measure: str) -> tuple[float | None, float | None]:
     )
 
 
+def comparison_sections(found: Any) -> list[Section]:
+    """(2) and (3): the category tables and the queries that changed; when the two cannot
+    be paired query by query (another dataset or top-k), one section saying why."""
+    if found.comparison is None:
+        return [
+            Section(
+                "not-compared",
+                "Not compared query by query",
+                (f"{found.not_compared}: no category table, no test, no query list.",),
+            )
+        ]
+    return [*measure_sections(found), queries_section(found)]
+
+
 def terminal_sections(found: Any, markdown: Path | None = None) -> list[Section]:
     """The story check-baseline prints when the result differs, in order (1)-(6)."""
     return [
         configuration_section(found),
-        *measure_sections(found),
-        queries_section(found),
+        *comparison_sections(found),
         decision_section(found),
         count_section(found),
         Section(
@@ -452,11 +471,10 @@ def markdown_block(found: Any) -> str:
         ]
         sections = [decision_section(found), provenance_section(found)]
     else:
-        out += [md(f"{what}: {len(found.differences):,} values differ."), ""]
+        out += [md(f"{what}: {values_differ(len(found.differences))}."), ""]
         sections = [
             configuration_section(found),
-            *measure_sections(found),
-            queries_section(found),
+            *comparison_sections(found),
             decision_section(found),
             provenance_section(found),
         ]
