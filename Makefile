@@ -10,6 +10,12 @@
 # examples/plugin-structured, turn pairs). About 3 GB in .venv.
 # Each weight has its stamp file; the full one implies the core one, so `make eval` after
 # `make test` installs nothing. pip prints its own progress (downloads, builds).
+#
+# A working copy of the system under test: `make eval STORE=../hotmem-wc` installs that
+# HotMem checkout editable into .venv and records it ($(VENV)/.recallbench-store); a later
+# install (pyproject.toml changed: `pip install -e .` reinstalls the pinned HotMem) puts it
+# back and says so in one line, and every `make eval` prints which HotMem it measures.
+# `make eval STORE=index` returns to the pinned release. See docs/did-my-change-help.md.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -18,36 +24,48 @@ BUILD ?= build
 STAMP := $(VENV)/.recallbench-full
 CORE_STAMP := $(VENV)/.recallbench-core
 RB := $(BIN)/recallbench --build-dir "$(BUILD)"
+#: a HotMem checkout to measure instead of the pinned release (or `index` to go back to it)
+STORE ?=
+STORE_STAMP := $(VENV)/.recallbench-store
+SUT := $(BIN)/python scripts/system_under_test.py --stamp "$(STORE_STAMP)" --distribution hotmem
 # Material for MkDocs prints a notice about MkDocs 2.0 on every build; it is not a warning of ours.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup setup-core eval test test-fast test-portable bench-tests lint docs screenshot baseline bench bench-longmemeval bench-generators bench-embed bench-scale bench-peer bench-large bench-large-full clean
+.PHONY: setup setup-core eval test test-fast test-portable bench-tests lint docs screenshot baseline bench bench-longmemeval bench-generators bench-working-copy bench-embed bench-scale bench-peer bench-large bench-large-full clean
 
 setup: $(STAMP)
 setup-core: $(CORE_STAMP)
 
 PIP := $(BIN)/python -m pip install --disable-pip-version-check
 
+# `remember` records an editable HotMem before pip may replace it; `restore` puts it back.
 $(CORE_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(SUT) remember
 	$(PIP) -e .
+	@$(SUT) restore
 	@touch $(CORE_STAMP)
 
 $(STAMP): pyproject.toml examples/plugin-system/pyproject.toml examples/plugin-dory/pyproject.toml examples/plugin-structured/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(SUT) remember
 	$(PIP) 'torch==2.13.0'
 	$(PIP) -e '.[dev,docs,semantic,ray,okapi,chroma,txtai,llamaindex,langgraph,mem0,milvus,postgres]' -e examples/plugin-system -e examples/plugin-dory -e examples/plugin-structured
+	@$(SUT) restore
 	@touch $(STAMP) $(CORE_STAMP)
 
-# The seven stages, one command each, in the order `recallbench stages` prints (its one
-# definition is recallbench.artifacts.STAGES), then the TREC export and the baseline gate.
+# The system under test (STORE= installs a working copy; one line names it), the seven
+# stages, one command each, in the order `recallbench stages` prints (its one definition is
+# recallbench.artifacts.STAGES), then the TREC export and the baseline gate, which writes the
+# block for a pull request (BUILD/baseline-diff.md) and names it when the result differs.
 # The core install suffices: HotMem on the fixtures needs none of the extras.
 eval: $(CORE_STAMP)
+	@$(SUT) use "$(STORE)"
 	@set -e; for stage in $$($(BIN)/recallbench stages); do \
 	  echo "$(RB) $$stage"; $(RB) $$stage; done
 	$(RB) export-trec
-	$(RB) check-baseline
-	@echo "results: $(BUILD)/results.json  report: $(BUILD)/report.md and $(BUILD)/report.html  decision: $(BUILD)/decision.json"
+	$(RB) check-baseline --markdown "$(BUILD)/baseline-diff.md"
+	@echo "results: $(BUILD)/results.json  report: $(BUILD)/report.md and $(BUILD)/report.html  decision: $(BUILD)/decision.json  pull request block: $(BUILD)/baseline-diff.md"
 
 # The suite on two worker processes (pytest-xdist), each taking whole test files, so a file's
 # module fixtures are built once and its tests keep their order: the machines here have 2 cores.
@@ -112,6 +130,11 @@ bench-generators: $(STAMP)  # the synthetic-data generators: median seconds per 
 # The peer is never a dependency: python3 -m venv /tmp/mce-venv && /tmp/mce-venv/bin/pip install memory-core-eval
 bench-peer: $(STAMP)  # the script reads MCEVAL=path/to/mceval (environment or make line)
 	$(BIN)/python benchmarks/bench_peer.py
+
+# a HotMem working copy (its sdist, git-initialised, weights edited) under `make eval STORE=`
+# and `touch pyproject.toml && make eval`, in a scratch venv: about 40 s (--paths manual store)
+bench-working-copy: $(STAMP)
+	$(BIN)/python benchmarks/bench_working_copy.py
 
 bench-embed: $(STAMP)  # prep at 1/2 workers and on Ray against a plain encode (--all: the older lanes)
 	$(BIN)/python benchmarks/bench_embed.py

@@ -41,10 +41,10 @@ from recallbench.options import (
     dataset_options,
     execution_options,
     executor_option,
+    fail_if_worse_option,
     k_option,
     measure_option,
     output_options,
-    parse_gates,
     preset_option,
     ray_address_option,
     repeat_option,
@@ -766,28 +766,77 @@ def prep_cmd(
     type=click.Path(dir_okay=False, path_type=Path),
     default=DEFAULT_BASELINE,
     show_default=True,
+    help="The baseline: a result document saved earlier (`make baseline` writes the fixture "
+    "suite's).",
 )
 @click.option(
     "--result",
     "result_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="[default: BUILD/results.json, checked fresh against BUILD/scores.json]",
+    help="A saved results.json (or result document) [default: BUILD/results.json, checked "
+    "fresh against BUILD/scores.json].",
+)
+@click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Write the block for a pull request's description here: the configuration change, "
+    "the category before/after tables with significance, the queries that changed, the "
+    "decision before and after, and the run's provenance (written whether or not the result "
+    "differs).",
+)
+@fail_if_worse_option(
+    "Exit 4 (instead of 3) when this run is significantly worse than the baseline on "
+    "MEASURE (adjusted p < 0.05) and the whole 95% interval of the difference lies below "
+    "-MARGIN (default 0), as compare's option; repeat for several measures."
 )
 @pass_ctx
-def check_baseline_cmd(ctx: Context, baseline: Path, result_path: Path | None) -> None:
-    """Compare the result with the committed baseline (exit 3 on any difference)."""
-    from recallbench.artifacts import load_envelope, require_current
-    from recallbench.baseline import gate
+def check_baseline_cmd(
+    ctx: Context,
+    baseline: Path,
+    result_path: Path | None,
+    markdown_path: Path | None,
+    gates: tuple[tuple[str, float], ...],
+) -> None:
+    """Compare the result with the committed baseline: exit 3 on any difference (4 when a
+    --fail-if-worse gate finds this run significantly worse). When they differ, it prints,
+    in order: what changed in the configuration, the headline measures per category before
+    -> after with the paired test against the baseline's per-query values, the queries that
+    won and lost, the decision before -> after, how many values differ, and one next step."""
+    from recallbench.artifacts import publish, require_current
+    from recallbench.baseline import check, fail, load_result_envelope
+    from recallbench.outputs import Place, build_places, check_outputs
 
+    if markdown_path is not None:
+        check_outputs(
+            [Place("--markdown", markdown_path)],
+            [
+                Place("the --baseline file", baseline),
+                Place("the --result file", result_path or ctx.build_dir / "results.json"),
+            ],
+            build_places(ctx.build_dir)[1],
+        )
     if result_path is None:
         result = ctx.read("results")
         require_current(ctx.build_dir, result)
     else:
-        result = load_envelope(result_path, "results", "recallbench report")
+        result = load_result_envelope(result_path)
+    found = check(
+        baseline,
+        result,
+        gates=gates,
+        update="run `make baseline`" if baseline == DEFAULT_BASELINE else None,
+    )
+    if markdown_path is not None:
+        from recallbench.report.baseline_diff import markdown_block
+
+        publish({markdown_path: markdown_block(found).encode("utf-8")})
     build = result.get("embedder_build")
     try:
-        gate(baseline, result["data"])
+        fail(found, markdown_path)
     except BaseException:
         if build:  # the baseline records no build: say what this result's vectors came from
             from recallbench.compare import describe_build
@@ -800,6 +849,8 @@ def check_baseline_cmd(ctx: Context, baseline: Path, result_path: Path | None) -
             )
         raise
     ctx.say(f"result matches {baseline}")
+    if markdown_path is not None:
+        ctx.say(f"wrote {markdown_path} (the block for the pull request)")
 
 
 @command("export-trec")
@@ -1043,15 +1094,10 @@ def check_compare_arguments(systems: tuple[str, ...], result_files: tuple[Path, 
     help="Adjust p for multiple comparisons over every challenger x measure (and, apart, "
     "x category): holm (family-wise), bh (Benjamini-Hochberg, false discovery rate), none.",
 )
-@click.option(
-    "--fail-if-worse",
-    "gates",
-    multiple=True,
-    metavar="MEASURE[:MARGIN]",
-    callback=parse_gates,
-    help="Exit 4 when a challenger is significantly worse than the reference on MEASURE "
+@fail_if_worse_option(
+    "Exit 4 when a challenger is significantly worse than the reference on MEASURE "
     "(adjusted p < 0.05) and the whole 95% interval of the difference lies below -MARGIN "
-    "(default 0); repeat for several measures.",
+    "(default 0); repeat for several measures."
 )
 @click.option(
     "--json",
@@ -1110,7 +1156,7 @@ def compare_cmd(
 
     check_compare_arguments(systems + ((reference,) if reference and systems else ()), result_files)
 
-    from recallbench.artifacts import dumps, load_envelope
+    from recallbench.artifacts import dumps
     from recallbench.compare import (
         compare_results,
         decision_rows,
@@ -1140,7 +1186,9 @@ def compare_cmd(
     timing: dict[str, Any] | None = None
     costs: list[dict[str, Any]] | None = None
     if result_files:
-        envelopes = [load_envelope(p, "results", "recallbench report") for p in result_files]
+        from recallbench.baseline import load_result_envelope  # a baseline is a result too
+
+        envelopes = [load_result_envelope(p) for p in result_files]
         results = [env["data"] for env in envelopes]
         builds = [env.get("embedder_build") for env in envelopes]
         texts = [texts_beside(p, env) for p, env in zip(result_files, envelopes, strict=True)]
@@ -1330,11 +1378,11 @@ def power_cmd(
     and, with --effect, how many questions that difference needs at the same spread."""
     if len(result_files) < 2:
         raise click.UsageError("power needs two or more results: add another `--result PATH`")
-    from recallbench.artifacts import load_envelope
+    from recallbench.baseline import load_result_envelope  # a baseline is a result too
     from recallbench.compare import power_table, result_labels
     from recallbench.report.sections import table, terminal_table
 
-    results = [load_envelope(p, "results", "recallbench report")["data"] for p in result_files]
+    results = [load_result_envelope(p)["data"] for p in result_files]
     rows = power_table(
         results, result_labels(result_files, results), effect=effect, measures=measures
     )

@@ -407,3 +407,16 @@ def parse_gates(
             )
         gates.append((name, margin))
     return tuple(gates)
+
+
+def fail_if_worse_option(help_text: str) -> Callable:
+    """`--fail-if-worse MEASURE[:MARGIN]` (repeatable, parsed by `parse_gates` into
+    `gates`): compare's gate and check-baseline's, one option with its own help."""
+    return click.option(
+        "--fail-if-worse",
+        "gates",
+        multiple=True,
+        metavar="MEASURE[:MARGIN]",
+        callback=parse_gates,
+        help=help_text,
+    )

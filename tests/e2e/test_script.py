@@ -144,8 +144,8 @@ def test_check_baseline_option(tmp_path: Path) -> None:
     tampered.write_bytes(dumps(doc))
     proc = run_script("--check-baseline", tampered)
     assert proc.returncode == 3
-    assert "category-level before -> after:" in proc.stderr
-    assert re.search(r"overall\s+ndcg@5\s+0\.9000 ->\s+0\.6483", proc.stderr)
+    assert "\nWhat changed in the configuration\n" in proc.stderr
+    assert re.search(r"\noverall\s+50\s+0\.900\s+0\.648\s+-0\.252\s+worse\s", proc.stderr)
     assert "$.metrics.overall.ndcg@5.value: 0.9 -> 0.648" in proc.stderr
     assert proc.stderr.splitlines()[-1].startswith(f"{ERROR}result differs")
     assert "Traceback" not in proc.stderr

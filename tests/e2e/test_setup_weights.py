@@ -5,6 +5,7 @@ the parent or in its workers."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -191,3 +192,83 @@ def test_nox_picks_the_weight_a_dataset_session_needs() -> None:
     assert noxfile._weight(["--system=bm25-okapi"]) == "full"
     assert noxfile._weight(["--system", "bm25", "--system", "mine"]) == "full"
     assert noxfile._weight(["--executor", "ray"]) == "full"
+
+
+# --- the system under test: a working copy given with STORE= (issue 41) --------------------
+
+SUT = "scripts/system_under_test.py"
+
+
+@needs_make
+def test_make_eval_names_the_system_under_test_and_writes_the_block(tmp_path: Path) -> None:
+    """`make eval STORE=...` hands the checkout to the script before the stages; the gate
+    writes the pull request's block into the build directory."""
+    venv, build = tmp_path / "venv", tmp_path / "b"
+    stamped(venv, ".recallbench-core")
+    lines = make_n("eval", f"VENV={venv}", f"BUILD={build}", "STORE=../hotmem-wc")
+    assert lines[0] == (
+        f'{venv}/bin/python {SUT} --stamp "{venv}/.recallbench-store" --distribution hotmem '
+        'use "../hotmem-wc"'
+    )
+    (gate,) = [line for line in lines if " check-baseline" in line]
+    assert gate.endswith(f'check-baseline --markdown "{build}/baseline-diff.md"')
+    assert installs(lines) == []
+
+
+@needs_make
+@pytest.mark.parametrize(("target", "stamp"), [("eval", ".recallbench-core"), ("setup", None)])
+def test_every_install_keeps_a_working_copy(tmp_path: Path, target: str, stamp: str) -> None:
+    """Each install records an editable HotMem before pip runs and puts it back after."""
+    venv = tmp_path / "venv"
+    lines = make_n(target, f"VENV={venv}", f"BUILD={tmp_path / 'b'}")
+    script = [i for i, line in enumerate(lines) if SUT in line and " use " not in line]
+    pips = [i for i, line in enumerate(lines) if "pip install" in line]
+    assert [lines[i].rsplit(" ", 1)[1] for i in script] == ["remember", "restore"]
+    assert script[0] < min(pips) and max(pips) < script[1]
+
+
+def system_under_test(stamp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / SUT), "--stamp", str(stamp), "--distribution", "hotmem", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+
+
+def test_a_store_that_is_not_a_hotmem_checkout_is_refused(tmp_path: Path) -> None:
+    stamp = tmp_path / "stamp"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "pyproject.toml").write_text('[project]\nname = "mystore"\n', encoding="utf-8")
+    for store, reason in (
+        (tmp_path / "none", "not a directory"),
+        (tmp_path, "no pyproject.toml or setup.py there"),
+        (other, "that is the project 'mystore', not hotmem"),
+    ):
+        done = system_under_test(stamp, "use", str(store))
+        assert done.returncode == 2
+        (line,) = done.stderr.splitlines()
+        assert line.startswith(f"make: error: STORE={store}: {reason}")
+    assert not stamp.exists()
+
+
+def test_the_system_under_test_is_named_and_a_gone_copy_forgotten(tmp_path: Path) -> None:
+    """Without STORE: one line naming the HotMem measured; a recorded working copy whose
+    directory is gone is forgotten, in one line (nothing is installed either way)."""
+    from recallbench.source import describe_source, installed_source
+
+    stamp = tmp_path / "stamp"
+    now = describe_source(installed_source("hotmem"))
+    done = system_under_test(stamp, "use")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith(f"system under test: {now}")
+    stamp.write_text(json.dumps({"distribution": "hotmem", "path": str(tmp_path / "gone")}))
+    done = system_under_test(stamp, "restore")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"note: the recorded working copy {os.path.relpath(tmp_path / 'gone', ROOT)} is gone; "
+        f"the system under test is now {now}"
+    ]
+    assert not stamp.exists()

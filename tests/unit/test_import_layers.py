@@ -42,6 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "recallbench.trec",
             "recallbench.stats",
             "recallbench.peakrss",
+            "recallbench.source",
         ),
     ),
     ("measures", ("recallbench.measures",)),

@@ -252,3 +252,30 @@ def test_compare_md_of_saved_results_in_hostile_directories(tmp_path: Path) -> N
         assert len(page["headings"]) == 5
         assert not {"a", "b", "script"} & set(page["tags"])
         assert all(len(set(t)) == 1 for t in page["tables"])
+
+
+def test_the_pull_request_block_keeps_every_string_as_text(lane: Run, tmp_path: Path) -> None:
+    """check-baseline's block (`--markdown`) from a baseline and a changed result whose
+    every string is hostile (the system's configuration keys and values, category ids and
+    labels, query ids, file names, notes): the clean block's elements, tables, attributes
+    and headings (issue 41)."""
+    from recallbench.artifacts import dumps
+    from recallbench.baseline import check
+    from recallbench.report.baseline_diff import markdown_block
+
+    changed = copy.deepcopy(lane.result)
+    changed["system"]["scoring_weights"]["cosine"] = 0.4
+    query = changed["queries"][0]
+    query["returned"][:2] = query["returned"][1::-1]
+    query["metrics"]["ndcg@5"] = 0.25
+    changed["metrics"]["overall"]["ndcg@5"]["value"] = 0.5
+    blocks = []
+    for n, transform in enumerate((copy.deepcopy, hostile_document)):
+        baseline = tmp_path / str(n) / "baseline.json"
+        baseline.parent.mkdir()
+        baseline.write_bytes(dumps(transform(lane.result)))
+        blocks.append(markdown_block(check(baseline, transform(changed), resamples=100)))
+    clean, text = blocks
+    assert text.count(MARKDOWN_PAYLOAD.splitlines()[2]) > 10  # the payload is in it
+    assert "lost: " in clean and "scoring weights" in clean
+    assert_same_structure(clean, text)

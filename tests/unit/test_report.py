@@ -280,6 +280,22 @@ def test_markdown_configuration_table(lane: Run) -> None:
     assert_tables_are_rectangular(lane.markdown)
 
 
+def test_the_system_source_is_beside_the_result_and_in_the_report(lane: Run) -> None:
+    """Where HotMem came from (issue 41): in the results envelope's provenance, outside the
+    fingerprinted document (a baseline never sees it), and a row of report.md and
+    report.html's configuration."""
+    from recallbench.source import describe_source, installed_source
+
+    env = lane.envelopes["results"]
+    source = installed_source("hotmem")
+    assert source is not None and source["version"] == hotmem.__version__
+    assert env["provenance"]["system_source"] == source
+    assert "source" not in lane.result["system"] and "provenance" not in lane.result
+    row = f"| system source | {escape.markdown(describe_source(source))} |"
+    assert row in section(lane.markdown, "Configuration")
+    assert describe_source(source) in lane.html.decode("utf-8")
+
+
 def test_markdown_metrics_table_has_a_row_per_category(lane: Run) -> None:
     metrics = section(lane.markdown, "Metrics")
     assert "### memory level (one fixture memory)" in metrics
@@ -464,7 +480,10 @@ def test_configuration_rows_do_not_depend_on_key_order(lane: Run) -> None:
     shuffled["system"]["scoring_weights"] = dict(
         reversed(list(shuffled["system"]["scoring_weights"].items()))
     )
-    assert section(render(shuffled), "Configuration") == section(lane.markdown, "Configuration")
+    source = [line for line in section(lane.markdown, "Configuration") if "system source" in line]
+    assert section(render(shuffled), "Configuration") == [
+        line for line in section(lane.markdown, "Configuration") if line not in source
+    ]
     assert section(lane.markdown, "Configuration")[3] == "| system | hotmem |"
 
 

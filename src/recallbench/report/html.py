@@ -524,7 +524,7 @@ def deep_ranks(runs_env: Mapping[str, Any] | None, level: str) -> dict[str, dict
 # --- report.html -----------------------------------------------------------------------------
 
 
-def _config_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _config_rows(result: Mapping[str, Any], source: str = "") -> list[tuple[str, str]]:
     from recallbench.report.markdown import format_setting, search_depth_note
 
     ds, counts, system = result["dataset"], result["counts"], result["system"]
@@ -532,6 +532,8 @@ def _config_rows(result: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("system" if key == "name" else key.replace("_", " "), format_setting(v))
         for key, v in sorted(system.items(), key=lambda kv: (kv[0] != "name", kv[0]))
     ]
+    if source:
+        rows.append(("system source", source))
     rows.append(("dataset", f"{ds['dataset']}: {ds['identity']['label']}"))
     rows.append(
         (
@@ -719,13 +721,16 @@ def render_report_page(
     version: str = "",
     scratch: Path | None = None,
     rules: Any = None,
+    source: str = "",
 ) -> Page:
     """report.html and its data files: the result document, its plots inline, the per-query
     table, the texts of the first queries inline and the others in data files
     (`report.pagedata`). `texts`: a `Texts` in memory, or the suite envelope whose spool
     is read scope by scope (`stream_report_records`; a missing spool: ids only).
     `scratch`: where the data files are staged (the build directory). `rules`: where the
-    decision rules came from (`systems.rules.RulesSource`), named in the Conclusion."""
+    decision rules came from (`systems.rules.RulesSource`), named in the Conclusion;
+    `source`: where the code under test came from (`source.describe_source`), a
+    configuration row."""
     from recallbench.report import REPORT_DATA_DIR
 
     deep = deep or {}
@@ -761,7 +766,9 @@ def render_report_page(
         for i, q in enumerate(queries)
     ]
     page_data = report_page_data(result, rows, inline, data, fingerprint, level)
-    html = _render_report(result, page_data, inline, stats, plots, fingerprint, version, rules)
+    html = _render_report(
+        result, page_data, inline, stats, plots, fingerprint, version, rules, source
+    )
     return Page(html, data, REPORT_DATA_DIR, stats)
 
 
@@ -791,6 +798,7 @@ def _render_report(
     fingerprint: str,
     version: str,
     rules: Any = None,
+    source: str = "",
 ) -> bytes:
     from recallbench.report import REPORT_DATA_DIR
     from recallbench.report.markdown import is_generated, rate_rows
@@ -816,7 +824,7 @@ def _render_report(
             dataset=ds["dataset"],
             version=version,
             fingerprint=fingerprint,
-            config=_config_rows(result),
+            config=_config_rows(result, source),
             warning=None if ds["identity"]["known"] else ds["identity"]["label"],
             synthetic=ds["identity"]["label"] if is_generated(result) else None,
             rates=rate_rows(result),

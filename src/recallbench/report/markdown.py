@@ -367,11 +367,13 @@ def render_markdown(
     version: str,
     plots: Sequence[tuple[str, str]] = (),
     rules: Any = None,
+    source: str = "",
 ) -> str:
     """The human-readable report, rendered from the result document and the timings;
     `plots` are (path relative to the report, caption) of the images the Metrics section
     links to; `rules` (a `systems.rules.RulesSource`, None when no rule applies) is where
-    the decision rules came from, which the Conclusion names."""
+    the decision rules came from, which the Conclusion names; `source`: where the code
+    under test came from (`source.describe_source`)."""
     k = result["run"]["top_k"]
     ds = result["dataset"]
     counts = result["counts"]
@@ -395,6 +397,7 @@ def render_markdown(
             f"| {'system' if key == 'name' else md(key.replace('_', ' '))} | {md(format_setting(v))} |"
             for key, v in sorted(system.items(), key=lambda kv: (kv[0] != "name", kv[0]))
         ),
+        *([f"| system source | {md(source)} |"] if source else []),
         f"| dataset | {md(ds['dataset'])}: {md(ds['identity']['label'])} |",
         "| files | "
         + ", ".join(

@@ -60,6 +60,19 @@ def capability_flags(system: Any) -> dict[str, bool]:
     return flags
 
 
+def system_source(system: Any, name: str) -> dict[str, Any] | None:
+    """Where the code under test comes from (`recallbench.source.installed_source`): a
+    plugin's own distribution, or the package a built-in system measures (its class's
+    `distribution`: HotMem's systems name `hotmem`); None for a built-in that measures
+    recallbench's own code (bm25) or names no package."""
+    from recallbench.source import installed_source
+    from recallbench.systems.registry import provider
+
+    own = provider(name)["distribution"]
+    under_test = own if own != "recallbench" else getattr(type(system), "distribution", None)
+    return installed_source(under_test) if isinstance(under_test, str) else None
+
+
 def run_hydrate(
     suite_env: Mapping[str, Any],
     build_dir: Path,
@@ -139,9 +152,11 @@ def run_hydrate(
         "configuration": guard.configuration(
             guard.call("configuration", None, system.configuration)
         ),
-        # which distribution provided the system, and the per-call time limit: recorded
-        # beside the result document (in the results envelope), never compared by a baseline
+        # which distribution provided the system, where the code under test comes from
+        # and the per-call time limit: recorded beside the result document (in the results
+        # envelope), never compared by a baseline
         "provider": provider(system_name),
+        **({"source": source} if (source := system_source(system, system_name)) else {}),
         "call_timeout": execution.call_timeout,
         # the system's BLAS / OpenMP / torch threads per worker (None: the libraries' own)
         "threads": execution.threads,

@@ -38,6 +38,7 @@ from recallbench.report.markdown import render_markdown
 from recallbench.report.pagedata import DataFiles
 from recallbench.report.result import build_result
 from recallbench.systems.rules import Decided, decide_envelopes
+from recallbench.source import describe_source
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,10 @@ def build_report(
         # where the decision rules came from (a plugin's distribution, or the dataset's)
         "rules": None if rules is None else rules.record(),
     }
+    source = hydrate_env["data"].get("source")
+    if source:  # where the code under test came from (recallbench.source): version, install
+        env["provenance"]["system_source"] = source
+    source_text = describe_source(source)
     svgs: dict[str, bytes] = {}
     if plots:
         from recallbench.report.plots import caption, plot_list, report_plots
@@ -184,7 +189,9 @@ def build_report(
         env["plots"] = plot_list(svgs)  # beside `data`, not fingerprinted
     when = generated_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     links = [(name, caption(name)) for name in svgs]
-    markdown = render_markdown(result, timings or {}, when, __version__, links, rules=rules)
+    markdown = render_markdown(
+        result, timings or {}, when, __version__, links, rules=rules, source=source_text
+    )
     page = b""
     data = None
     timing: dict[str, Any] = {"markdown_bytes": len(markdown.encode("utf-8"))}
@@ -201,6 +208,7 @@ def build_report(
             version=__version__,
             scratch=scratch,
             rules=rules,
+            source=source_text,
         )
         page, data, stats = made.html, made.data, made.stats
         timing["html"] = {

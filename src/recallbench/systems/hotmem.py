@@ -305,6 +305,8 @@ class HotMemSystem(TimedCalls):
     """HotMem with a given embedder (default: hotmem-hash-v1) and optional reranker."""
 
     lexical = True
+    #: the distribution whose code this system measures (its source goes beside the result)
+    distribution = "hotmem"
 
     def __init__(self, name: str = "hotmem", *, reranker: Any = None, embedder: Any = None) -> None:
         self.name = name
