@@ -37,8 +37,8 @@ from recallbench.plugin import PLUGIN_API
 from recallbench.report.markdown import render_markdown
 from recallbench.report.pagedata import DataFiles
 from recallbench.report.result import build_result
-from recallbench.systems.rules import Decided, decide_envelopes
 from recallbench.source import describe_source
+from recallbench.systems.rules import Decided, decide_envelopes
 
 
 @dataclass(frozen=True)
