@@ -20,7 +20,7 @@ RB := $(BIN)/recallbench --build-dir "$(BUILD)"
 # Material for MkDocs prints a notice about MkDocs 2.0 on every build; it is not a warning of ours.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup setup-core eval test test-portable bench-tests lint docs screenshot baseline bench bench-longmemeval bench-generators bench-embed bench-scale bench-peer bench-large bench-large-full clean
+.PHONY: setup setup-core eval test test-portable bench-tests lint docs screenshot baseline bench bench-longmemeval bench-generators bench-compare bench-embed bench-scale bench-peer bench-large bench-large-full clean
 
 setup: $(STAMP)
 setup-core: $(CORE_STAMP)
@@ -105,6 +105,10 @@ bench-generators: $(STAMP)  # the synthetic-data generators: median seconds per 
 # The peer is never a dependency: python3 -m venv /tmp/mce-venv && /tmp/mce-venv/bin/pip install memory-core-eval
 bench-peer: $(STAMP)  # the script reads MCEVAL=path/to/mceval (environment or make line)
 	$(BIN)/python benchmarks/bench_peer.py
+
+# compare's peak RSS against the largest single run of its systems, at 2, 4 and 7 systems
+bench-compare: $(STAMP)  # a generated LoCoMo file (10 conversations): about 5 minutes on 2 cores
+	$(BIN)/python benchmarks/bench_compare.py
 
 bench-embed: $(STAMP)  # prep at 1/2 workers and on Ray against a plain encode (--all: the older lanes)
 	$(BIN)/python benchmarks/bench_embed.py
