@@ -136,3 +136,24 @@ def test_the_generators_show_progress(
     done = CliRunner().invoke(main, [*command, "--out", str(out)])
     assert done.exit_code == 0, done.output
     assert f"{step}:" in done.stderr and "\r" in done.stderr  # tqdm's frames
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["locomo", "generate", "--conversations", "1"],
+        ["longmemeval", "generate", "--shape", "s", "--questions", "1", "--seed", "1"],
+    ],
+    ids=["locomo", "longmemeval"],
+)
+def test_a_generator_that_cannot_write_says_so_in_one_line(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """An output under a regular file: one line naming it, exit 1, no traceback (longmemeval
+    generate printed one)."""
+    (tmp_path / "file").write_text("")
+    done = CliRunner().invoke(main, [*command, "--out", str(tmp_path / "file" / "data.json")])
+    assert done.exit_code == 1, done.output
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"recallbench {' '.join(command[:2])}: error: {tmp_path / 'file'}")
+    assert "Traceback" not in done.output

@@ -157,6 +157,17 @@ def one_line_errors(command: str, out: Path) -> Iterator[None]:
         raise Failed(f"{exc.filename or out}: {exc.strerror or exc}") from None
 
 
+@contextmanager
+def generating(command: str, out: Path, total: int, unit: str) -> Iterator[Callable[[int], Any]]:
+    """A generator command around its work: errors in one line (`one_line_errors`) and
+    progress by `unit` (`progress.bar`: a bar on a terminal, plain lines elsewhere); yields
+    what to call as each of the `total` records is written."""
+    from recallbench import progress
+
+    with one_line_errors(command, out), progress.bar(total, command, unit) as bar:
+        yield bar.update
+
+
 def counted(records: Iterable[R], on_record: Callable[[int], Any] | None) -> Iterator[R]:
     """`records`, calling `on_record(1)` as each one has been taken and the next is asked
     for (a generator's progress: `recallbench.progress.bar`'s update)."""

@@ -63,7 +63,7 @@ from recallbench.datasets.synthetic import (
     COMMON_WORDS,
     allocate,
     counted,
-    one_line_errors,
+    generating,
     pseudo_words,
     write_json_array,
     write_sidecar,
@@ -537,18 +537,9 @@ def _cli() -> Any:
     )
     def generate_cmd(out: Path, conversations: int, seed: int, layout: str) -> None:
         """Write format-faithful SYNTHETIC data (not LoCoMo) for tests and benchmarks."""
-        from recallbench import progress
-
-        with (
-            one_line_errors("locomo generate", out),
-            progress.bar(conversations, "locomo generate", "conversation") as bar,
-        ):
+        with generating("locomo generate", out, conversations, "conversation") as advance:
             meta = generate(
-                out,
-                conversations=conversations,
-                seed=seed,
-                layout=layout,
-                on_conversation=bar.update,
+                out, conversations=conversations, seed=seed, layout=layout, on_conversation=advance
             )
         click.echo(
             f"{out}: {conversations} synthetic conversations ({layout}), "

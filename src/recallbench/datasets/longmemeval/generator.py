@@ -39,7 +39,7 @@ from recallbench.datasets.synthetic import COMMON_WORDS as _COMMON
 from recallbench.datasets.synthetic import (
     allocate,
     counted,
-    one_line_errors,
+    generating,
     pseudo_words,
     write_json_array,
     write_sidecar,
@@ -393,12 +393,7 @@ def _cli() -> Any:
         turn_labels_only: bool,
     ) -> None:
         """Write format-faithful SYNTHETIC data (not LongMemEval) for tests and benchmarks."""
-        from recallbench import progress
-
-        with (
-            one_line_errors("longmemeval generate", out),
-            progress.bar(questions, "longmemeval generate", "question") as bar,
-        ):
+        with generating("longmemeval generate", out, questions, "question") as advance:
             meta = generate(
                 out,
                 shape=shape,
@@ -408,7 +403,7 @@ def _cli() -> Any:
                 session_chars=session_chars,
                 has_answer_keys=has_answer_keys,
                 turn_labels_only=turn_labels_only,
-                on_question=bar.update,
+                on_question=advance,
             )
         click.echo(
             f"{out}: {questions} synthetic questions, shape {shape}, {meta['size_bytes']:,} bytes, "
