@@ -51,7 +51,7 @@ import os
 import shutil
 import sys
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -435,6 +435,24 @@ class VectorCache:
             )
         return self.vector(row)
 
+    @property
+    def scopes(self) -> int:
+        """How many scopes the cache holds rows for."""
+        return max(len(self._offsets) - 1, 0)
+
+    def rows_of_scope(self, index: int) -> list[int]:
+        """Scope `index`'s rows as scopes.bin holds them (unchecked: see `scope_rows`)."""
+        return self._scope_rows[self._offsets[index] : self._offsets[index + 1]].tolist()
+
+    def row_blocks(self, stop: int, size: int = 4096) -> Iterator[tuple[list[bytes], bytes]]:
+        """Rows 0..stop-1 as (their keys, their float32 vectors' bytes), `size` rows at a
+        time (what `CacheWriter.add` takes)."""
+        for start in range(0, stop, size):
+            end = min(start + size, stop)
+            keys = self._keys[start * KEY_BYTES : end * KEY_BYTES].tobytes()
+            vectors = self._floats[start * self.dimension : end * self.dimension].tobytes()
+            yield [keys[i : i + KEY_BYTES] for i in range(0, len(keys), KEY_BYTES)], vectors
+
     def scope_rows(self, index: int, queries: Sequence[str], memories: Sequence[str]) -> list[int]:
         """The rows of scope `index` of the spool the cache was made from: one per text of
         `queries` then `memories` (the scope's texts in spool order, as prep recorded them
@@ -446,7 +464,7 @@ class VectorCache:
         hint = f"run `recallbench prep --cache {self.directory}` again"
         if not 0 <= index < len(self._offsets) - 1:
             raise RecallbenchError(f"{self.directory}: no rows for scope {index}; {hint}")
-        rows = self._scope_rows[self._offsets[index] : self._offsets[index + 1]].tolist()
+        rows = self.rows_of_scope(index)
         if len(rows) != len(queries) + len(memories) or (rows and max(rows) >= self.count):
             raise RecallbenchError(
                 f"{self.directory}: the rows of scope {index} do not fit its texts; {hint}"

@@ -1176,7 +1176,7 @@ def compare_cmd(
             "--k, --measure and --repeat run systems: give them with --system, not --result"
         )
     from recallbench.outputs import check_compare_outputs
-    from recallbench.report.html import render_compare_page, texts_beside, texts_of_run
+    from recallbench.report.html import render_compare_page, texts_beside
     from recallbench.stages.report import html_path
 
     paths = {} if result_files else dataset_inputs(dataset, dataset_args)[0]
@@ -1212,13 +1212,6 @@ def compare_cmd(
         if reference is not None:
             labels = [reference, *(name for name in labels if name != reference)]
         ctx.build_dir.mkdir(parents=True, exist_ok=True)
-
-        def keep_texts(run: Any) -> None:
-            """Each run's texts merged into one as the run ends (one copy held, not one
-            per system)."""
-            mine = texts_of_run(run)
-            texts[:] = [texts[0].merge(mine) if texts else mine]
-
         runs = run_compared(
             dataset,
             paths,
@@ -1228,13 +1221,13 @@ def compare_cmd(
             parent=ctx.build_dir,
             say=ctx.say,
             execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
-            on_run=keep_texts,
             ks=ks,
             measures=measures,
             repeat=repeat,
         )
         results, builds, vectors, timing = runs.results, runs.builds, runs.vectors, runs.timing
         costs = runs.costs
+        texts = runs.texts  # on disk, read scope by scope (no merged copy in memory)
     doc = compare_results(
         results,
         labels,

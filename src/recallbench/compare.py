@@ -106,15 +106,18 @@ def paired_stats(
 
 @dataclass
 class SystemRuns:
-    """What `run_compared` produced: each system's result document (in order), the
-    embedder build behind each (None without a learned embedder), which vector cache each
-    system read, the local timing (per system: wall seconds, texts embedded) and each
-    system's cost (`cost_of`: local diagnostics, measured in this run)."""
+    """What `run_compared` produced: each system's result document (in order: kept on disk,
+    each read back when asked for, `report.spooled.SpooledResults`), the embedder build
+    behind each (None without a learned embedder), which vector cache each system read, the
+    local timing (per system: wall seconds, texts embedded), the texts of the validated
+    data for compare.html (on disk, read scope by scope, `report.html.SpooledTexts`) and
+    each system's cost (`cost_of`: local diagnostics, measured in this run)."""
 
-    results: list[dict[str, Any]]
+    results: Sequence[dict[str, Any]]
     builds: list[dict[str, Any] | None]
     vectors: list[dict[str, Any]]
     timing: dict[str, Any]
+    texts: Any = None
     costs: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -182,7 +185,12 @@ def run_compared(
     whole comparison under `parent/vectors/` (or a temporary directory), so each distinct
     text is embedded once per embedder, however many systems use it. `on_run` sees each
     `pipeline.Run` while its directory (and the validated spool in it) is still there.
-    `ks`, `measures`: every run's cutoffs (`--k`) and measures (`--measure`)."""
+    `ks`, `measures`: every run's cutoffs (`--k`) and measures (`--measure`).
+
+    Memory does not grow with the systems: each run is let go when the next starts, its
+    result kept on disk (`SpooledResults`), the validated spool kept once for the texts
+    (`SpooledTexts`), both in a directory of their own under `parent` (``compare-XXXXXXXX``,
+    removed when they are no longer used)."""
     import tempfile
     import time
     from dataclasses import replace
@@ -191,13 +199,16 @@ def run_compared(
     from recallbench.embedding import needs_cache
     from recallbench.peakrss import PeakRSS
     from recallbench.pipeline import run_pipeline
+    from recallbench.report.html import SpooledTexts
+    from recallbench.report.spooled import Scratch, SpooledResults
     from recallbench.systems import get_system
 
     execution = execution or Execution()
     given = None
     if execution.cache is not None:
         given = read_manifest(Path(execution.cache)).get("embedder_identity")
-    out = SystemRuns([], [], [], {"systems": [], "texts_embedded": {}})
+    kept = Scratch(parent)
+    out = SystemRuns(SpooledResults(kept), [], [], {"systems": [], "texts_embedded": {}})
     with tempfile.TemporaryDirectory(prefix="compare-vectors-", dir=parent) as scratch:
         shared = Path(parent) / "vectors" if parent is not None else Path(scratch)
         for n, name in enumerate(systems, start=1):
@@ -230,10 +241,16 @@ def run_compared(
                 wall = time.perf_counter() - started
                 if on_run is not None:
                     on_run(run)
+                suite = run.envelopes["suite"]
+                if out.texts is None:
+                    out.texts = SpooledTexts(suite["data"]["levels"][0]["name"])
+                out.texts.keep(suite, run.result, kept.path / f"spool-{n:04d}.jsonl")
             out.costs.append(cost_of(run, wall, peak.bytes))
             made = run.timings.get("hydrate", {}).get("vector_cache")
-            out.results.append(run.result)
+            out.results.append(run.result)  # type: ignore[attr-defined]
             out.builds.append(run.envelopes["results"].get("embedder_build"))
+            run.close()
+            del run  # let go before the next system runs: its result is on disk
             if identity is not None:
                 earlier = [v for v in out.vectors if v["embedder_identity"] == identity]
                 out.vectors.append(

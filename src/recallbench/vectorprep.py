@@ -18,7 +18,11 @@ The batches are fixed by the set of distinct texts alone:
 * each window cut, in that order, into batches of at most `BATCH_TEXTS` texts and at most
   `BATCH_TOKENS` padded tokens (texts x the batch's longest text, capped), each embedded as
   one forward pass (`embed_batch`, a worker task): long texts go in small batches, short
-  ones in large ones.
+  ones in large ones;
+* then the forms a store embeds (its `text_transform`: mem0 strips its queries) that are no
+  text of the spool, by first appearance, in windows of their own, batched alike: the
+  texts' batches never depend on a transform, so the cache a stage made for one store
+  takes another store's forms by adding them alone (`make_vector_cache(extend=True)`).
 
 Which worker, engine or device embeds a batch never changes the batch, nor does the order
 in which the batches are handed out: a window's batches go out costliest first (padded
@@ -50,7 +54,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +86,11 @@ BATCHING = {
     "batch_texts": BATCH_TEXTS,
     "window": WINDOW,
 }
+#: where the forms a store embeds (its `text_transform`) go, as the manifest records it
+FORMS = (
+    "after every text's row: each form that is no text of the spool, by first appearance, "
+    "in windows of their own"
+)
 
 
 @dataclass
@@ -141,9 +150,7 @@ def distinct_texts(
 
     keys: set[bytes] = set()
     for _, scope in stream_scopes(suite_env):
-        for role, text in [("query", q["text"]) for q in scope["queries"]] + [
-            ("memory", m["text"]) for m in scope["memories"]
-        ]:
+        for role, text in scope_texts(scope):
             keys.add(text_key(text))
             if transforms:
                 keys.add(text_key(transformed(transforms, role, text)))
@@ -253,42 +260,6 @@ def grouped(batches: Iterator[list[str]], size: int) -> Iterator[list[list[str]]
         yield group
 
 
-def scope_text_rows(
-    suite_env: Mapping[str, Any],
-    transforms: Mapping[str, str],
-    rows: dict[bytes, int],
-    counts: dict[str, int] | None = None,
-) -> Iterator[tuple[dict[str, Any], list[int], list[tuple[str, str, str | None]]]]:
-    """The cache's rows, scope by scope of the spool: (scope, the rows of its query texts
-    then its memory texts, the texts given a row now as (text, role, the query or memory id
-    holding it; None for a transformed form)). A text's row is its place in order of first
-    appearance (by sha256, `rows` filled as it goes: key -> row); the form a store embeds
-    (its `text_transform`) gets a row of its own after the text's, outside the scope's rows
-    (looked up by its sha256). `counts["seen"]` counts the texts read."""
-    from recallbench.cache import text_key
-    from recallbench.embedding import transformed
-
-    for _, scope in stream_scopes(suite_env):
-        scope_rows = []
-        fresh: list[tuple[str, str, str | None]] = []
-        held = [("query", q["text"], q["query_id"]) for q in scope["queries"]]
-        held += [("memory", m["text"], m["memory_id"]) for m in scope["memories"]]
-        for role, text, holder in held:
-            if counts is not None:
-                counts["seen"] += 1
-            key = text_key(text)
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = len(rows)
-                fresh.append((text, role, holder))
-            scope_rows.append(row)
-            form = transformed(transforms, role, text)
-            if form != text and text_key(form) not in rows:
-                rows[text_key(form)] = len(rows)
-                fresh.append((form, role, None))
-        yield scope, scope_rows, fresh
-
-
 def make_vector_cache(
     suite_env: Mapping[str, Any],
     cache_dir: Path,
@@ -296,39 +267,56 @@ def make_vector_cache(
     *,
     execution: Execution | None = None,
     sort_by_length: bool = True,
+    extend: bool = False,
 ) -> dict[str, Any]:
     """Write the cache; return its manifest (with `timing`, a local diagnostic).
+
+    Its rows: every distinct text of the spool (queries, then memories, scope after
+    scope), then each form the store embeds (its `text_transform`) that is not among the
+    texts, in windows of their own (`FORMS`); the scopes' rows are the texts' rows. So the
+    texts' batches never depend on the transforms, and the forms' only on the texts and the
+    transforms.
+
+    `extend`: when `cache_dir` holds a cache of this source, embedder and batching made for
+    other transforms (`extendable`), its texts' rows are copied and only the forms of both
+    its transforms and the system's are embedded: the rows a cache made at once for those
+    transforms holds. Otherwise (and always without `extend`) every row is embedded.
 
     The previous cache in `cache_dir`, if any, stays valid until the new one is complete
     (see `recallbench.cache.CacheWriter`)."""
     from recallbench.cache import CacheWriter, text_key
-    from recallbench.embedding import text_transforms, thread_safe
-    from recallbench.systems import get_system
+    from recallbench.embedding import text_transforms, thread_safe, transformed
 
     execution = execution or Execution()
-    system = get_system(system_name)
+    system = get_system_for(system_name)
     embedder = system.embedder
-    if embedder is None:
-        raise RecallbenchError(f"{system.name} has no embedder: it needs no vector cache")
     cap = getattr(embedder, "max_tokens", None)
-    transforms = text_transforms(embedder)  # {} for a store that embeds texts as given
     writer = CacheWriter(Path(cache_dir), embedder.identity())
+    try:  # read under the writer's lock: no other prep replaces it meanwhile
+        kept = _kept_texts(Path(cache_dir), embedder, suite_env) if extend else None
+    except BaseException:
+        writer.abort()
+        raise
+    transforms = text_transforms(embedder)  # {} for a store that embeds texts as given
+    if kept is not None:
+        transforms = joined_transforms(kept.get("text_transforms"), transforms) or {}
     tally = Truncation(system)  # counted on the same pass over the spool
     rows: dict[bytes, int] = {}  # text key -> its row, in order of first appearance
     windows: deque[_Window] = deque()
     placed: deque[tuple[_Window, list[int]]] = deque()  # each batch's window and positions
-    counts = {"seen": 0, "tokens": 0, "tokens_embedded": 0}
+    counts = {"seen": 0, "tokens": 0, "tokens_embedded": 0, "embedded": 0, "forms": 0}
     started = time.perf_counter()
     inside = 0.0
     builds: list[dict[str, Any]] = []
     loads: dict[int, float] = {}  # each embedding process's model load, seconds
 
-    row_tokens: list[int] = []  # each distinct text's token count, by row (tokenized once)
+    row_tokens: list[int] = []  # each text's token count, by row (tokenized once)
     boundary = Boundary(system.name)
 
-    def window_batches(texts: list[str], keys: list[bytes]) -> Iterator[list[str]]:
-        window = _Window(len(rows) - len(texts), keys, 0, [None] * len(texts))
-        tokens = row_tokens[window.first : window.first + len(texts)]
+    def window_batches(pending: _Pending) -> Iterator[list[str]]:
+        texts, tokens = pending.texts, pending.tokens
+        window = _Window(len(rows) - len(texts), pending.keys, 0, [None] * len(texts))
+        counts["embedded"] += len(texts)
         counts["tokens"] += sum(tokens)
         counts["tokens_embedded"] += sum(min(n, cap) if cap else n for n in tokens)
         batches = plan_batches(texts, window.first, tokens, cap, sort_by_length=sort_by_length)
@@ -339,28 +327,63 @@ def make_vector_cache(
             placed.append((window, positions))
             yield [texts[i] for i in positions]
 
-    def batches() -> Iterator[list[str]]:
-        texts: list[str] = []
-        keys: list[bytes] = []
-        for scope, scope_rows, fresh in scope_text_rows(suite_env, transforms, rows, counts):
-            new = [text for text, _, _ in fresh]
-            texts.extend(new)
-            keys.extend(text_key(text) for text in new)
-            if new:
-                row_tokens.extend(
-                    int(n)
-                    for n in boundary.call(
-                        "token_counts", f"scope {scope['scope_id']}", embedder.token_counts, new
-                    )
-                )
+    def token_counts(scope: Mapping[str, Any], new: list[str]) -> list[int]:
+        if not new:
+            return []
+        where = f"scope {scope['scope_id']}"
+        return [int(n) for n in boundary.call("token_counts", where, embedder.token_counts, new)]
+
+    def text_batches() -> Iterator[list[str]]:
+        """The texts' rows: each distinct text once, and every scope's rows."""
+        pending = _Pending()
+        for _, scope in stream_scopes(suite_env):
+            scope_rows = []
+            new: list[str] = []
+            for _, text in scope_texts(scope):
+                counts["seen"] += 1
+                key = text_key(text)
+                row = rows.get(key)
+                if row is None:
+                    row = rows[key] = len(rows)
+                    pending.add(key, text)
+                    new.append(text)
+                scope_rows.append(row)
+            counted = token_counts(scope, new)
+            pending.tokens.extend(counted)
+            row_tokens.extend(counted)
             memories = scope_rows[len(scope["queries"]) :]
             tally.add_counts([row_tokens[row] for row in memories])
             writer.add_scope(scope_rows)
-            if len(texts) >= WINDOW:
-                yield from window_batches(texts, keys)
-                texts, keys = [], []
-        if texts:
-            yield from window_batches(texts, keys)
+            if len(pending.texts) >= WINDOW:
+                yield from window_batches(pending)
+                pending = _Pending()
+        if pending.texts:
+            yield from window_batches(pending)
+
+    def form_batches() -> Iterator[list[str]]:
+        """The forms' rows, after every text's: each form the store embeds (its
+        `text_transform`) that is no text of the spool, once (looked up by its sha256)."""
+        if not transforms:
+            return
+        pending = _Pending()
+        for _, scope in stream_scopes(suite_env):
+            new: list[str] = []
+            for role, text in scope_texts(scope):
+                form = transformed(transforms, role, text)
+                if form == text:
+                    continue
+                key = text_key(form)
+                if key not in rows:
+                    rows[key] = len(rows)
+                    pending.add(key, form)
+                    new.append(form)
+            pending.tokens.extend(token_counts(scope, new))
+            counts["forms"] += len(new)
+            if len(pending.texts) >= WINDOW:
+                yield from window_batches(pending)
+                pending = _Pending()
+        if pending.texts:
+            yield from window_batches(pending)
 
     def flush() -> None:
         """Write every finished window at the head, in row order."""
@@ -369,20 +392,28 @@ def make_vector_cache(
             writer.add(window.keys, b"".join(window.vectors), window.dimension)  # type: ignore[arg-type]
 
     try:
+        if kept is not None:  # the texts' rows as they are, the scopes' rows with them
+            _copy_texts(Path(cache_dir), kept, writer, rows)
+            counts["seen"] = kept["texts"]["seen"]
+            builds.extend(_builds(kept.get("embedder_build")))
         # the plan, from the count of distinct texts (one pass over the spool, reading and
         # hashing: a small fraction of tokenizing it): never more processes or threads than
         # batches, so none loads the model for nothing; the workers start (and start
         # loading the model) before the spool is read again for the batches
-        total = distinct_texts(suite_env, transforms)
+        total = distinct_texts(suite_env, transforms) - len(rows)
         # at least this many batches (each holds BATCH_TEXTS texts at most)
         plan = embedding_plan(
             execution, -(-total // BATCH_TEXTS), thread_safe=thread_safe(embedder)
         )
         if total:
-            progress.say(f"embedding {total:,} texts: {plan.summary} ({IDENTITY})")
+            what = "texts" if kept is None else f"forms ({', '.join(transforms.values())})"
+            progress.say(f"embedding {total:,} {what}: {plan.summary} ({IDENTITY})")
+        work = (
+            form_batches() if kept is not None else itertools.chain(text_batches(), form_batches())
+        )
         for result in run_tasks(
             embed_batches,
-            grouped(batches(), plan.threads),
+            grouped(work, plan.threads),
             system=system_name,
             execution=replace(execution, workers=plan.processes),
             # the workers load the model while this process reads and tokenizes the spool
@@ -418,6 +449,7 @@ def make_vector_cache(
         raise
     wall = time.perf_counter() - started
     build = builds[0] if len(builds) == 1 else None
+    forms = counts["forms"] + (kept["forms"]["rows"] if kept and kept.get("forms") else 0)
     manifest = writer.finish(
         {
             "source": cache_source(suite_env),
@@ -425,13 +457,18 @@ def make_vector_cache(
             if sort_by_length
             else {**BATCHING, "order": "distinct texts by first appearance (not sorted)"},
             "embedder_build": builds[0] if len(builds) == 1 else builds or None,
-            "truncation": tally.report(),
+            "truncation": tally.report() if kept is None else kept.get("truncation"),
             "system": system_name,
             "texts": {"seen": counts["seen"], "distinct": len(rows)},
             "recallbench_version": __version__,
-            **({"text_transforms": transforms} if transforms else {}),
+            **(
+                {"text_transforms": transforms, "forms": {"rows": forms, "order": FORMS}}
+                if transforms
+                else {}
+            ),
         }
     )
+    embedded = counts["embedded"]
     return {
         **manifest,
         "timing": {
@@ -443,10 +480,12 @@ def make_vector_cache(
             "model_load_seconds": sorted(loads.values(), reverse=True),
             "execution": execution.describe(),
             "plan": plan.describe(build.get("torch_threads") if build else None),
-            "texts_embedded": len(rows),
+            # the rows embedded now (the texts' rows kept from the cache are not counted)
+            "texts_embedded": embedded,
+            "texts_kept": 0 if kept is None else len(rows) - embedded,
             "tokens": counts["tokens"],
             "tokens_embedded": counts["tokens_embedded"],
-            "texts_per_second": len(rows) / wall if wall > 0 else None,
+            "texts_per_second": embedded / wall if wall > 0 else None,
             "tokens_per_second": counts["tokens_embedded"] / wall if wall > 0 else None,
         },
     }
@@ -457,19 +496,17 @@ def import_vector_cache(
 ) -> dict[str, Any]:
     """Write a vector cache from a file of vectors made elsewhere (`recallbench prep
     --import`; its format: `recallbench.cache.read_import`), for a system whose embedder's
-    identity is the name the file declares: the same rows and scopes as prep's, each text's
-    vector found by its sha256, else by the id of the query or memory holding it. Every
-    text a store of the system will ask for must have one (one line naming the first that
-    has none). Returns the manifest, with `imported` (the file, its sha256, the embedder,
-    dimension and normalization, how many of its vectors were used)."""
+    identity is the name the file declares: the rows and scopes prep makes (every distinct
+    text, then the forms its store embeds, `FORMS`), each text's vector found by its
+    sha256, else by the id of the query or memory holding it. Every text a store of the
+    system will ask for must have one (one line naming the first that has none). Returns
+    the manifest, with `imported` (the file, its sha256, the embedder, dimension and
+    normalization, how many of its vectors were used)."""
     from recallbench.cache import CacheWriter, read_import, text_key
-    from recallbench.embedding import text_transforms
-    from recallbench.systems import get_system
+    from recallbench.embedding import text_transforms, transformed
 
-    system = get_system(system_name)
+    system = get_system_for(system_name)
     embedder = system.embedder
-    if embedder is None:
-        raise RecallbenchError(f"{system.name} has no embedder: it takes no vectors")
     identity = Boundary(system.name).call("identity", None, embedder.identity)
     vectors = read_import(Path(source))
     if vectors.embedder != identity:
@@ -480,37 +517,63 @@ def import_vector_cache(
     transforms = text_transforms(embedder)
     writer = CacheWriter(Path(cache_dir), identity)
     rows: dict[bytes, int] = {}
-    counts = {"seen": 0}
+    seen = forms = 0
     used: set[tuple[str, str]] = set()
     text_of_id: dict[str, str] = {}  # memory id -> the text its vector went to
+
+    def held(scope: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+        """(role, text, the id of the query or memory holding it), in spool order."""
+        return [("query", q["text"], q["query_id"]) for q in scope["queries"]] + [
+            ("memory", m["text"], m["memory_id"]) for m in scope["memories"]
+        ]
+
+    def vector(scope_id: str, role: str, text: str, holder: str | None) -> bytes:
+        key = text_key(text)
+        blob = vectors.by_key.get(key)
+        found = ("text_sha256", key.hex())
+        if blob is None and holder is not None:
+            kind = "query_id" if role == "query" else "memory_id"
+            blob = vectors.by_id[kind].get(holder)
+            found = (kind, holder)
+            if blob is not None and text_of_id.setdefault(holder, text) != text:
+                raise RecallbenchError(
+                    f"{source}: memory id {holder!r} holds two different texts (one in "
+                    f"scope {scope_id}); give their vectors by text_sha256"
+                )
+        if blob is None:
+            what = f"{role} {holder!r}" if holder is not None else f"the {role} form"
+            raise RecallbenchError(
+                f"{source}: no vector for {what} of scope {scope_id} (text sha256 {key.hex()})"
+            )
+        used.add(found)
+        return blob
+
     try:
-        for scope, scope_rows, fresh in scope_text_rows(suite_env, transforms, rows, counts):
-            keys, blobs = [], []
-            for text, role, holder in fresh:
+        for _, scope in stream_scopes(suite_env):  # the texts' rows, and every scope's
+            keys, blobs, scope_rows = [], [], []
+            for role, text, holder in held(scope):
+                seen += 1
                 key = text_key(text)
-                blob = vectors.by_key.get(key)
-                found = ("text_sha256", key.hex())
-                if blob is None and holder is not None:
-                    kind = "query_id" if role == "query" else "memory_id"
-                    blob = vectors.by_id[kind].get(holder)
-                    found = (kind, holder)
-                    if blob is not None and text_of_id.setdefault(holder, text) != text:
-                        raise RecallbenchError(
-                            f"{source}: memory id {holder!r} holds two different texts (one in "
-                            f"scope {scope['scope_id']}); give their vectors by text_sha256"
-                        )
-                if blob is None:
-                    what = f"{role} {holder!r}" if holder is not None else f"the {role} form"
-                    raise RecallbenchError(
-                        f"{source}: no vector for {what} of scope {scope['scope_id']} (text "
-                        f"sha256 {key.hex()})"
-                    )
-                used.add(found)
-                keys.append(key)
-                blobs.append(blob)
+                if key not in rows:
+                    rows[key] = len(rows)
+                    keys.append(key)
+                    blobs.append(vector(scope["scope_id"], role, text, holder))
+                scope_rows.append(rows[key])
             if keys:
                 writer.add(keys, b"".join(blobs), vectors.dimension)
             writer.add_scope(scope_rows)
+        for _, scope in stream_scopes(suite_env) if transforms else ():  # then the forms'
+            keys, blobs = [], []
+            for role, text, _ in held(scope):
+                form = transformed(transforms, role, text)
+                key = text_key(form)
+                if form != text and key not in rows:
+                    rows[key] = len(rows)
+                    keys.append(key)
+                    blobs.append(vector(scope["scope_id"], role, form, None))
+            if keys:
+                forms += len(keys)
+                writer.add(keys, b"".join(blobs), vectors.dimension)
         imported = {
             "file": Path(source).name,
             "sha256": vectors.sha256,
@@ -528,14 +591,126 @@ def import_vector_cache(
                 "embedder_build": None,
                 "truncation": None,
                 "system": system_name,
-                "texts": {"seen": counts["seen"], "distinct": len(rows)},
+                "texts": {"seen": seen, "distinct": len(rows)},
                 "recallbench_version": __version__,
-                **({"text_transforms": transforms} if transforms else {}),
+                **(
+                    {"text_transforms": transforms, "forms": {"rows": forms, "order": FORMS}}
+                    if transforms
+                    else {}
+                ),
             }
         )
     except BaseException:
         writer.abort()
         raise
+
+
+def get_system_for(system_name: str) -> Any:
+    """The system whose embedder makes a cache (one line when it has none)."""
+    from recallbench.systems import get_system
+
+    system = get_system(system_name)
+    if system.embedder is None:
+        raise RecallbenchError(f"{system.name} has no embedder: it needs no vector cache")
+    return system
+
+
+@dataclass
+class _Pending:
+    """The rows of the next window: their texts, keys and token counts."""
+
+    texts: list[str] = field(default_factory=list)
+    keys: list[bytes] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+
+    def add(self, key: bytes, text: str) -> None:
+        self.keys.append(key)
+        self.texts.append(text)
+
+
+def scope_texts(scope: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(role, text) of a scope's texts in spool order: its queries', then its memories'."""
+    return [("query", q["text"]) for q in scope["queries"]] + [
+        ("memory", m["text"]) for m in scope["memories"]
+    ]
+
+
+def joined_transforms(
+    recorded: Mapping[str, str] | None, needed: Mapping[str, str]
+) -> dict[str, str] | None:
+    """The transforms of a cache holding the forms of both: None when one role would need
+    two (a cache records one transform per role)."""
+    out = dict(recorded or {})
+    for role, name in needed.items():
+        if out.setdefault(role, name) != name:
+            return None
+    return dict(sorted(out.items()))
+
+
+def current_layout(manifest: Mapping[str, Any]) -> bool:
+    """Whether a cache's rows are the ones this recallbench makes: in these batches, its
+    forms (if any) in rows of their own after the texts' (`FORMS`; an older recallbench
+    placed them among the texts, in other batches)."""
+    if manifest.get("batching") != BATCHING:
+        return False
+    return not manifest.get("text_transforms") or isinstance(manifest.get("forms"), dict)
+
+
+def extendable(manifest: Mapping[str, Any], embedder: Any) -> bool:
+    """Whether a cache (checked to be of this source and embedder) keeps its texts' rows
+    when the forms `embedder`'s store needs are added: of the `current_layout`, with
+    transforms that join the store's."""
+    from recallbench.embedding import text_transforms
+
+    if not current_layout(manifest):
+        return False
+    return joined_transforms(manifest.get("text_transforms"), text_transforms(embedder)) is not None
+
+
+def _kept_texts(
+    directory: Path, embedder: Any, suite_env: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The manifest of the cache in `directory` whose texts' rows a new cache keeps (its
+    files' sha256 checked: they are copied), or None (none there, or not `extendable`)."""
+    from recallbench.cache import check_manifest, read_manifest
+
+    try:
+        manifest = read_manifest(directory)
+        check_manifest(
+            directory,
+            manifest,
+            embedder_identity=embedder.identity(),
+            source=cache_source(suite_env),
+        )
+    except RecallbenchError:
+        return None
+    return manifest if extendable(manifest, embedder) else None
+
+
+def _copy_texts(
+    directory: Path, manifest: Mapping[str, Any], writer: Any, rows: dict[bytes, int]
+) -> None:
+    """Copy the texts' rows and every scope's rows of the cache `manifest` describes into
+    `writer`; `rows` gets each text's key."""
+    from recallbench.cache import VectorCache
+
+    cache = VectorCache(directory, manifest)
+    try:
+        forms = manifest["forms"]["rows"] if manifest.get("forms") else 0
+        for keys, blob in cache.row_blocks(cache.count - forms):
+            rows.update((key, len(rows) + n) for n, key in enumerate(keys))
+            writer.add(keys, blob, cache.dimension)
+        for index in range(cache.scopes):
+            writer.add_scope(cache.rows_of_scope(index))
+    finally:
+        cache.close()
+
+
+def _builds(recorded: Any) -> list[dict[str, Any]]:
+    """A manifest's `embedder_build` as a list (one build, several, or none)."""
+    if isinstance(recorded, list):
+        return list(recorded)
+    return [recorded] if recorded else []
 
 
 def embed_batches(group: list[list[str]]) -> dict[str, Any]:
@@ -621,15 +796,19 @@ def vector_cache(
             source=cache_source(suite_env),
             verify_files=False,  # `cache_spec` checks the files' sha256 next
         )
-        # made without the forms this store embeds (`text_transform`), or in other batches
-        # (an older recallbench's: its vectors differ in the last bits): ours to remake
-        if manifest.get("batching") == BATCHING and covers(
+        if current_layout(manifest) and covers(
             manifest.get("text_transforms"), text_transforms(system.embedder)
         ):
             return chosen, None
+        # made without the forms this store embeds (`text_transform`): they are added, the
+        # texts' rows kept; made in other batches (an older recallbench's: its vectors
+        # differ in the last bits): ours to remake
+        extend = extendable(manifest, system.embedder)
     except RecallbenchError:
-        pass  # none yet, or made for other data: ours to remake
-    manifest = make_vector_cache(suite_env, directory, system.name, execution=execution)
+        extend = False  # none yet, or made for other data: ours to remake
+    manifest = make_vector_cache(
+        suite_env, directory, system.name, execution=execution, extend=extend
+    )
     return chosen, {
         "directory": str(directory),
         "embedder_identity": manifest["embedder_identity"],
@@ -739,50 +918,8 @@ class Truncation:
         return truncation_shares(self._total) if self._total else None
 
 
-class ContentLoss:
-    """Counts, scope by scope as the stage streams them, the stored texts a system's stores
-    cannot have seen whole under the input limit the system declares (`System.input_limit`,
-    `base.content_cuts`). `report()` is None when it declares none."""
-
-    def __init__(self, system: Any) -> None:
-        from recallbench.systems.base import declared_input_limit
-
-        self._limit = declared_input_limit(system)
-        self._name = getattr(system, "name", "?")
-        self._total: dict[str, int] = {}
-
-    @property
-    def counting(self) -> bool:
-        return self._limit is not None
-
-    def add(self, scope: Mapping[str, Any]) -> None:
-        if self._limit is None:
-            return
-        from recallbench.systems.base import CONTENT_COUNTS, content_cuts
-
-        part = Boundary(self._name).call(
-            "input_limit.token_counts",
-            f"scope {scope['scope_id']}",
-            content_cuts,
-            self._limit,
-            [m["text"] for m in scope["memories"]],
-        )
-        for key in CONTENT_COUNTS:
-            if key in part:
-                self._total[key] = self._total.get(key, 0) + part[key]
-
-    def report(self) -> dict[str, Any] | None:
-        from recallbench.systems.base import content_loss_report
-
-        if self._limit is None:
-            return None
-        return content_loss_report(self._limit, self._total or {"texts": 0, "texts_cut": 0})
-
-
-def counted(items: Iterator[tuple[int, dict[str, Any]]], *tallies: Any) -> Iterator[Any]:
-    """The (index, scope) items, each counted by every tally (`Truncation`, `ContentLoss`)
-    as it passes."""
+def counted(items: Iterator[tuple[int, dict[str, Any]]], tally: Truncation) -> Iterator[Any]:
+    """The (index, scope) items, each counted by `tally` as it passes."""
     for index, scope in items:
-        for tally in tallies:
-            tally.add(scope)
+        tally.add(scope)
         yield index, scope

@@ -12,11 +12,14 @@ portable rerun's rule: tests/conftest.py), but for the rerun's check of its own 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import orjson
 import pytest
+from conftest import learned_systems
 from embeddingpath import (
+    FIXTURES,
     LEARNED,
     RESULT_FILES,
     cache_bytes,
@@ -26,7 +29,7 @@ from embeddingpath import (
     validated_with_cache,
 )
 
-from recallbench.cache import FILES
+from recallbench.cache import FILES, MANIFEST
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +74,51 @@ def test_compare_embeds_each_distinct_text_once(tmp_path) -> None:
     assert [v["system"] for v in doc["vectors"]] == list(LEARNED)
     assert {v["cache"] for v in doc["vectors"]} == {"made in this run"}
     assert "each distinct text embedded once" in (build / "compare.md").read_text()
+
+
+def wrapped_fixtures(root: Path) -> tuple[Path, Path, int, int]:
+    """The fixtures with every other query wrapped in whitespace, and the second query's
+    text the first's wrapped (its stripped form is a text already); the files, how many
+    distinct texts they hold and how many stripped query forms are no text of theirs."""
+    corpus, queries = root / "corpus.jsonl", root / "queries.jsonl"
+    shutil.copyfile(FIXTURES / "corpus.jsonl", corpus)
+    records = [
+        orjson.loads(line) for line in (FIXTURES / "queries.jsonl").read_bytes().splitlines()
+    ]
+    for n, record in enumerate(records):
+        if n % 2:
+            record["query"] = f"  {record['query']}\n"
+    records[1]["query"] = f"\t{records[0]['query']} "
+    queries.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    facts = [orjson.loads(line)["fact"] for line in corpus.read_bytes().splitlines()]
+    texts = {*facts, *(r["query"] for r in records)}
+    forms = {r["query"].strip() for r in records} - texts
+    return corpus, queries, len(texts), len(forms)
+
+
+@pytest.mark.skipif("mem0" not in learned_systems(), reason="mem0's extra is not installed")
+def test_compare_embeds_each_text_and_each_needed_form_once(tmp_path) -> None:
+    """minilm then mem0 (whose search strips the query: a form of its own) share one cache:
+    minilm embeds each distinct text, mem0 only the stripped forms that are no text (the
+    cache's texts kept), and the cache is the one `prep --system mem0` makes at once."""
+    corpus, queries, texts, forms = wrapped_fixtures(tmp_path)
+    assert texts > 100 and forms > 20  # the data holds both kinds
+    build = tmp_path / "compare"
+    data = ["--corpus", corpus, "--queries", queries]
+    ok(cli(build, "compare", *data, "--system", "minilm", "--system", "mem0"))
+    timing = orjson.loads((build / "timings" / "compare.json").read_bytes())
+    assert [s["texts_embedded"] for s in timing["systems"]] == [texts, forms]
+    assert list(timing["texts_embedded"].values()) == [texts + forms]
+    (cache,) = (build / "vectors").iterdir()
+    manifest = orjson.loads((cache / MANIFEST).read_bytes())
+    assert manifest["count"] == manifest["texts"]["distinct"] == texts + forms
+    assert manifest["forms"]["rows"] == forms
+    # the same rows as a cache made for mem0 at once (its texts' batches never see a form)
+    ok(cli(tmp_path / "prep", "validate", *data))
+    at_once = tmp_path / "at-once"
+    ok(cli(tmp_path / "prep", "prep", "--cache", at_once, "--system", "mem0", "--workers", "1"))
+    made, reference = cache_bytes(cache), cache_bytes(at_once)
+    assert {n: made[n] for n in FILES} == {n: reference[n] for n in FILES}
 
 
 def test_compare_reads_a_given_cache(fixture_cache, tmp_path) -> None:

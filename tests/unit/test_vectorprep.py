@@ -91,3 +91,22 @@ def test_one_count_decides_the_plan_with_or_without_a_bar(
         read_artifact(validated, "suite"), validated / "c2", "hotmem"
     )
     assert len(calls) == 1 and made["texts"]["distinct"] == 136
+
+
+def test_a_cache_keeps_its_texts_when_only_forms_are_missing() -> None:
+    """Forms are added to a cache of the current layout whose transforms join the store's;
+    a cache that placed its forms among its texts (an older recallbench) is remade, and a
+    role would never hold two transforms."""
+    from recallbench.vectorprep import BATCHING, current_layout, joined_transforms
+
+    assert joined_transforms(None, {"query": "strip"}) == {"query": "strip"}
+    assert joined_transforms({"memory": "strip"}, {"query": "strip"}) == {
+        "memory": "strip",
+        "query": "strip",
+    }
+    assert joined_transforms({"query": "strip"}, {"query": "lower"}) is None
+    plain = {"batching": BATCHING}
+    assert current_layout(plain)
+    assert current_layout({**plain, "text_transforms": {"query": "strip"}, "forms": {"rows": 0}})
+    assert not current_layout({**plain, "text_transforms": {"query": "strip"}})
+    assert not current_layout({"batching": {**BATCHING, "window": 64}})

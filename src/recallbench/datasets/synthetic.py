@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-from collections.abc import Collection, Hashable, Iterable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,6 +15,7 @@ import orjson
 from recallbench.artifacts import create_temp
 
 K = TypeVar("K", bound=Hashable)
+R = TypeVar("R")
 
 CONSONANTS = "bcdfghjklmnprstvwz"
 VOWELS = "aeiou"
@@ -133,6 +135,46 @@ def pseudo_words(
             seen.add(word)
             words.append(word)
     return words
+
+
+@contextmanager
+def one_line_errors(command: str, out: Path) -> Iterator[None]:
+    """A generator command's errors as one line (`recallbench COMMAND: error: ...`, exit 1):
+    a `RecallbenchError`'s message, an OS error naming its file (`out` when it names none)."""
+    import click
+
+    from recallbench.errors import RecallbenchError
+
+    class Failed(click.ClickException):
+        def show(self, file: Any = None) -> None:
+            click.echo(f"recallbench {command}: error: {self.message}", err=True)
+
+    try:
+        yield
+    except RecallbenchError as exc:
+        raise Failed(str(exc)) from None
+    except OSError as exc:
+        raise Failed(f"{exc.filename or out}: {exc.strerror or exc}") from None
+
+
+@contextmanager
+def generating(command: str, out: Path, total: int, unit: str) -> Iterator[Callable[[int], Any]]:
+    """A generator command around its work: errors in one line (`one_line_errors`) and
+    progress by `unit` (`progress.bar`: a bar on a terminal, plain lines elsewhere); yields
+    what to call as each of the `total` records is written."""
+    from recallbench import progress
+
+    with one_line_errors(command, out), progress.bar(total, command, unit) as bar:
+        yield bar.update
+
+
+def counted(records: Iterable[R], on_record: Callable[[int], Any] | None) -> Iterator[R]:
+    """`records`, calling `on_record(1)` as each one has been taken and the next is asked
+    for (a generator's progress: `recallbench.progress.bar`'s update)."""
+    for record in records:
+        yield record
+        if on_record is not None:
+            on_record(1)
 
 
 def write_json_array(out: Path, records: Iterable[Any]) -> dict[str, Any]:

@@ -94,6 +94,10 @@ class Texts:
     totals: dict[str, int] = field(default_factory=dict)
     #: False when no spool could be read (the page then shows ids only)
     available: bool = True
+    #: the units by scope (`scope_texts`), made when first asked for
+    _by_scope: dict[str, dict[str, str]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def merge(self, other: Texts) -> Texts:
         """These texts and `other`'s (another system's run on the same dataset)."""
@@ -105,7 +109,92 @@ class Texts:
         self.units.update(other.units)
         self.complete = self.complete and other.complete
         self.totals = {k: max(self.totals.get(k, 0), v) for k, v in other.totals.items()}
+        self._by_scope = None
         return self
+
+    def scope_texts(self, scope_id: str) -> tuple[Mapping[str, tuple[str, str]], Mapping[str, str]]:
+        """The texts a page shows of scope `scope_id`: query id -> (text, notes) (at least
+        the scope's queries), unit id -> text."""
+        if self._by_scope is None:
+            self._by_scope = {}
+            for (scope, unit), text in self.units.items():
+                self._by_scope.setdefault(scope, {})[unit] = text
+        return self.queries, self._by_scope.get(scope_id, {})
+
+    @property
+    def units_shown(self) -> int:
+        """How many unit texts the page may show."""
+        return len(self.units)
+
+
+class SpooledTexts(Texts):
+    """The texts of validated spools kept on disk (`keep`), read one scope at a time as a
+    page asks for them (`scope_texts`), never all at once: what compare holds of the texts
+    whatever the number of systems. The same texts as `collect_texts` of the same spool and
+    results gives, and the same counts (`complete`, `totals`, `units_shown`)."""
+
+    def __init__(self, level: str) -> None:
+        super().__init__(level, complete=True, available=False)
+        self._spools: list[tuple[str, dict[str, dict[str, Any]]]] = []  # path, scope refs
+        self._digests: set[str] = set()
+        self._wanted: set[tuple[str, str]] = set()
+        self._last: tuple[str, tuple[dict[str, tuple[str, str]], dict[str, str]]] | None = None
+
+    def keep(self, suite_env: Mapping[str, Any], result: Mapping[str, Any], place: Path) -> None:
+        """Keep the texts of one run: its spool (`suite_env`'s, moved to `place` unless a
+        spool of the same sha256 is kept already) and the units its result uses."""
+        import os
+        import shutil
+
+        from recallbench.spool import checked_spool, stream_scopes
+
+        data = suite_env["data"]
+        self._wanted |= _wanted([result])
+        if data["spool"]["sha256"] in self._digests:
+            return
+        source = checked_spool(suite_env)
+        try:
+            os.replace(source, place)
+        except OSError:  # another filesystem
+            shutil.copyfile(source, place)
+        kept = {**suite_env, "spool_path": str(place)}
+        units = 0
+        for _, scope in stream_scopes(kept):  # its sha256 checked; the dataset's counts
+            units += len(_scope_texts(scope, self.level)[1])
+        refs = {
+            entry["scope_id"]: {"path": str(place), "scope_id": entry["scope_id"], **entry["spool"]}
+            for entry in data["scopes"]
+        }
+        self._spools.append((str(place), refs))
+        self._digests.add(data["spool"]["sha256"])
+        self.available = True
+        self.complete = self.complete and data["spool"]["bytes"] <= ALL_TEXTS_BYTES
+        totals = {"queries": data["counts"]["queries"], "units": units}
+        self.totals = {k: max(self.totals.get(k, 0), v) for k, v in totals.items()}
+
+    def scope_texts(self, scope_id: str) -> tuple[Mapping[str, tuple[str, str]], Mapping[str, str]]:
+        from recallbench.spool import read_scope
+
+        if self._last is not None and self._last[0] == scope_id:
+            return self._last[1]
+        queries: dict[str, tuple[str, str]] = {}
+        units: dict[str, str] = {}
+        for _, refs in self._spools:
+            if scope_id in refs:
+                more_queries, more_units = _scope_texts(read_scope(refs[scope_id]), self.level)
+                queries.update(more_queries)
+                units.update(more_units)
+        self._last = (scope_id, (queries, units))
+        return queries, units
+
+    @property
+    def units_shown(self) -> int:
+        if self.complete:
+            return self.totals.get("units", 0)
+        return len(self._wanted)
+
+    def merge(self, other: Texts) -> Texts:
+        raise TypeError("spooled texts are kept with `keep`, not merged")
 
 
 def no_texts(level: str) -> Texts:
@@ -143,23 +232,27 @@ def collect_texts(
     units_total = 0
     for _, scope in stream_scopes(suite_env):
         scope_id = scope["scope_id"]
-        parts: dict[str, list[str]] = {}
-        for memory in scope["memories"]:
-            for unit in memory["units"].get(level, ()):
-                parts.setdefault(unit, []).append(memory["text"])
-        units_total += len(parts)
-        for unit, pieces in parts.items():
+        queries, units = _scope_texts(scope, level)
+        units_total += len(units)
+        for unit, text in units.items():
             if wanted is None or (scope_id, unit) in wanted:
-                texts.units[(scope_id, unit)] = "\n\n".join(pieces)
-        for query in scope["queries"]:
-            texts.queries[query["query_id"]] = (query["text"], query.get("notes") or "")
+                texts.units[(scope_id, unit)] = text
+        texts.queries.update(queries)
     texts.totals = {"queries": len(texts.queries), "units": units_total}
     return texts
 
 
-def texts_of_run(run: Any) -> Texts:
-    """The texts of one in-process run (`pipeline.Run`), read while its spool is there."""
-    return collect_texts(run.envelopes["suite"], [run.result])
+def _scope_texts(
+    scope: Mapping[str, Any], level: str
+) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+    """A scope's texts: query id -> (text, notes), and each unit at `level` -> the texts of
+    its memories, joined by a blank line."""
+    parts: dict[str, list[str]] = {}
+    for memory in scope["memories"]:
+        for unit in memory["units"].get(level, ()):
+            parts.setdefault(unit, []).append(memory["text"])
+    queries = {q["query_id"]: (q["text"], q.get("notes") or "") for q in scope["queries"]}
+    return queries, {unit: "\n\n".join(pieces) for unit, pieces in parts.items()}
 
 
 def texts_beside(results_path: Any, results_env: Mapping[str, Any]) -> Texts:
@@ -273,7 +366,7 @@ class TextStats:
 
 
 def text_stats(texts: Texts) -> TextStats:
-    return TextStats(texts.level, texts.available, texts.complete, texts.totals, len(texts.units))
+    return TextStats(texts.level, texts.available, texts.complete, texts.totals, texts.units_shown)
 
 
 def _text_note(stats: TextStats, data_dir: str) -> str:
@@ -868,18 +961,19 @@ def _format_setting(value: Any) -> str:
 
 def _compare_query(
     q: Mapping[str, Any],
-    lookups: Sequence[Mapping[str, Mapping[str, Any]]],
+    lookups: Sequence[Any],
     metrics: Sequence[str],
     texts: Texts,
-    units: Mapping[str, str],
     chunks: PageChunks,
 ) -> dict[str, Any]:
     """One query of compare.html: its table row (every system's per-query values and first
-    relevant rank), its record (texts, every system's top-k) placed in `chunks`."""
+    relevant rank), its record (texts, every system's top-k) placed in `chunks`. `lookups`:
+    each system's records by query id (`.get`)."""
     from recallbench.model import RELEVANT_GRADE
 
     qid = q["query_id"]
-    text = texts.queries.get(qid)
+    queries, units = texts.scope_texts(q["scope_id"])
+    text = queries.get(qid)
     pool = _Pool()
     cells, tops = [], []
     for lookup in lookups:
@@ -934,19 +1028,18 @@ def compare_page_data(
 ) -> dict[str, Any]:
     """The JSON document the comparison page's script draws from: per query, every system's
     per-query values of the compared measures (the records with the texts and each
-    system's top-k go to `chunks`)."""
+    system's top-k go to `chunks`). The per-query records are read in step, one query at a
+    time, and the texts scope by scope (`SpooledResults`, `SpooledTexts`: nothing of every
+    system is held at once)."""
     from recallbench.report import COMPARE_DATA_DIR
+    from recallbench.report.spooled import QueryLookup, query_records, result_head
 
     metrics = list(doc["comparisons"][0]["metrics"]) if doc["comparisons"] else []
     labels = [s["label"] for s in doc["systems"]]
-    ref = results[0]
-    by_id = [{q["query_id"]: q for q in r["queries"]} for r in results]
-    by_scope: dict[str, dict[str, str]] = {}
-    for (scope_id, unit), text in texts.units.items():
-        by_scope.setdefault(scope_id, {})[unit] = text
+    ref = result_head(results, 0)
+    lookups = [QueryLookup(query_records(results, i)) for i in range(len(results))]
     queries = [
-        _compare_query(q, by_id, metrics, texts, by_scope.get(q["scope_id"], {}), chunks)
-        for q in ref["queries"]
+        _compare_query(q, lookups, metrics, texts, chunks) for q in query_records(results, 0)
     ]
     cat_labels = doc["dataset"].get("category_labels", {})
     categories = list(ref["dataset"]["categories"])

@@ -53,7 +53,7 @@ import datetime as dt
 import hashlib
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,8 @@ import orjson
 from recallbench.datasets.synthetic import (
     COMMON_WORDS,
     allocate,
+    counted,
+    generating,
     pseudo_words,
     write_json_array,
     write_sidecar,
@@ -461,8 +463,10 @@ def generate(
     questions_per_conversation: int | tuple[int, int] = DEFAULT_QUESTIONS,
     seed: int = 0,
     layout: str = "array",
+    on_conversation: Callable[[int], Any] | None = None,
 ) -> dict[str, Any]:
-    """Write synthetic LoCoMo-format data to `path` (atomically) and its sidecar.
+    """Write synthetic LoCoMo-format data to `path` (atomically) and its sidecar;
+    `on_conversation(1)` as each conversation is written (progress).
 
     Ranges are inclusive ``(lo, hi)`` pairs (or one integer). `layout`: ``"array"`` (the
     array file ``locomo10.json``), ``"directory"`` or ``"zip"`` (the per-conversation
@@ -491,7 +495,7 @@ def generate(
             yield conv.record()
 
     writer = {"array": write_json_array, "directory": _write_directory, "zip": _write_zip}
-    written = writer[layout](Path(path), records())
+    written = writer[layout](Path(path), counted(records(), on_conversation))
     counts["questions_total"] = sum(counts["questions"].values())
     sidecar = {
         "generator": GENERATOR,
@@ -533,17 +537,10 @@ def _cli() -> Any:
     )
     def generate_cmd(out: Path, conversations: int, seed: int, layout: str) -> None:
         """Write format-faithful SYNTHETIC data (not LoCoMo) for tests and benchmarks."""
-
-        class Failed(click.ClickException):
-            def show(self, file: Any = None) -> None:
-                click.echo(f"recallbench locomo generate: error: {self.message}", err=True)
-
-        try:
-            meta = generate(out, conversations=conversations, seed=seed, layout=layout)
-        except RecallbenchError as exc:
-            raise Failed(str(exc)) from None
-        except OSError as exc:
-            raise Failed(f"{exc.filename or out}: {exc.strerror or exc}") from None
+        with generating("locomo generate", out, conversations, "conversation") as advance:
+            meta = generate(
+                out, conversations=conversations, seed=seed, layout=layout, on_conversation=advance
+            )
         click.echo(
             f"{out}: {conversations} synthetic conversations ({layout}), "
             f"{meta['size_bytes']:,} bytes, sha256 {meta['sha256']}"

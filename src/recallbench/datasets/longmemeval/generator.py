@@ -31,13 +31,15 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from recallbench.datasets.synthetic import COMMON_WORDS as _COMMON
 from recallbench.datasets.synthetic import (
     allocate,
+    counted,
+    generating,
     pseudo_words,
     write_json_array,
     write_sidecar,
@@ -302,8 +304,10 @@ def generate(
     session_chars: int = DEFAULT_SESSION_CHARS,
     has_answer_keys: str = "evidence",
     turn_labels_only: bool = False,
+    on_question: Callable[[int], Any] | None = None,
 ) -> dict[str, Any]:
-    """Write synthetic data to `out` (atomically) and its sidecar; return the sidecar dict."""
+    """Write synthetic data to `out` (atomically) and its sidecar; return the sidecar dict.
+    `on_question(1)` as each question's instance is written (progress)."""
     if shape not in SHAPES:
         raise RecallbenchError(f"shape must be one of {', '.join(SHAPES)}, not {shape!r}")
     if questions < 1:
@@ -316,7 +320,7 @@ def generate(
     if shape != "oracle" and spq < 2:
         raise RecallbenchError("--sessions-per-question must be at least 2")
     gen = _Generator(shape, questions, seed, spq, session_chars, has_answer_keys, turn_labels_only)
-    written = write_json_array(Path(out), gen.instances())
+    written = write_json_array(Path(out), counted(gen.instances(), on_question))
     sidecar = {
         "generator": "recallbench.datasets.longmemeval.generator",
         "generator_version": GENERATOR_VERSION,
@@ -389,16 +393,18 @@ def _cli() -> Any:
         turn_labels_only: bool,
     ) -> None:
         """Write format-faithful SYNTHETIC data (not LongMemEval) for tests and benchmarks."""
-        meta = generate(
-            out,
-            shape=shape,
-            questions=questions,
-            seed=seed,
-            sessions_per_question=sessions_per_question,
-            session_chars=session_chars,
-            has_answer_keys=has_answer_keys,
-            turn_labels_only=turn_labels_only,
-        )
+        with generating("longmemeval generate", out, questions, "question") as advance:
+            meta = generate(
+                out,
+                shape=shape,
+                questions=questions,
+                seed=seed,
+                sessions_per_question=sessions_per_question,
+                session_chars=session_chars,
+                has_answer_keys=has_answer_keys,
+                turn_labels_only=turn_labels_only,
+                on_question=advance,
+            )
         click.echo(
             f"{out}: {questions} synthetic questions, shape {shape}, {meta['size_bytes']:,} bytes, "
             f"sha256 {meta['sha256']}"
