@@ -918,8 +918,50 @@ class Truncation:
         return truncation_shares(self._total) if self._total else None
 
 
-def counted(items: Iterator[tuple[int, dict[str, Any]]], tally: Truncation) -> Iterator[Any]:
-    """The (index, scope) items, each counted by `tally` as it passes."""
+class ContentLoss:
+    """Counts, scope by scope as the stage streams them, the stored texts a system's stores
+    cannot have seen whole under the input limit the system declares (`System.input_limit`,
+    `base.content_cuts`). `report()` is None when it declares none."""
+
+    def __init__(self, system: Any) -> None:
+        from recallbench.systems.base import declared_input_limit
+
+        self._limit = declared_input_limit(system)
+        self._name = getattr(system, "name", "?")
+        self._total: dict[str, int] = {}
+
+    @property
+    def counting(self) -> bool:
+        return self._limit is not None
+
+    def add(self, scope: Mapping[str, Any]) -> None:
+        if self._limit is None:
+            return
+        from recallbench.systems.base import CONTENT_COUNTS, content_cuts
+
+        part = Boundary(self._name).call(
+            "input_limit.token_counts",
+            f"scope {scope['scope_id']}",
+            content_cuts,
+            self._limit,
+            [m["text"] for m in scope["memories"]],
+        )
+        for key in CONTENT_COUNTS:
+            if key in part:
+                self._total[key] = self._total.get(key, 0) + part[key]
+
+    def report(self) -> dict[str, Any] | None:
+        from recallbench.systems.base import content_loss_report
+
+        if self._limit is None:
+            return None
+        return content_loss_report(self._limit, self._total or {"texts": 0, "texts_cut": 0})
+
+
+def counted(items: Iterator[tuple[int, dict[str, Any]]], *tallies: Any) -> Iterator[Any]:
+    """The (index, scope) items, each counted by every tally (`Truncation`, `ContentLoss`)
+    as it passes."""
     for index, scope in items:
-        tally.add(scope)
+        for tally in tallies:
+            tally.add(scope)
         yield index, scope
