@@ -153,6 +153,10 @@ def covers(recorded: Mapping[str, str] | None, needed: Mapping[str, str]) -> boo
 TORCH_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 
 
+#: the name of the process's torch compile cache directory in TMPDIR starts so
+TORCH_SCRATCH_PREFIX = "recallbench-torch-"
+
+
 def torch_cache_in_scratch() -> str | None:
     """Point torch's compile cache (`TORCH_CACHE_VARIABLE`) at a directory of this process's
     own in the temporary directory, removed when the process ends (its exit, a finalizer
@@ -170,7 +174,7 @@ def torch_cache_in_scratch() -> str | None:
     from multiprocessing import util
 
     path = os.path.join(
-        tempfile.gettempdir(), f"recallbench-torch-{os.getpid()}-{os.urandom(4).hex()}"
+        tempfile.gettempdir(), f"{TORCH_SCRATCH_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
     )
     os.environ[TORCH_CACHE_VARIABLE] = path
     # run by the process's exit (multiprocessing runs its finalizers at exit, and in a pool

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -245,8 +246,14 @@ def test_a_killed_worker_leaves_no_server_process(
 
 
 def _listing(root: Path) -> dict[str, tuple[int, int]]:
+    """Every path under `root` with its size and mtime, but the process's own torch
+    compile cache (made when the embedder is first imported, removed at the process's
+    exit: `embedding.torch_cache_in_scratch`)."""
+    from recallbench.embedding import TORCH_SCRATCH_PREFIX
+
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(TORCH_SCRATCH_PREFIX)]
         for name in dirnames + filenames:
             st = (Path(dirpath) / name).lstat()
             out[str((Path(dirpath) / name).relative_to(root))] = (st.st_size, st.st_mtime_ns)
@@ -270,9 +277,21 @@ def _ancestor_modes(path: Path) -> dict[str, tuple[int, int, int]]:
 
 
 @pytest.fixture
-def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
-    box = {name: tmp_path / name for name in ("cwd", "tmp", "home")}
-    for d in box.values():
+def short() -> Iterator[Path]:
+    """A directory with a short path (under /tmp), removed afterwards: pytest's own
+    temporary paths, longer under xdist (`popen-gw1/`), can leave no room for a socket in
+    them, and a test of where a socket goes must not depend on how it was started."""
+    made = Path(tempfile.mkdtemp(prefix="rbt-", dir="/tmp"))
+    try:
+        yield made
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, short: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    box = {"cwd": tmp_path / "cwd", "tmp": short, "home": tmp_path / "home"}
+    for d in (box["cwd"], box["home"]):
         d.mkdir()
     monkeypatch.setenv("TMPDIR", str(box["tmp"]))
     monkeypatch.setenv("HOME", str(box["home"]))
@@ -742,7 +761,7 @@ def test_the_pid_file_of_a_server_killed_with_its_command_is_not_trusted(tmp_pat
     ids=["space-amp-plus-percent", "comma"],
 )
 def test_build_paths_a_connection_string_would_split_work(
-    tmp_path: Path, name: str, socket_inside: bool
+    short: Path, name: str, socket_inside: bool
 ) -> None:
     """A store path with a space, `&`, `+` or `%41` reaches libpq and SQLAlchemy quoted
     (keyword values, a URL's percent-encoding: LlamaIndex's engine and psycopg connect to
@@ -751,6 +770,7 @@ def test_build_paths_a_connection_string_would_split_work(
     (pg_dump) either way."""
     from recallbench.systems import get_system
 
+    tmp_path = short  # room for the socket inside the store, however pytest was started
     directory = tmp_path / name / "s"
     system = get_system("llamaindex-pgvector")
     store = system.open_store(directory, vectors=_vector)
@@ -879,15 +899,14 @@ def test_the_cause_is_picked_from_postgresqls_output(said: str, cause: str) -> N
 
 
 def test_sigterm_to_a_run_with_workers_leaves_no_socket_directory(
-    tmp_path: Path, kill_data: dict[str, Path]
+    tmp_path: Path, short: Path, kill_data: dict[str, Path]
 ) -> None:
     """A build path too long for a socket, two workers (one store per question, one server
     per worker), SIGTERM while a server runs: the workers are killed with their servers,
     and the temporary socket directories, made in TMPDIR (not /tmp), are removed by the
     parent as it exits (their makers are gone)."""
     build = tmp_path / ("d" * 60) / ("e" * 60) / "build"
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = short  # a TMPDIR with room for a socket
     proc = _two_worker_run(build, tmp, kill_data)
     sockets: set[Path] = set()
     seen: list[int] = []
