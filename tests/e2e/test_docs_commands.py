@@ -86,6 +86,11 @@ def test_own_store_page_followed_verbatim(scratch_venv: Path, tmp_path: Path) ->
     compared = next(o for b, o in zip(blocks[1:], outputs, strict=True) if "compare" in b)
     assert re.search(r"^mine vs bm25: ndcg@5 ", compared, re.M), compared
     assert re.search(r"^mine vs minilm: ndcg@5 ", compared, re.M), compared
+    # the page quotes the two headlines as they are printed
+    page = (ROOT / "docs" / "own-store.md").read_text(encoding="utf-8")
+    quoted = [line for line in page.splitlines() if line.startswith("mine vs ")]
+    printed = [line for line in compared.splitlines() if line.startswith("mine vs ")]
+    assert quoted == printed, printed
     compare_md = (tmp_path / "build" / "compare.md").read_text(encoding="utf-8")
     assert "## mine against bm25" in compare_md
     minilm_md = (tmp_path / "build-minilm" / "compare.md").read_text(encoding="utf-8")
