@@ -18,9 +18,7 @@ here, never from recallbench's internal modules:
 (``provenance.plugin_api``). Policy: a name in `__all__` is never moved or renamed without
 the old name working for at least one release, with a DeprecationWarning; its major number
 changes only when a name is removed or its contract changes incompatibly, its minor number
-when something is added that a plugin may opt into (docs/own-store.md keeps the changelog). Names moved out
-of `recallbench.systems.base` in 0.1.0 (to `recallbench.systems.kit`) still import from
-there, with a DeprecationWarning, until 0.3.0.
+when something is added that a plugin may opt into (docs/own-store.md keeps the changelog).
 """
 
 from __future__ import annotations

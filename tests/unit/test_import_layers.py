@@ -70,13 +70,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 #: (importer, imported) edges that import a higher layer today, each to be cut; an entry that
 #: no longer does fails the test, so the list only shrinks
-KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
-    {
-        # the deprecation shim for the names moved to the kit (base.__getattr__), cut when
-        # they go in 0.3.0 (docs/own-store.md, "What a plugin may import")
-        ("recallbench.systems.base", "recallbench.systems.kit"),
-    }
-)
+KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
 
 #: same-layer edges that close a cycle today, each to be cut (an entry that no longer closes
 #: one fails the test)

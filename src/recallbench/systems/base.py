@@ -21,8 +21,7 @@ stage then reports "n/a: <system> has no clone path" rather than failing):
 
 This module is what a plugin implements and what the harness calls; the helpers the
 built-in systems share (and a plugin may use) are in `recallbench.systems.kit`. A plugin
-imports both from `recallbench.plugin`. The kit's names, here before 0.1.0, still import
-from this module with a DeprecationWarning until 0.3.0 (`__getattr__`).
+imports both from `recallbench.plugin`.
 """
 
 from __future__ import annotations
@@ -439,45 +438,3 @@ def content_loss_report(limit: InputLimit, counts: Mapping[str, Any]) -> dict[st
             total = out[f"{unit}_total"]
             out[f"share_{unit}_unseen"] = out[f"{unit}_unseen"] / total if total else 0.0
     return out
-
-
-#: names that moved to `recallbench.systems.kit` in 0.1.0; importing them from here works
-#: with a DeprecationWarning until 0.3.0 (the plugin policy, docs/own-store.md)
-MOVED_TO_KIT = frozenset(
-    {
-        "MANIFEST",
-        "RECORDS_FILE",
-        "RecordsClone",
-        "check_manifest",
-        "check_new_ids",
-        "check_record_count",
-        "copy_package",
-        "edit_text",
-        "jsonl_bytes",
-        "jsonl_records",
-        "package_size",
-        "payload_files",
-        "raw_byte_corruption",
-        "record_json",
-        "records_digest",
-        "stale_jsonl_corruption",
-        "write_manifest",
-    }
-)
-
-
-def __getattr__(name: str) -> Any:
-    """A name moved to the kit: the kit's object, with a DeprecationWarning."""
-    if name in MOVED_TO_KIT:
-        import warnings
-
-        from recallbench.systems import kit  # the deprecation shim's one upward import
-
-        warnings.warn(
-            f"recallbench.systems.base.{name} moved to recallbench.systems.kit; import it "
-            f"from recallbench.plugin (the old name goes in 0.3.0)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(kit, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
