@@ -197,7 +197,31 @@ INTERVAL_SEED = 0
 INTERVAL_RESAMPLES = 10_000
 
 
+#: the intervals last computed (two), with the result they were computed for (report.md, the
+#: terminal table and report.html ask for the same ones; a result is not changed once built)
+_INTERVALS: list[tuple[Any, tuple, dict]] = []
+
+
 def system_intervals(
+    result: Mapping[str, Any],
+    metrics: Sequence[str],
+    *,
+    seed: int = INTERVAL_SEED,
+    resamples: int = INTERVAL_RESAMPLES,
+    categories: bool = True,
+) -> dict[str | None, dict[str, Any]]:
+    """`intervals_of`, remembered for the last two results (by identity and arguments)."""
+    key = (tuple(metrics), seed, resamples, categories)
+    for held, held_key, intervals in _INTERVALS:
+        if held is result and held_key == key:
+            return intervals
+    intervals = intervals_of(result, metrics, seed=seed, resamples=resamples, categories=categories)
+    _INTERVALS.insert(0, (result, key, intervals))
+    del _INTERVALS[2:]
+    return intervals
+
+
+def intervals_of(
     result: Mapping[str, Any],
     metrics: Sequence[str],
     *,
