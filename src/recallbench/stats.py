@@ -15,8 +15,8 @@ Definitions (d_i = challenger_i - reference_i over the n paired queries; m = #{d
   random patterns with the observed one counted, p = (1 + #{as extreme}) / (R + 1), which
   cannot go below the floor 1 / (R + 1) (`SignFlip.floor`; p < 0.0001 with 10,000).
 - **Bootstrap interval** of a mean (of d, or of one system's values): the 2.5th and 97.5th
-  percentiles of the means of R resamples of the n values with replacement
-  (`scipy.stats.bootstrap`, percentile method).
+  percentiles of the means of R resamples of the n values with replacement (the percentile
+  method of `scipy.stats.bootstrap`, drawn here with numpy).
 - **Wilson interval** of a proportion (a 0/1 measure's mean x/n), closed form:
   (p + z²/2n ± z sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n), z = Φ⁻¹(0.975).
 - **Holm** (1979) step-down, family-wise: sort the k p-values ascending, p_(i) adjusted =
@@ -37,6 +37,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -88,10 +89,6 @@ class SignFlip:
         return f"sign-flip, {self.patterns:,} random patterns"
 
 
-def _mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.mean(x, axis=axis)
-
-
 def _signed_sums(values: np.ndarray) -> np.ndarray:
     """sum(s_i v_i) for every sign pattern s of `values` (2**len(values) sums)."""
     sums = np.zeros(1)
@@ -134,34 +131,33 @@ def sign_flip(
     return SignFlip((1 + extreme) / (resamples + 1), False, resamples, m, floor)
 
 
+#: bootstrap resamples are drawn in blocks of this many (a block holds BLOCK x n indices)
+_BOOT_BLOCK = 500
+
+
 def bootstrap_interval(
     values: Sequence[float], *, resamples: int, rng: np.random.Generator
 ) -> tuple[float, float]:
-    """The 95% percentile bootstrap interval of the mean of `values` (n >= 2; a constant
-    sample gives its value twice)."""
-    from scipy import stats as sps
-
+    """The 95% percentile bootstrap interval of the mean of `values` (n >= 2): the 2.5th
+    and 97.5th percentiles (numpy's linear interpolation) of the means of `resamples`
+    samples of n values drawn with replacement; a constant sample gives its value twice.
+    numpy alone (scipy.stats' import costs a run 0.7 s): the same definition as
+    `scipy.stats.bootstrap(method="percentile")`, whose draws differ."""
     x = np.asarray(values, dtype=float)
     if np.all(x == x[0]):
         return float(x[0]), float(x[0])
-    result = sps.bootstrap(
-        (x,),
-        _mean,
-        vectorized=True,
-        n_resamples=resamples,
-        confidence_level=1 - ALPHA,
-        method="percentile",
-        batch=1000,
-        rng=rng,
-    )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+    n = len(x)
+    means = np.empty(resamples)
+    for start in range(0, resamples, _BOOT_BLOCK):
+        size = min(_BOOT_BLOCK, resamples - start)
+        means[start : start + size] = x[rng.integers(0, n, size=(size, n))].mean(axis=1)
+    low, high = np.percentile(means, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
+    return float(low), float(high)
 
 
 def wilson_interval(successes: float, n: int) -> tuple[float, float]:
     """Wilson's 95% score interval of the proportion successes / n (n >= 1)."""
-    from scipy import stats as sps
-
-    z = float(sps.norm.ppf(1 - ALPHA / 2))
+    z = NormalDist().inv_cdf(1 - ALPHA / 2)
     p = successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
