@@ -95,7 +95,10 @@ def run_hydrate(
                 "scope": scope,
                 "directory": str(worker.store_dir(resolved, i)),
             }
-            for i, scope in counted(stream_scopes(suite_env), tally, loss)
+            # a structured system's scopes carry their structure (no other's do)
+            for i, scope in counted(
+                stream_scopes(suite_env, worker.structured(system)), tally, loss
+            )
         )
         stores, ingest, inside = [], 0.0, 0.0
         for result in run_tasks(
