@@ -173,3 +173,20 @@ def test_a_plain_run_never_reads_or_builds_the_structure(
         assert not any("date" in q for q in scope["queries"])
     lines = (tmp_path / STRUCTURE_SPOOL).read_bytes().splitlines()
     assert lines and all(m["turns"] for s in map(orjson.loads, lines) for m in s["memories"])
+
+
+def test_a_structured_system_is_refused_without_its_structure_spool(spies, data, tmp_path) -> None:
+    """hydrate refuses it in either mode, before any store is built (a transient plan
+    would otherwise fail only at query); a system that does not ask runs without it."""
+    from recallbench.errors import ArtifactError
+    from recallbench.stages.hydrate import run_hydrate
+    from recallbench.stages.validate import place_spool, run_validate
+
+    suite = run_validate("longmemeval", {"data": data["longmemeval"]}, spool=tmp_path / SPOOL)
+    place_spool(suite)
+    (tmp_path / STRUCTURE_SPOOL).unlink()
+    for keep in (False, True):
+        with pytest.raises(ArtifactError, match="structure spool validate wrote is missing"):
+            run_hydrate(suite, tmp_path, "spy-structured", keep=keep)
+    assert spies["records"] == []
+    run_hydrate(suite, tmp_path, "spy-plain", keep=False)
