@@ -109,8 +109,8 @@ def place_spool(env: dict[str, Any]) -> None:
         raise
     for tmp, final in moves:
         os.replace(tmp, final)
-    if len(moves) == 1:
-        structure.unlink(missing_ok=True)  # a link is removed, never followed
+    if len(moves) == 1 and (structure.is_symlink() or structure.is_file()):
+        structure.unlink()  # a link is removed, never followed
 
 
 def publish_suite(env: dict[str, Any], suite_path: Path) -> None:
