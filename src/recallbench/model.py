@@ -14,6 +14,9 @@
 * Structure (conversational datasets only): a memory's `turns` (`Turn`: text, role or
   speaker, turn id, timestamp) and session `date`, and a query's `date`, as the dataset has
   them. They reach only a system that declares `structured = True`; the fixtures have none.
+  A reader hands them over as plain data (`Scope.structure`), which validate writes to a
+  spool of its own (`recallbench.spool`); a scope read back for a structured system has
+  them in its memories and queries, any other scope has none (no `Turn` is ever built).
 
 Ranking at a level: walk the system's ranked memories, expand each to its ids at that level,
 keep first appearances (`level_ranking`; `level_firsts` also gives where each one first
@@ -24,7 +27,7 @@ ranking in the order sessions first appear among the retrieved turns.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 #: A memory graded at least this high counts as relevant for recall, success and MRR.
@@ -74,13 +77,25 @@ class Turn:
         )
 
 
+def memory_structure(turns: list[dict[str, Any]], date: str | None) -> dict[str, Any]:
+    """One memory's entry of `Scope.structure`: its turns (plain data, as `Turn.to_dict`
+    gives them) and its session's date (left out when None)."""
+    return {"turns": turns, "date": date} if date is not None else {"turns": turns}
+
+
+def dated(date: str | None) -> dict[str, Any]:
+    """One query's entry of `Scope.structure`: its date, or nothing when None."""
+    return {"date": date} if date is not None else {}
+
+
 @dataclass(frozen=True)
 class Memory:
     """One record to store; `memory_id` is the only id the system under test sees.
 
     `turns` and `date` (the session's date, verbatim) are the memory's structure where the
-    dataset has it (a memory standing for several identical texts carries its first one's);
-    `to_dict` leaves them out when empty, so a spool without structure keeps its bytes."""
+    dataset has it (a memory standing for several identical texts carries its first one's),
+    filled only in a scope read back for a structured system (see `Scope.structure`);
+    `to_dict` leaves them out when empty."""
 
     memory_id: str
     text: str
@@ -118,7 +133,8 @@ class Memory:
             importance=raw["importance"],
             tags=tuple(raw["tags"]),
             duplicate_group=raw.get("duplicate_group"),
-            turns=tuple(Turn.from_dict(t) for t in raw.get("turns", ())),
+            # only a structured system's scopes have turns (`spool.add_structure`)
+            turns=tuple(Turn.from_dict(t) for t in raw["turns"]) if "turns" in raw else (),
             date=raw.get("date"),
         )
 
@@ -166,11 +182,20 @@ class Query:
 
 @dataclass(frozen=True)
 class Scope:
-    """The memories that share one store, and the queries asked of it (in dataset order)."""
+    """The memories that share one store, and the queries asked of it (in dataset order).
+
+    `structure`: a reader's scope's structure where the dataset has it, as plain data, one
+    entry per memory and per query by position: ``{"memories": [{"turns": [turn as
+    `Turn.to_dict` gives it, ...], "date": ...}, ...], "queries": [{"date": ...}, ...]}``
+    (a key left out when the dataset has nothing for it). Validate writes it to the
+    structure spool, not the scope's line (`to_dict` leaves it out); a stage reading the
+    scope for a structured system puts it back into the memories' `turns` and `date` and
+    the queries' `date` (`spool.add_structure`, then `from_dict`)."""
 
     scope_id: str
     memories: tuple[Memory, ...]
     queries: tuple[Query, ...]
+    structure: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def memory_by_id(self) -> dict[str, Memory]:
         return {m.memory_id: m for m in self.memories}

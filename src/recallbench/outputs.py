@@ -23,7 +23,7 @@ from pathlib import Path
 from recallbench.artifacts import ARTIFACTS, TIMINGS_DIR
 from recallbench.errors import RecallbenchError
 from recallbench.lock import LOCK_NAME
-from recallbench.spool import SPOOL
+from recallbench.spool import SPOOL, STRUCTURE_SPOOL
 
 #: the directories of a build the stages rewrite (stores, work, packages, caches, timings)
 BUILD_TREES = ("stores", "work", "roundtrip", "vectors", ".cache", TIMINGS_DIR)
@@ -84,8 +84,9 @@ def check_outputs(
 def build_places(build_dir: Path, makes: Iterable[str] = ()) -> tuple[list[Place], list[Place]]:
     """(the build's files a command writes, the build's files it must not write) for a
     command that makes the artifact kinds `makes` in `build_dir`: each artifact, with the
-    scope spool beside suite.json and report.md/report.html/report-plots beside
-    results.json; the lock file and the stages' directories are always protected."""
+    scope spool and the structure spool beside suite.json and
+    report.md/report.html/report-plots beside results.json; the lock file and the stages'
+    directories are always protected."""
     from recallbench.report import REPORT_DATA_DIR, REPORT_PLOTS_DIR
 
     build_dir = Path(build_dir)
@@ -98,7 +99,10 @@ def build_places(build_dir: Path, makes: Iterable[str] = ()) -> tuple[list[Place
     for kind, (file, command) in ARTIFACTS.items():
         group = [Place(f"the build's {file} (made by `{command}`)", build_dir / file, role=kind)]
         if kind == "suite":
-            group.append(Place(f"the build's {SPOOL} (made by `{command}`)", build_dir / SPOOL))
+            group += [
+                Place(f"the build's {name} (made by `{command}`)", build_dir / name)
+                for name in (SPOOL, STRUCTURE_SPOOL)
+            ]
         if kind == "results":
             group[0] = Place(group[0].label, group[0].path, role="results")
             group += [

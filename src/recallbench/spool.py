@@ -13,22 +13,40 @@ their sha256. Later stages read it in one of two ways, and neither parses the da
 The lines are contiguous and cover the file, so the per-line digests and the file's size
 check every byte a stage reads. A missing, damaged or foreign spool is refused with the
 command that makes it again.
+
+The structure spool: where the dataset has structure (LongMemEval, LoCoMo: each memory's
+turns and session date, each query's date; `model.Scope.structure`), validate writes it
+to a file of its own beside the scope spool, ``scopes-structure.jsonl``: one line per scope
+that has structure, in scope order, ``{"scope_id", "memories": [...], "queries": [...]}``
+with one object per memory and per query, by position (``{"turns": [...], "date": ...}``,
+``{"date": ...}``, or ``{}``). suite.json records it the same way (``data.structure_spool``:
+file, sha256, bytes; ``data.scopes[i].structure``: the scope's line) and has neither key
+when the dataset has no structure (then the file is not written). Only a system that asks
+for structured records reads it (`structured=True` to both readers): its scopes come back
+with the structure in place, as if it were part of the scope's line. Every other system
+never opens the file, so structure costs it nothing past validate. A missing or damaged
+structure spool is refused, for a structured system, like the scope spool.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
 from recallbench.errors import ArtifactError
 
 SPOOL = "scopes.jsonl"
+#: the structure spool's name, beside `SPOOL` (written only when the dataset has structure)
+STRUCTURE_SPOOL = "scopes-structure.jsonl"
 RERUN = "run `recallbench validate` again"
+#: what the messages call the structure spool
+STRUCTURE = "structure spool"
 
 
 class SpoolWriter:
@@ -61,11 +79,51 @@ class SpoolWriter:
     def close(self) -> dict[str, Any]:
         """Finish the file; what suite.json records of it: file name, sha256, bytes."""
         self._file.close()
-        return {"file": SPOOL, "sha256": self._digest.hexdigest(), "bytes": self._offset}
+        return {"file": self.final.name, "sha256": self._digest.hexdigest(), "bytes": self._offset}
 
     def abort(self) -> None:
         self._file.close()
         self.tmp.unlink(missing_ok=True)
+
+
+class ValidateSpools:
+    """The files validate writes beside suite.json: the scope spool, and the structure
+    spool, begun at the first scope that has structure (`model.Scope.structure`)."""
+
+    def __init__(self, spool: Path) -> None:
+        self.scopes = SpoolWriter(spool)
+        self.structure: SpoolWriter | None = None
+
+    def add(self, scope: Any) -> dict[str, Any]:
+        """Append one `model.Scope`; its places for suite.json's scope index: ``spool``, and
+        ``structure`` when it has structure."""
+        places = {"spool": self.scopes.add(scope.to_dict())}
+        if scope.structure is not None:
+            if self.structure is None:
+                self.structure = SpoolWriter(self.scopes.final.with_name(STRUCTURE_SPOOL))
+            places["structure"] = self.structure.add(
+                {"scope_id": scope.scope_id, **scope.structure}
+            )
+        return places
+
+    def close(self) -> dict[str, Any]:
+        """Finish both files; suite.json's ``spool`` and, when written, ``structure_spool``."""
+        out = {"spool": self.scopes.close()}
+        if self.structure is not None:
+            out["structure_spool"] = self.structure.close()
+        return out
+
+    def temps(self) -> dict[str, str]:
+        """Where the temp files are (`stages.validate.place_spool` moves them into place)."""
+        out = {"spool_tmp": str(self.scopes.tmp)}
+        if self.structure is not None:
+            out["structure_tmp"] = str(self.structure.tmp)
+        return out
+
+    def abort(self) -> None:
+        self.scopes.abort()
+        if self.structure is not None:
+            self.structure.abort()
 
 
 def spool_path(suite_env: Mapping[str, Any]) -> Path:
@@ -73,11 +131,32 @@ def spool_path(suite_env: Mapping[str, Any]) -> Path:
     return Path(suite_env.get("spool_path") or "")
 
 
+def structure_path(suite_env: Mapping[str, Any]) -> Path:
+    """The structure spool's path: beside the scope spool."""
+    return spool_path(suite_env).with_name(STRUCTURE_SPOOL)
+
+
 def checked_spool(suite_env: Mapping[str, Any]) -> Path:
     """The spool's path, once it is known to be this format's and of the recorded size."""
     path = spool_path(suite_env)
     _check_format(suite_env, path)
     _check_present(path, suite_env["data"]["spool"]["bytes"])
+    return path
+
+
+def checked_structure(suite_env: Mapping[str, Any]) -> Path | None:
+    """The structure spool's path, once it is known to be of the recorded size; None when
+    the suite has no structure (the dataset has none)."""
+    recorded = suite_env["data"].get("structure_spool")
+    if recorded is None:
+        return None
+    path = structure_path(suite_env)
+    if recorded.get("file") != STRUCTURE_SPOOL:
+        raise ArtifactError(
+            f"{path}: suite.json was made by another recallbench version (its structure "
+            f"spool is not {STRUCTURE_SPOOL}); {RERUN}"
+        )
+    _check_present(path, recorded["bytes"], STRUCTURE)
     return path
 
 
@@ -92,62 +171,143 @@ def _check_format(suite_env: Mapping[str, Any], path: Path) -> None:
         )
 
 
-def _check_present(path: Path, size: int) -> None:
+def _check_present(path: Path, size: int, what: str = "scope spool") -> None:
     try:
         actual = path.stat().st_size if path.is_file() else None
     except OSError:
         actual = None
     if actual is None:
-        raise ArtifactError(f"{path}: the scope spool validate wrote is missing; {RERUN}")
+        raise ArtifactError(f"{path}: the {what} validate wrote is missing; {RERUN}")
     if actual != size:
-        raise ArtifactError(f"{path}: not the scope spool suite.json describes; {RERUN}")
+        raise ArtifactError(f"{path}: not the {what} suite.json describes; {RERUN}")
 
 
-def stream_scopes(suite_env: Mapping[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+def add_structure(scope: dict[str, Any], structure: Mapping[str, Any], path: Path | str) -> None:
+    """Put a scope's structure (its line of the structure spool, plain data) into the
+    scope's plain data: each memory's ``turns`` and ``date``, each query's ``date``, by
+    position. A line that is not this scope's is refused."""
+    memories, queries = scope["memories"], scope["queries"]
+    if (
+        structure.get("scope_id") != scope["scope_id"]
+        or len(structure.get("memories", ())) != len(memories)
+        or len(structure.get("queries", ())) != len(queries)
+    ):
+        raise ArtifactError(f"{path}: not the {STRUCTURE} suite.json describes; {RERUN}")
+    for memory, extra in zip(memories, structure["memories"], strict=True):
+        memory.update(extra)
+    for query, extra in zip(queries, structure["queries"], strict=True):
+        query.update(extra)
+
+
+def stream_scopes(
+    suite_env: Mapping[str, Any], structured: bool = False
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """(index, scope as plain data) for every scope, in order, read from the spool.
 
     The file's sha256 must be the one suite.json records (checked as it is read; an
     ArtifactError at the end otherwise), so a stage sees exactly the validated scopes.
+    `structured`: each scope with its structure (`add_structure`), read from the structure
+    spool and checked the same way; otherwise that file is never opened.
     """
-    spool = suite_env["data"]["spool"]
+    data = suite_env["data"]
     path = checked_spool(suite_env)
+    side = checked_structure(suite_env) if structured else None
     digest = hashlib.sha256()
     index = 0
-    with open(path, "rb", buffering=1 << 20) as lines:
+    with contextlib.ExitStack() as files:
+        lines = files.enter_context(open(path, "rb", buffering=1 << 20))
+        extra = None
+        if side is not None:
+            handle = files.enter_context(open(side, "rb", buffering=1 << 20))
+            extra = _SideReader(side, handle, data["structure_spool"]["sha256"])
         for line in lines:
             digest.update(line)
-            try:
-                scope = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise ArtifactError(f"{path}: damaged scope spool ({exc}); {RERUN}") from None
+            scope = _loads(line, path)
+            if extra is not None and index < len(data["scopes"]):
+                extra.add(scope, data["scopes"][index].get("structure"))
             yield index, scope
             index += 1
-    if digest.hexdigest() != spool["sha256"] or index != suite_env["data"]["counts"]["scopes"]:
+        if extra is not None:
+            extra.finish()
+    if digest.hexdigest() != data["spool"]["sha256"] or index != data["counts"]["scopes"]:
         raise ArtifactError(f"{path}: not the scope spool suite.json describes; {RERUN}")
 
 
-def scope_refs(suite_env: Mapping[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+class _SideReader:
+    """The structure spool read in step with the scope spool (`stream_scopes`): each
+    scope's line where the index has one, the whole file checked against its sha256."""
+
+    def __init__(self, path: Path, handle: BinaryIO, sha256: str) -> None:
+        self.path, self.handle, self.sha256 = path, handle, sha256
+        self.digest = hashlib.sha256()
+
+    def add(self, scope: dict[str, Any], place: Mapping[str, Any] | None) -> None:
+        """Put the next line's structure into `scope` when the index has one for it."""
+        if place is None:
+            return
+        line = self.handle.read(place["bytes"])
+        self.digest.update(line)
+        if len(line) != place["bytes"]:
+            raise ArtifactError(f"{self.path}: not the {STRUCTURE} suite.json describes; {RERUN}")
+        add_structure(scope, _loads(line, self.path, STRUCTURE), self.path)
+
+    def finish(self) -> None:
+        """Refuse a file with more bytes, or other bytes, than suite.json records."""
+        if self.handle.read(1) or self.digest.hexdigest() != self.sha256:
+            raise ArtifactError(f"{self.path}: not the {STRUCTURE} suite.json describes; {RERUN}")
+
+
+def _loads(line: bytes, path: Path | str, what: str = "scope spool") -> dict[str, Any]:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise ArtifactError(f"{path}: damaged {what} ({exc}); {RERUN}") from None
+
+
+def scope_refs(
+    suite_env: Mapping[str, Any], structured: bool = False
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """(index, where scope `index` lies in the spool) for every scope, in order: what a
-    task needs to read its scope itself (`read_scope`). Checks the spool is there first."""
+    task needs to read its scope itself (`read_scope`). Checks the spool is there first.
+    `structured`: each ref also says where the scope's structure lies (``structure``, for
+    a scope that has some), and the structure spool is checked too."""
+    data = suite_env["data"]
     where = str(checked_spool(suite_env).resolve())
-    for index, entry in enumerate(suite_env["data"]["scopes"]):
-        yield index, {"path": where, "scope_id": entry["scope_id"], **entry["spool"]}
+    side = checked_structure(suite_env) if structured else None
+    side_where = str(side.resolve()) if side is not None else None
+    for index, entry in enumerate(data["scopes"]):
+        ref = {"path": where, "scope_id": entry["scope_id"], **entry["spool"]}
+        if side_where is not None and "structure" in entry:
+            ref["structure"] = {"path": side_where, **entry["structure"]}
+        yield index, ref
 
 
 def read_scope(ref: Mapping[str, Any]) -> dict[str, Any]:
-    """One scope as plain data, read from its line of the spool and checked (sha256, id)."""
+    """One scope as plain data, read from its line of the spool and checked (sha256, id);
+    with its structure when `ref` says where it lies (`scope_refs(structured=True)`)."""
     path = ref["path"]
-    try:
-        with open(path, "rb", buffering=0) as handle:
-            handle.seek(ref["offset"])
-            line = handle.read(ref["bytes"])
-    except FileNotFoundError:
-        raise ArtifactError(f"{path}: the scope spool validate wrote is missing; {RERUN}") from None
-    except OSError as exc:
-        raise ArtifactError(f"{path}: cannot read the scope spool ({exc.strerror})") from None
-    if len(line) != ref["bytes"] or hashlib.sha256(line).hexdigest() != ref["sha256"]:
-        raise ArtifactError(f"{path}: not the scope spool suite.json describes; {RERUN}")
-    scope = orjson.loads(line)
+    scope = _loads(_read_line(ref, "scope spool"), path)
     if scope.get("scope_id") != ref["scope_id"]:
         raise ArtifactError(f"{path}: not the scope spool suite.json describes; {RERUN}")
+    side = ref.get("structure")
+    if side is not None:
+        add_structure(
+            scope, _loads(_read_line(side, STRUCTURE), side["path"], STRUCTURE), side["path"]
+        )
     return scope
+
+
+def _read_line(place: Mapping[str, Any], what: str) -> bytes:
+    """The bytes at `place` (path, offset, bytes) of a spool, checked against its sha256."""
+    path = place["path"]
+    try:
+        with open(path, "rb", buffering=0) as handle:
+            handle.seek(place["offset"])
+            line = handle.read(place["bytes"])
+    except FileNotFoundError:
+        raise ArtifactError(f"{path}: the {what} validate wrote is missing; {RERUN}") from None
+    except OSError as exc:
+        raise ArtifactError(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    if len(line) != place["bytes"] or hashlib.sha256(line).hexdigest() != place["sha256"]:
+        raise ArtifactError(f"{path}: not the {what} suite.json describes; {RERUN}")
+    return line

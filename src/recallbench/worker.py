@@ -49,7 +49,9 @@ def store_dir(root: Path, index: int) -> Path:
 def task_scope(item: Mapping[str, Any]) -> Scope:
     """A task's scope: given as plain data (item["scope"]) or read here from its line of the
     spool (item["ref"], see `recallbench.spool`); item["queries"], when there, is the
-    (start, stop) slice of its queries the task searches."""
+    (start, stop) slice of its queries the task searches. Its memories have turns and
+    dates only when the stage asked for structure (a structured system's `stream_scopes` or
+    `scope_refs`); for any other system no `Turn` is built."""
     if "ref" in item:
         from recallbench.spool import read_scope
 

@@ -15,6 +15,7 @@ from click.testing import Result
 from conftest import CORPUS, QUERIES, cli, copy_build
 
 from recallbench.lock import LOCK_NAME
+from recallbench.spool import STRUCTURE_SPOOL
 
 
 def one_line_error(result: Result, command: str) -> str:
@@ -262,6 +263,14 @@ def test_report_refuses_an_output_over_an_upstream_artifact(build: Path, artifac
     line = one_line_error(cli(build, "report", "--output", build / artifact), "report")
     assert artifact in line
     assert (build / artifact).read_bytes() == before
+
+
+def test_report_refuses_an_output_over_the_structure_spool(build: Path) -> None:
+    """validate's structure spool is the build's even when this dataset has none (a later
+    validate of LongMemEval writes it there)."""
+    line = one_line_error(cli(build, "report", "--output", build / STRUCTURE_SPOOL), "report")
+    assert STRUCTURE_SPOOL in line
+    assert not (build / STRUCTURE_SPOOL).exists()
 
 
 def test_report_refuses_one_path_for_two_of_its_outputs(build: Path, tmp_path: Path) -> None:

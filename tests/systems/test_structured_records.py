@@ -9,10 +9,13 @@ import re
 import textwrap
 from pathlib import Path
 
+import orjson
 import pytest
 from plugintools import WORD_STORE, install_plugin
 
+from recallbench.model import Turn
 from recallbench.pipeline import run_pipeline
+from recallbench.spool import SPOOL, STRUCTURE_SPOOL
 
 #: two word-overlap stores that note what they are given (in `SEEN`, read by the tests);
 #: `plain` is written as a plugin of plugin API 1 is (no `query_date` parameter: a call with
@@ -83,7 +86,7 @@ def _run(dataset: str, data: dict[str, Path], system: str, work: Path, unit: str
 
 @pytest.mark.parametrize("unit", ["session", "turn"])
 def test_longmemeval_structure_reaches_a_plugin_that_asks(spies, data, tmp_path, unit) -> None:
-    raw = __import__("orjson").loads(data["longmemeval"].read_bytes())
+    raw = orjson.loads(data["longmemeval"].read_bytes())
     session_dates = {d for q in raw for d in q["haystack_dates"]}
     question_dates = {q["question_date"] for q in raw}
     _run("longmemeval", data, "spy-structured", tmp_path, unit)
@@ -108,7 +111,7 @@ def test_longmemeval_structure_reaches_a_plugin_that_asks(spies, data, tmp_path,
 
 @pytest.mark.parametrize("unit", ["session", "turn"])
 def test_locomo_structure_reaches_a_plugin_that_asks(spies, data, tmp_path, unit) -> None:
-    raw = __import__("orjson").loads(data["locomo"].read_bytes())
+    raw = orjson.loads(data["locomo"].read_bytes())
     conversation = raw[0]["conversation"]
     dates = {v for k, v in conversation.items() if k.endswith("_date_time")}
     speakers = {conversation["speaker_a"], conversation["speaker_b"]}
@@ -142,3 +145,48 @@ def test_the_fixtures_have_no_structure(spies, tmp_path) -> None:
     records = spies["records"]
     assert records and all(r.turns == () and r.session_date is None for r in records)
     assert spies["query_dates"] and set(spies["query_dates"]) == {None}
+
+
+@pytest.mark.parametrize(("dataset", "keep"), [("longmemeval", False), ("locomo", True)])
+def test_a_plain_run_never_reads_or_builds_the_structure(
+    data, tmp_path, monkeypatch, dataset, keep
+) -> None:
+    """The structure costs a system that does not ask for it nothing past validate: the
+    scope spool its tasks read holds no turn or date (they are in the structure spool,
+    for a system that asks), and no `Turn` is built anywhere in its run (readers, validate,
+    hydrate's kept stores, query's transient ones, the round trip)."""
+    built = []
+    make_turn = Turn.__init__
+
+    def counted(self, *args, **kwargs) -> None:
+        built.append(args)
+        make_turn(self, *args, **kwargs)
+
+    monkeypatch.setattr(Turn, "__init__", counted)
+    run_pipeline(
+        dataset, {"data": data[dataset]}, tmp_path, system="bm25", sample=1, keep_stores=keep
+    )
+    assert built == []
+    for line in (tmp_path / SPOOL).read_bytes().splitlines():
+        scope = orjson.loads(line)
+        assert not any({"turns", "date"} & set(m) for m in scope["memories"])
+        assert not any("date" in q for q in scope["queries"])
+    lines = (tmp_path / STRUCTURE_SPOOL).read_bytes().splitlines()
+    assert lines and all(m["turns"] for s in map(orjson.loads, lines) for m in s["memories"])
+
+
+def test_a_structured_system_is_refused_without_its_structure_spool(spies, data, tmp_path) -> None:
+    """hydrate refuses it in either mode, before any store is built (a transient plan
+    would otherwise fail only at query); a system that does not ask runs without it."""
+    from recallbench.errors import ArtifactError
+    from recallbench.stages.hydrate import run_hydrate
+    from recallbench.stages.validate import place_spool, run_validate
+
+    suite = run_validate("longmemeval", {"data": data["longmemeval"]}, spool=tmp_path / SPOOL)
+    place_spool(suite)
+    (tmp_path / STRUCTURE_SPOOL).unlink()
+    for keep in (False, True):
+        with pytest.raises(ArtifactError, match="structure spool validate wrote is missing"):
+            run_hydrate(suite, tmp_path, "spy-structured", keep=keep)
+    assert spies["records"] == []
+    run_hydrate(suite, tmp_path, "spy-plain", keep=False)

@@ -1,17 +1,29 @@
 """The scope spool (`recallbench.spool`): its two readers, a task reading its scope and its
-slice of queries, and the refusals of a spool that is not the validated one."""
+slice of queries, and the refusals of a spool that is not the validated one; the structure
+spool beside it, read only for a structured system."""
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from recallbench.errors import ArtifactError
-from recallbench.model import Memory, Query, Scope
-from recallbench.spool import SPOOL, SpoolWriter, read_scope, scope_refs, stream_scopes
+from recallbench.model import Memory, Query, Scope, Turn
+from recallbench.spool import (
+    SPOOL,
+    STRUCTURE_SPOOL,
+    SpoolWriter,
+    ValidateSpools,
+    read_scope,
+    scope_refs,
+    stream_scopes,
+)
+from recallbench.stages.validate import place_spool
 from recallbench.worker import task_scope
 
 
@@ -132,3 +144,119 @@ def test_a_suite_from_the_gzip_spool_era_is_refused(tmp_path: Path) -> None:
             next(read(old))
         assert "made by another recallbench version" in str(caught.value)
         assert str(caught.value).endswith("run `recallbench validate` again")
+
+
+# --- the structure spool ------------------------------------------------------------------
+
+
+def with_structure(n: int) -> Scope:
+    """Scope `n` as a reader hands it over: plain memories and queries, and its structure
+    as plain data (`Scope.structure`)."""
+    plain = make_scope(n)
+    structure = {
+        "memories": [
+            {"turns": [{"text": f"turn {n} {i}", "role": "user", "turn_id": "1"}], "date": f"d{i}"}
+            for i in range(3)
+        ],
+        "queries": [{"date": f"q{j}"} if j % 2 else {} for j in range(5)],
+    }
+    return Scope(plain.scope_id, plain.memories, plain.queries, structure)
+
+
+def structured(n: int) -> Scope:
+    """Scope `n` as a structured system's task gets it: the structure in place."""
+    plain = make_scope(n)
+    memories = tuple(
+        replace(m, turns=(Turn(f"turn {n} {i}", role="user", turn_id="1"),), date=f"d{i}")
+        for i, m in enumerate(plain.memories)
+    )
+    queries = tuple(
+        replace(q, date=f"q{j}" if j % 2 else None) for j, q in enumerate(plain.queries)
+    )
+    return Scope(plain.scope_id, memories, queries)
+
+
+def validate_spools(tmp_path: Path, scopes: list[Scope]) -> dict[str, Any]:
+    """What validate writes of `scopes` (both spools, placed) and the suite envelope's
+    parts the readers use."""
+    writers = ValidateSpools(tmp_path / SPOOL)
+    index = [{"scope_id": s.scope_id, **writers.add(s)} for s in scopes]
+    data = {**writers.close(), "scopes": index, "counts": {"scopes": len(scopes)}}
+    suite = {"data": data, "spool_path": str(tmp_path / SPOOL), **writers.temps()}
+    place_spool(suite)
+    return suite
+
+
+@pytest.fixture
+def side(tmp_path: Path) -> dict[str, Any]:
+    """Three scopes, the middle one without structure (as a fixture scope has none)."""
+    return validate_spools(tmp_path, [with_structure(0), make_scope(1), with_structure(2)])
+
+
+def test_the_structure_lies_beside_the_scope_spool(side, tmp_path: Path) -> None:
+    """The scope spool has the bytes it had before structured records (as written for
+    plain scopes); the structure is in its own file, one line per scope that has some."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    write_spool(plain)
+    assert (tmp_path / SPOOL).read_bytes() == (plain / SPOOL).read_bytes()
+    data = (tmp_path / STRUCTURE_SPOOL).read_bytes()
+    assert side["data"]["structure_spool"] == {
+        "file": STRUCTURE_SPOOL,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "bytes": len(data),
+    }
+    assert ["structure" in s for s in side["data"]["scopes"]] == [True, False, True]
+    lines = data.splitlines()
+    assert [orjson.loads(line)["scope_id"] for line in lines] == ["scope-0", "scope-2"]
+
+
+def test_only_a_structured_reader_gets_the_structure(side) -> None:
+    plain = [make_scope(n) for n in range(3)]
+    full = [structured(0), make_scope(1), structured(2)]
+    assert [Scope.from_dict(s) for _, s in stream_scopes(side)] == plain
+    assert [Scope.from_dict(s) for _, s in stream_scopes(side, structured=True)] == full
+    refs = dict(scope_refs(side))
+    assert not any("structure" in r for r in refs.values())
+    assert [task_scope({"ref": refs[n]}) for n in range(3)] == plain
+    assert all(m.turns == () and m.date is None for n in range(3) for m in plain[n].memories)
+    refs = dict(scope_refs(side, structured=True))
+    assert [task_scope({"ref": refs[n]}) for n in range(3)] == full
+    sliced = task_scope({"ref": refs[2], "queries": (1, 3)})
+    assert [q.date for q in sliced.queries] == ["q1", None]
+
+
+@pytest.mark.parametrize("damage", ["flipped", "missing", "longer"])
+def test_a_structured_reader_refuses_a_structure_spool_that_is_not_the_validated_one(
+    side, tmp_path: Path, damage: str
+) -> None:
+    """Refused in one line naming the file and the command to rerun; a reader for a
+    system that does not ask for structure never opens the file."""
+    path = tmp_path / STRUCTURE_SPOOL
+    data = path.read_bytes()
+    if damage == "flipped":
+        path.write_bytes(data[:10] + bytes([data[10] ^ 1]) + data[11:])
+    elif damage == "missing":
+        path.unlink()
+    else:
+        path.write_bytes(data + b"{}\n")
+    for read in (
+        lambda: list(stream_scopes(side, structured=True)),
+        lambda: [read_scope(r) for _, r in scope_refs(side, structured=True)],
+    ):
+        with pytest.raises(ArtifactError) as caught:
+            read()
+        message = str(caught.value)
+        assert message.startswith(f"{path}: ") and "structure spool" in message
+        assert message.endswith("run `recallbench validate` again")
+    assert [Scope.from_dict(s) for _, s in stream_scopes(side)] == [make_scope(n) for n in range(3)]
+
+
+def test_no_structure_no_file(tmp_path: Path) -> None:
+    """Scopes without structure (the fixtures): no structure spool and no key for it in
+    suite.json; one that an earlier validate left in the build dir is removed."""
+    (tmp_path / STRUCTURE_SPOOL).write_bytes(b"left by an earlier validate\n")
+    suite = validate_spools(tmp_path, [make_scope(0)])
+    assert "structure_spool" not in suite["data"] and "structure" not in suite["data"]["scopes"][0]
+    assert not (tmp_path / STRUCTURE_SPOOL).exists()
+    assert [Scope.from_dict(s) for _, s in stream_scopes(suite, structured=True)] == [make_scope(0)]

@@ -18,7 +18,7 @@ from typing import Any
 
 from recallbench import worker
 from recallbench.artifacts import envelope, inputs_of, with_embedder_build
-from recallbench.spool import stream_scopes
+from recallbench.spool import checked_structure, stream_scopes
 from recallbench.stagework import Execution, Stopwatch, run_tasks, stores_root
 from recallbench.vectorprep import ContentLoss, Truncation, cache_spec, counted, vector_cache
 
@@ -89,6 +89,9 @@ def run_hydrate(
     system = get_system(system_name)
     scopes = suite_env["data"]["counts"]["scopes"]
     keep = scopes == 1 if keep is None else keep
+    wants_structure = worker.structured(system)
+    if wants_structure:  # a missing or foreign structure spool is refused here in every mode
+        checked_structure(suite_env)
     root = stores_root(build_dir)
     if root.exists():
         shutil.rmtree(root)
@@ -108,7 +111,8 @@ def run_hydrate(
                 "scope": scope,
                 "directory": str(worker.store_dir(resolved, i)),
             }
-            for i, scope in counted(stream_scopes(suite_env), tally, loss)
+            # a structured system's scopes carry their structure (no other's do)
+            for i, scope in counted(stream_scopes(suite_env, wants_structure), tally, loss)
         )
         stores, ingest, inside = [], 0.0, 0.0
         for result in run_tasks(

@@ -335,7 +335,7 @@ def run_query(
             "top_k": top_k,
             "repeat": repeat,
         }
-        for i, ref in scope_refs(suite_env)
+        for i, ref in scope_refs(suite_env, worker.structured(system))
         for span in query_spans(index[i]["queries"], slices)
     )
     batch = batch_size(execution, counts["scopes"] * slices)

@@ -330,7 +330,7 @@ def run_roundtrip(
             "work": str(worker.store_dir(work_root, i)),
             **expected(rows_of.get(ref["scope_id"], [])),
         }
-        for i, ref in scope_refs(suite_env)
+        for i, ref in scope_refs(suite_env, worker.structured(system))
         if ref["scope_id"] in chosen
     )
     per_query: dict[str, Any] = {}

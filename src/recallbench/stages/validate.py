@@ -4,8 +4,10 @@ The suite artifact (suite.json) records the dataset's identity (files and sha256
 reader options, levels, categories, drop rules with every drop and its reason, the scope
 index (scope id, memories, queries, where its line of the spool lies) and counts. Beside it,
 validate writes the scope spool (``scopes.jsonl``, see `recallbench.spool`): every scope as
-one line of plain JSON, exactly what a worker needs. The data file is read once, here; later
-stages read the spool, whose digests suite.json records, and never parse the data file again.
+one line of plain JSON, exactly what a worker needs; where the dataset has structure, the
+structure spool beside it (``scopes-structure.jsonl``), read only for a structured system.
+The data file is read once, here; later stages read the spools, whose digests suite.json
+records, and never parse the data file again.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from recallbench.artifacts import envelope
 from recallbench.datasets.base import dataset_policy_name, open_source
 from recallbench.errors import RecallbenchError
 from recallbench.model import Drop, Scope
-from recallbench.spool import SpoolWriter
+from recallbench.spool import STRUCTURE_SPOOL, ValidateSpools
 
 
 def _id_problem(value: str) -> str | None:
@@ -76,29 +78,39 @@ def run_validate(
 ) -> dict[str, Any]:
     """Stream the dataset once; return the `suite` envelope (or raise on bad input).
 
-    The scope spool is written to a temp file beside `spool`; the envelope's
-    ``spool_tmp`` names it and `publish_suite` moves it into place with suite.json.
+    The scope spool (and the structure spool, when the dataset has structure) is written
+    to a temp file beside `spool`; the envelope's ``spool_tmp`` (``structure_tmp``) names
+    it and `publish_suite` moves it into place with suite.json.
     """
-    writer = SpoolWriter(spool)
+    writers = ValidateSpools(spool)
     try:
-        return _validate(dataset, paths, options, progress, writer)
+        return _validate(dataset, paths, options, progress, writers)
     except BaseException:
-        writer.abort()
+        writers.abort()
         raise
 
 
 def place_spool(env: dict[str, Any]) -> None:
-    """Move the spool validate wrote (`spool_tmp`, taken out of `env`) into place (its
-    place checked again: never a link, `buildpaths.check_target`)."""
+    """Move the spools validate wrote (`spool_tmp` and `structure_tmp`, taken out of
+    `env`) into place (each place checked again: never a link, `buildpaths.check_target`).
+    A suite without structure removes a structure spool an earlier validate left there."""
     from recallbench.buildpaths import check_target
 
-    tmp = Path(env.pop("spool_tmp"))
+    moves = [(Path(env.pop("spool_tmp")), Path(env["spool_path"]))]
+    structure = Path(env["spool_path"]).with_name(STRUCTURE_SPOOL)
+    if "structure_tmp" in env:
+        moves.append((Path(env.pop("structure_tmp")), structure))
     try:
-        check_target(Path(env["spool_path"]))
+        for _, final in moves:
+            check_target(final)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        for tmp, _ in moves:
+            tmp.unlink(missing_ok=True)
         raise
-    os.replace(tmp, env["spool_path"])
+    for tmp, final in moves:
+        os.replace(tmp, final)
+    if len(moves) == 1 and (structure.is_symlink() or structure.is_file()):
+        structure.unlink()  # a link is removed, never followed
 
 
 def publish_suite(env: dict[str, Any], suite_path: Path) -> None:
@@ -115,7 +127,7 @@ def _validate(
     paths: Mapping[str, Path],
     options: Mapping[str, Any] | None,
     progress: Callable[[int], Any] | None,
-    writer: SpoolWriter,
+    writers: ValidateSpools,
 ) -> dict[str, Any]:
     source = open_source(dataset, paths, options)
     levels = [level.name for level in source.levels]
@@ -133,7 +145,7 @@ def _validate(
             drops.append(item.to_dict())
             continue
         check_scope(item, levels, seen_queries)
-        place = writer.add(item.to_dict())
+        places = writers.add(item)
         for query in item.queries:
             raw[query.category] += 1
             scored[query.category] += 1
@@ -143,7 +155,7 @@ def _validate(
                 "scope_id": item.scope_id,
                 "memories": len(item.memories),
                 "queries": len(item.queries),
-                "spool": place,
+                **places,
             }
         )
     for drop in drops:
@@ -186,11 +198,11 @@ def _validate(
         "drops": drops,
         "scopes": scopes,
         "summary": source.summary(),
-        "spool": writer.close(),
+        **writers.close(),
     }
     inputs = {f["role"]: f["sha256"] for f in identity["files"]}
     env = envelope("suite", data, inputs)
     # absolute, not resolved: a link in its place is refused, never followed
-    env["spool_path"] = os.path.abspath(writer.final)
-    env["spool_tmp"] = str(writer.tmp)
+    env["spool_path"] = os.path.abspath(writers.scopes.final)
+    env.update(writers.temps())
     return env

@@ -36,7 +36,8 @@ Mapping onto the internal model (`recallbench.model`):
 * **Structure** (only for a system that declares `structured`, see `model.Turn`): each
   memory carries its turns (speaker, the text after the speaker prefix, position in the
   session as turn id) and its session's ``session_N_date_time``, verbatim; questions have
-  no date in LoCoMo.
+  no date in LoCoMo. Handed over as plain data (`model.Scope.structure`), which validate
+  writes to the structure spool.
 * **No leakage.** Memory ids are opaque: ``"m" + sha256(f"{sample_id}\\x1f{unit_id}")[:20]``
   (unit_id = the session or turn id); the identifier is the constant ``locomo``. Memories of
   one conversation with identical text (e.g. two turns "A: Thanks!") are stored once, as
@@ -88,8 +89,7 @@ from recallbench.errors import RecallbenchError
 from recallbench.ids import opaque_id
 from recallbench.measures import LOCOMO as LOCOMO_FAMILY
 from recallbench.measures import family_measures
-from recallbench.model import Drop, Level, Memory, Query, Scope
-from recallbench.model import Turn as ModelTurn
+from recallbench.model import Drop, Level, Memory, Query, Scope, memory_structure
 
 NAME = "locomo"
 #: HotMem's project/organisation scope for every stored memory.
@@ -189,12 +189,14 @@ def turn_text(speaker: str, text: str, blip_caption: str | None = None) -> str:
     return out
 
 
-def model_turns(turns: Sequence[Turn], first: int = 1) -> tuple[ModelTurn, ...]:
-    """Turns as a structured record carries them (speaker and content; the turn id is the
-    1-based position in the session, from `first`)."""
-    return tuple(
-        ModelTurn(t.content, speaker=t.speaker, turn_id=str(first + i)) for i, t in enumerate(turns)
-    )
+def structure_turns(turns: Sequence[Turn], first: int = 1) -> list[dict[str, str]]:
+    """Turns as a structured record carries them, as plain data (`model.Turn.to_dict`'s
+    form, no `Turn` built): speaker and content; the turn id is the 1-based position in
+    the session, from `first`."""
+    return [
+        {"text": t.content, "speaker": t.speaker, "turn_id": str(position)}
+        for position, t in enumerate(turns, first)
+    ]
 
 
 # -- checked records ---------------------------------------------------------------------
@@ -628,24 +630,32 @@ class LoCoMoSource:
         if not queries:
             counts.conversations_without_scored_questions += 1
             return
-        memories = self._memories(sample, counts)
-        yield Scope(scope_id=sid, memories=memories, queries=tuple(queries))
+        memories, structure = self._memories(sample, counts)
+        # questions have no date in LoCoMo
+        scope_structure = {"memories": structure, "queries": [{} for _ in queries]}
+        yield Scope(sid, memories, tuple(queries), scope_structure)
 
-    def _memories(self, sample: Sample, counts: _Counts) -> tuple[Memory, ...]:
-        """One memory per unit, identical texts merged (in conversation order)."""
+    def _memories(
+        self, sample: Sample, counts: _Counts
+    ) -> tuple[tuple[Memory, ...], list[dict[str, Any]]]:
+        """One memory per unit, identical texts merged (in conversation order), and each
+        one's structure (`model.Scope.structure`'s memory entries)."""
         by_text: dict[str, list[tuple[str, str]]] = {}  # text -> [(unit id, session id)]
-        #: each text's structure: the turns and the session date of its first holder
-        structure: dict[str, tuple[tuple[ModelTurn, ...], str | None]] = {}
+        #: each text's structure (plain data): the turns and session date of its first holder
+        structure: dict[str, dict[str, Any]] = {}
         for session in sample.sessions:
             if self.unit == "session":
                 text = "\n".join(t.text for t in session.turns)
                 by_text.setdefault(text, []).append((session.session_id, session.session_id))
-                structure.setdefault(text, (model_turns(session.turns), session.date))
+                if text not in structure:
+                    turns = structure_turns(session.turns)
+                    structure[text] = memory_structure(turns, session.date)
             else:
                 for position, turn in enumerate(session.turns, 1):
                     by_text.setdefault(turn.text, []).append((turn.turn_id, session.session_id))
-                    turns = model_turns([turn], first=position)
-                    structure.setdefault(turn.text, (turns, session.date))
+                    if turn.text not in structure:
+                        turns = structure_turns([turn], position)
+                        structure[turn.text] = memory_structure(turns, session.date)
         memories = []
         for text, owners in by_text.items():
             counts.merged_duplicate_texts += len(owners) - 1
@@ -654,21 +664,18 @@ class LoCoMoSource:
                 units: dict[str, tuple[str, ...]] = {"session": sessions}
             else:
                 units = {"turn": tuple(u for u, _ in owners), "session": sessions}
-            turns, date = structure[text]
             memories.append(
                 Memory(
                     memory_id=opaque_id(sample.sample_id, owners[0][0]),
                     text=text,
                     units=units,
                     identifier=STORE_IDENTIFIER,
-                    turns=turns,
-                    date=date,
                 )
             )
         if len({m.memory_id for m in memories}) != len(memories):  # pragma: no cover
             raise RuntimeError(f"opaque id collision in sample {sample.sample_id}")
         counts.memories += len(memories)
-        return tuple(memories)
+        return tuple(memories), [structure[text] for text in by_text]
 
     # -- what the stages ask -------------------------------------------------------------
     def identity(self) -> dict[str, Any]:

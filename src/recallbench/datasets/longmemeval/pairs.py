@@ -18,22 +18,22 @@
   stays on the harness side (the memory's `units`, which never reach the store).
   Sessions whose texts are identical are stored once (HotMem keeps one row per
   identifier + text) and a hit on that row stands for all of them, in haystack order.
-* Structure (for a system that asks for it, `model.Turn`): a session memory carries every
-  turn of its session (both roles, whatever ``session_text``) and the session's
-  ``haystack_dates`` entry; a turn memory carries its turn and its session's date; the
-  query carries ``question_date``. Turn ids are positions in the session, never dataset ids.
+* Structure (for a system that asks for it, `model.Turn`; written as plain data to
+  `Scope.structure`): a session memory carries every turn of its session (both roles,
+  whatever ``session_text``) and the session's ``haystack_dates`` entry; a turn memory
+  carries its turn and its session's date; the query carries ``question_date``. Turn ids
+  are positions in the session, never dataset ids.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from recallbench.datasets.base import UNITS as UNITS
 from recallbench.ids import opaque_id
-from recallbench.model import Drop, Memory, Query, Scope
-from recallbench.model import Turn as ModelTurn
+from recallbench.model import Drop, Memory, Query, Scope, dated, memory_structure
 
 if TYPE_CHECKING:
     from recallbench.datasets.longmemeval.records import Instance, Turn
@@ -201,14 +201,15 @@ def classify(
     return info
 
 
-def _model_turns(turns: Sequence[Turn], first: int = 1) -> tuple[ModelTurn, ...]:
+def _structure_turns(turns: Sequence[Turn], first: int = 1) -> list[dict[str, str]]:
     """A session's turns (or one turn, at its 1-based position `first`) as a structured
-    record carries them: role and content; the turn id is the position, never the dataset's
-    turn id (which holds the session id, and names gold sessions 'answer_...')."""
-    return tuple(
-        ModelTurn(turn.content, role=turn.role, turn_id=str(first + i))
-        for i, turn in enumerate(turns)
-    )
+    record carries them, as plain data (`model.Turn.to_dict`'s form, no `Turn` built): role
+    and content; the turn id is the position, never the dataset's turn id (which holds the
+    session id, and names gold sessions 'answer_...')."""
+    return [
+        {"text": turn.content, "role": turn.role, "turn_id": str(position)}
+        for position, turn in enumerate(turns, first)
+    ]
 
 
 def _turn_units(inst: Instance, position: int, mode: str) -> list[tuple[str, str]]:
@@ -250,8 +251,8 @@ def make_scope(
     official = gold == GOLD_OFFICIAL
     keep, _ = _unique_sessions(inst)
     by_text: dict[str, tuple[list[str], list[str], list[str]]] = {}
-    #: each text's structure: the turns and the session date of its first holder
-    structure: dict[str, tuple[tuple[ModelTurn, ...], str | None]] = {}
+    #: each text's structure (plain data): the turns and the session date of its first holder
+    structure: dict[str, dict[str, Any]] = {}
     turn_gold: dict[str, int] = {}
     for i in keep:
         sid = inst.session_ids[i]
@@ -259,7 +260,8 @@ def make_scope(
         if unit == "session":
             text = session_text(inst.sessions[i], mode)
             entry = by_text.setdefault(text, ([], [], []))
-            structure.setdefault(text, (_model_turns(inst.sessions[i]), date))
+            if text not in structure:
+                structure[text] = memory_structure(_structure_turns(inst.sessions[i]), date)
             entry[1].append(sid)
             entry[2].append(sid)
             continue
@@ -268,7 +270,8 @@ def make_scope(
             position = int(turn_id.rsplit("_", 1)[1])
             turn = turns[position - 1]
             entry = by_text.setdefault(text, ([], [], []))
-            structure.setdefault(text, (_model_turns([turn], first=position), date))
+            if text not in structure:
+                structure[text] = memory_structure(_structure_turns([turn], position), date)
             entry[0].append(turn_id)
             session_unit = official_session_unit(sid, turn) if official else sid
             if session_unit not in entry[1]:
@@ -285,16 +288,8 @@ def make_scope(
             units = {"turn": tuple(turn_ids), "session": tuple(session_ids)}
         if official:
             units[DEFAULT_RULE_LEVEL] = tuple(real_ids)
-        turns, date = structure[text]
         memories.append(
-            Memory(
-                opaque_id(inst.question_id, first),
-                text,
-                units,
-                identifier=STORE_IDENTIFIER,
-                turns=turns,
-                date=date,
-            )
+            Memory(opaque_id(inst.question_id, first), text, units, identifier=STORE_IDENTIFIER)
         )
     if len({m.memory_id for m in memories}) != len(memories):  # pragma: no cover - sha256
         raise RuntimeError(f"opaque id collision in question {inst.question_id}")
@@ -307,7 +302,9 @@ def make_scope(
         relevance = {"session": {sid: 2 for sid in verdict.gold}}
     if unit == "turn":
         relevance["turn"] = turn_gold
-    query = Query(
-        inst.question_id, inst.question_type, inst.question, relevance, date=inst.question_date
-    )
-    return Scope(inst.question_id, tuple(memories), (query,)), verdict
+    query = Query(inst.question_id, inst.question_type, inst.question, relevance)
+    structure = {
+        "memories": [structure[text] for text in by_text],
+        "queries": [dated(inst.question_date)],
+    }
+    return Scope(inst.question_id, tuple(memories), (query,), structure), verdict
