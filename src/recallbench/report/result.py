@@ -210,30 +210,17 @@ def system_intervals(
     resamples: int = INTERVAL_RESAMPLES,
     categories: bool = True,
 ) -> dict[str | None, dict[str, Any]]:
-    """`intervals_of`, remembered for the last two results (by identity and arguments)."""
+    """Each metric's mean with its 95% interval (`stats.mean_interval`: Wilson's when every
+    value is 0 or 1, else the percentile bootstrap), overall (key None) and, with
+    `categories`, per category: {level: {metric: Interval or None}}. The stream of each
+    figure is named by ("mean", metric, level) alone, so a figure does not depend on the
+    system's label, the other metrics or the order they are computed in. The last two
+    results' intervals are remembered (by identity and arguments): report.md and
+    report.html ask for the same ones."""
     key = (tuple(metrics), seed, resamples, categories)
     for held, held_key, intervals in _INTERVALS:
         if held is result and held_key == key:
             return intervals
-    intervals = intervals_of(result, metrics, seed=seed, resamples=resamples, categories=categories)
-    _INTERVALS.insert(0, (result, key, intervals))
-    del _INTERVALS[2:]
-    return intervals
-
-
-def intervals_of(
-    result: Mapping[str, Any],
-    metrics: Sequence[str],
-    *,
-    seed: int = INTERVAL_SEED,
-    resamples: int = INTERVAL_RESAMPLES,
-    categories: bool = True,
-) -> dict[str | None, dict[str, Any]]:
-    """Each metric's mean with its 95% interval (`stats.mean_interval`: Wilson's when every
-    value is 0 or 1, else the percentile bootstrap), overall (key None) and, with `categories`, per
-    category: {level: {metric: Interval or None}}. The stream of each figure is named by
-    ("mean", metric, level) alone, so a figure does not depend on the system's label, the
-    other metrics or the order they are computed in."""
     from recallbench.stats import mean_interval
 
     levels: list[str | None] = [None]
@@ -250,6 +237,8 @@ def intervals_of(
                 names=("mean", metric, "overall" if level is None else f"category:{level}"),
                 resamples=resamples,
             )
+    _INTERVALS.insert(0, (result, key, out))
+    del _INTERVALS[2:]
     return out
 
 
