@@ -49,8 +49,17 @@ def retained(fn: Any) -> tuple[Any, int]:
 def test_the_query_stage_keeps_its_rows_on_disk_whatever_the_top_k(staged: Any) -> None:
     suite, hydrate, work = staged
     run_query(suite, hydrate, work, top_k=200)  # imports and caches: not counted below
-    _, small_bytes = retained(lambda: run_query(suite, hydrate, work, top_k=5))
-    large, large_bytes = retained(lambda: run_query(suite, hydrate, work, top_k=200))
+    # the smaller of two measurements each: a one-off allocation another test's state can
+    # trigger in this process (a lazy import, a first warning; 4.6 KB once in a make test)
+    # is not what grows with the results
+    _, small_bytes = min(
+        (retained(lambda: run_query(suite, hydrate, work, top_k=5)) for _ in range(2)),
+        key=lambda measured: measured[1],
+    )
+    large, large_bytes = min(
+        (retained(lambda: run_query(suite, hydrate, work, top_k=200)) for _ in range(2)),
+        key=lambda measured: measured[1],
+    )
     rows = list(large[0]["data"]["queries"])
     hits = sum(len(r["hits"]) for r in rows)
     assert len(rows) == suite["data"]["counts"]["queries"] and hits > 40 * len(rows)
