@@ -475,6 +475,7 @@ def compare_results(
     pooled = [m["name"] for m in ref["run"]["measures"] if m["pooled"]]
     categories = ref["dataset"]["categories"]
     category_of = {q["query_id"]: q["category"] for q in ref["queries"]}
+    rankings = identical_rankings(results, labels)
     pairs = []
     for label, challenger in zip(labels[1:], results[1:], strict=True):
         per_metric = {}
@@ -510,7 +511,11 @@ def compare_results(
             {
                 "reference": labels[0],
                 "challenger": label,
-                "identical_rankings": same_rankings(ref, challenger),
+                "identical_rankings": next(
+                    {"identical": p["identical"], "queries": p["queries"]}
+                    for p in rankings["pairs"]
+                    if p["systems"] == [labels[0], label]
+                ),
                 "metrics": per_metric,
                 "rates": rates,
             }
@@ -582,7 +587,7 @@ def compare_results(
         },
         "vectors": [dict(v) for v in vectors],
         "notes": build_notes(labels, builds) if builds else [],
-        "rankings": identical_rankings(results, labels),
+        "rankings": rankings,
         "truncation": truncation_groups(results, labels, vectors),
         "cost": None
         if costs is None
@@ -602,19 +607,15 @@ def _rankings(result: Mapping[str, Any]) -> dict[str, list[str]]:
     return {q["query_id"]: [h["id"] for h in q["returned"]] for q in result["queries"]}
 
 
-def same_rankings(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, int]:
-    """On how many of the scored queries two results returned the same ids in the same
-    order: {"identical": x, "queries": n}."""
-    ra, rb = _rankings(a), _rankings(b)
-    return {"identical": sum(rb.get(q) == ids for q, ids in ra.items()), "queries": len(ra)}
-
-
 def identical_rankings(
     results: Sequence[Mapping[str, Any]], labels: Sequence[str]
 ) -> dict[str, Any]:
-    """Which systems rank alike: every pair's count of queries with identical rankings, and
-    the groups of systems identical on every query (connected through such pairs: their
-    measures are equal and retrieval cannot choose between them), in the systems' order."""
+    """Which systems rank alike: every pair's count of queries with identical rankings (the
+    same ids in the same order), and the groups of systems identical on every query
+    (connected through such pairs: their measures are equal and retrieval cannot choose
+    between them), in the systems' order. Each result is read once (a compare's results
+    are read back from disk)."""
+    rankings = [_rankings(r) for r in results]
     pairs, parent = [], list(range(len(results)))
 
     def root(i: int) -> int:
@@ -622,17 +623,18 @@ def identical_rankings(
             i = parent[i]
         return i
 
-    for i in range(len(results)):
-        for j in range(i + 1, len(results)):
-            same = same_rankings(results[i], results[j])
-            pairs.append({"systems": [labels[i], labels[j]], **same})
-            if same["identical"] == same["queries"]:
+    for i, ra in enumerate(rankings):
+        for j in range(i + 1, len(rankings)):
+            rb = rankings[j]
+            same = sum(rb.get(q) == ids for q, ids in ra.items())
+            pairs.append({"systems": [labels[i], labels[j]], "identical": same, "queries": len(ra)})
+            if same == len(ra):
                 parent[root(j)] = root(i)
     groups: dict[int, list[str]] = {}
     for i, label in enumerate(labels):
         groups.setdefault(root(i), []).append(label)
     return {
-        "queries": len(results[0]["queries"]),
+        "queries": len(rankings[0]),
         "pairs": pairs,
         "groups": [g for g in groups.values() if len(g) > 1],
     }

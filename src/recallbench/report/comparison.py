@@ -12,7 +12,7 @@ from typing import Any
 from recallbench.measures import preferred_measures
 from recallbench.report.markdown import format_setting
 from recallbench.report.sections import Section, table, to_markdown
-from recallbench.stats import ALPHA
+from recallbench.stats import ALPHA, at_floor
 
 
 def _f(x: float | None, signed: bool = False) -> str:
@@ -38,7 +38,7 @@ def p_text(figures: Mapping[str, Any], key: str = "p_value") -> str:
     if p is None:
         return "n/a"
     floor = figures.get("p_floor")
-    if floor is not None and figures["p_value"] <= floor * (1 + 1e-9):
+    if at_floor(figures["p_value"], floor):
         bound = floor if key == "p_value" else p
         return f"< {_ceil4(bound):.4f}"
     return f"{p:.4f}"
