@@ -1150,8 +1150,9 @@ def compare_cmd(
     challenger - reference, wins are the challenger's. Exit 4 when a --fail-if-worse gate
     finds a challenger significantly worse. Systems that share an embedder share
     one vector cache (each distinct text is embedded once per embedder for the whole
-    comparison). Ends with each system's headline table, the files written and the closing
-    "N queries scored in X s"."""
+    comparison). Prints the decision and cost tables, each system's headline table and one
+    line per challenger; ends with the files written and the closing "N queries scored in
+    X s"."""
     import time
 
     check_compare_arguments(systems + ((reference,) if reference and systems else ()), result_files)
@@ -1181,7 +1182,6 @@ def compare_cmd(
 
     paths = {} if result_files else dataset_inputs(dataset, dataset_args)[0]
     check_compare_outputs(ctx.build_dir, output, report_path, result_files, paths, cache)
-    texts = []
     vectors: list[dict[str, Any]] = []
     timing: dict[str, Any] | None = None
     costs: list[dict[str, Any]] | None = None
@@ -1301,10 +1301,9 @@ def compare_cmd(
         from recallbench.escape import terminal
         from recallbench.report.comparison import decision_sections
         from recallbench.report.sections import to_terminal
-
-        click.echo(to_terminal(decision_sections(doc), bullets=False) + "\n")
         from recallbench.report.summary import summary_table
 
+        click.echo(to_terminal(decision_sections(doc), bullets=False) + "\n")
         for label, result in zip(labels, results, strict=True):
             role = "reference" if label == labels[0] else "challenger"
             click.echo(f"{terminal(label)} ({role}):\n{summary_table(result)}\n")
