@@ -224,7 +224,8 @@ def check(
     from recallbench.report.result import mean_measures
 
     envelope = {k: v for k, v in result.items() if k != "data"} if "data" in result else {}
-    doc = normalize(dict(result))
+    # an envelope (a results.json), or a bare document as `load_result_envelope` wraps one
+    doc = result["data"] if "data" in result else dict(result)
     base = load_result(baseline_path)
     names = list(mean_measures(doc))
     for measure, _ in gates:

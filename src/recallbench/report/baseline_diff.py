@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.report.comparison import ci_text, correction_name, p_text, signed
+from recallbench.measures import value_of
+from recallbench.report.comparison import _f, ci_text, correction_name, p_text, signed
 from recallbench.report.sections import Section, table, to_markdown
 from recallbench.stats import ALPHA
 
@@ -28,18 +29,10 @@ LISTED = 20
 QUERIES_LISTED = 20
 
 
-def _f(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
-
-
-def _value(cell: Any) -> float | None:
-    return cell.get("value") if isinstance(cell, Mapping) else None
-
-
 def _aggregate(doc: Mapping[str, Any], level: str, measure: str) -> float | None:
     metrics = doc["metrics"]
     cells = metrics["overall"] if level == "overall" else metrics["per_category"].get(level, {})
-    return _value(cells.get(measure))
+    return value_of(cells.get(measure))
 
 
 def verdict(before: float | None, after: float | None, figures: Mapping[str, Any] | None) -> str:
@@ -317,10 +310,10 @@ def values_differ(n: int) -> str:
     return "1 value differs" if n == 1 else f"{n:,} values differ"
 
 
-def count_section(found: Any, listed: int = LISTED) -> Section:
-    """(5) The true count of differing values, by part, then the first `listed` of them."""
+def count_section(found: Any) -> Section:
+    """(5) The true count of differing values, by part, then the first `LISTED` of them."""
     n = len(found.differences)
-    shown = found.differences[:listed]
+    shown = found.differences[:LISTED]
     more = n - len(shown)
     return Section(
         "differences",
@@ -337,15 +330,21 @@ def count_section(found: Any, listed: int = LISTED) -> Section:
 def next_step(found: Any, markdown: Path | None = None) -> str:
     """(6) One next step: compare like with like, look at the losses, or update the
     baseline (`found.update`: how) and paste the block into the pull request."""
-    if found.not_compared is not None and found.comparison is None:
+    if found.comparison is None:  # reached only when the result differs
         return (
             "Next: run with the baseline's dataset and top-k to see what changed query by "
             "query; if the new protocol is intended, write the baseline again and say why "
             "in the pull request."
         )
+    if found.worse:
+        return (
+            "Next: a --fail-if-worse gate fired (the `worse:` lines name the measure): look at "
+            "the lost queries above (report.html shows each one's ranking) before changing "
+            "the baseline."
+        )
     for measure in found.headline:
         fig = _figures(found, measure, "overall")
-        if found.worse or (verdict(*_overall(found, measure), fig) == "worse (significant)"):
+        if verdict(*_overall(found, measure), fig) == "worse (significant)":
             return (
                 f"Next: this run is significantly worse on {measure}: look at the lost "
                 "queries above (report.html shows each one's ranking) before changing the "
