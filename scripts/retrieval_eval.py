@@ -152,7 +152,7 @@ def main(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
-    threads: int,
+    threads: int | None,
     as_json: bool,
     longmemeval_file: Path | None,
     build_dir: Path | None,
@@ -171,10 +171,9 @@ def main(
                 "--longmemeval FILE is short for --dataset longmemeval --data FILE"
             )
         dataset, dataset_args = "longmemeval", {**dataset_args, "data": longmemeval_file}
-    paths, options, k, ks = run_arguments(dataset, dataset_args, preset, top_k, ks, FIXTURES)
-    from recallbench.presets import measure_names
-
-    measures = measure_names(preset, measures)
+    paths, options, k, ks, measures = run_arguments(
+        dataset, dataset_args, preset, top_k, ks, measures, FIXTURES
+    )
 
     def body() -> None:
         from recallbench.outputs import check_run_outputs
@@ -202,7 +201,7 @@ def main(
             ray_address,
             cache,
             call_timeout=call_timeout,
-            threads=threads or None,
+            threads=threads,
         )
 
         def evaluate(work: Path) -> Any:

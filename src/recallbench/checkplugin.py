@@ -76,14 +76,11 @@ class CheckData:
 
     @classmethod
     def from_json(cls, raw: bytes) -> CheckData:
-        from recallbench.systems.kit import jsonl_records
+        from recallbench.systems.kit import _record_from_json
 
         doc = orjson.loads(raw)
-        with tempfile.NamedTemporaryFile("wb", suffix=".jsonl") as handle:
-            handle.write(b"".join(orjson.dumps(r) + b"\n" for r in doc["records"]))
-            handle.flush()
-            records = jsonl_records(Path(handle.name))
-        return cls(doc["label"], tuple(records), tuple(doc["queries"]))
+        records = tuple(_record_from_json(r) for r in doc["records"])
+        return cls(doc["label"], records, tuple(doc["queries"]))
 
 
 #: the contract test's small data: twelve memories (two with one text) and six queries
@@ -131,9 +128,9 @@ def fixture_data(paths: Mapping[str, Path]) -> CheckData:
     queries = tuple(q.text for s in scopes for q in s.queries)
     if len(memories) < 6 or not queries:
         raise RecallbenchError("check-plugin needs at least 6 memories and one query")
-    records = tuple(
-        StoreRecord(m.memory_id, m.identifier, m.text, m.importance, m.tags) for m in memories
-    )
+    from recallbench.worker import store_records
+
+    records = tuple(r for s in scopes for r in store_records(s, with_structure=False))
     label = f"the fixture suite's {len(records)} memories and {len(queries)} queries"
     return CheckData(label, records, queries)
 

@@ -54,6 +54,7 @@ from recallbench.options import (
     workers_option,
 )
 from recallbench.signals import Terminated, handle_sigterm
+from recallbench.threads import DEFAULT_THREADS
 
 #: compare's --correction choices: `recallbench.stats.CORRECTIONS` (a test ties them; stats
 #: imports numpy, which a command's start does not need)
@@ -319,7 +320,7 @@ def _execution(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None = None,
-    threads: int = 1,
+    threads: int | None = DEFAULT_THREADS,
 ) -> Any:
     from recallbench.stagework import Execution
 
@@ -329,7 +330,7 @@ def _execution(
         ray_address,
         cache,
         call_timeout=call_timeout,
-        threads=threads or None,  # 0: the libraries' own defaults
+        threads=threads,
     )
 
 
@@ -411,7 +412,7 @@ def hydrate_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
-    threads: int,
+    threads: int | None,
 ) -> None:
     """Ingest every scope's memories into a fresh store of the system (hydrate.json)."""
     from recallbench.stages.hydrate import run_hydrate
@@ -467,7 +468,7 @@ def query_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
-    threads: int,
+    threads: int | None,
 ) -> None:
     """Run every query through the system's production search (runs.json)."""
     from recallbench.presets import check_suite, default_top_k, run_options
@@ -510,7 +511,7 @@ def roundtrip_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
-    threads: int,
+    threads: int | None,
 ) -> None:
     """Snapshot -> verify -> clean hydrate -> query again; corrupted copies must fail."""
     from recallbench.stages.roundtrip import run_roundtrip
@@ -877,12 +878,13 @@ def run_arguments(
     preset: str | None,
     top_k: int | None,
     ks: tuple[int, ...] | None,
+    measures: tuple[str, ...] | None,
     base: Path | None = None,
-) -> tuple[dict[str, Path], dict[str, Any], int, tuple[int, ...] | None]:
-    """(paths, reader options, top-k, cutoffs) of a run from `run`'s options (the preset
-    applied, a usage error on a contradiction): `run` and scripts/retrieval_eval.py both
-    call it. `base`: where the fixture files' defaults are."""
-    from recallbench.presets import default_top_k, reader_options, run_options
+) -> tuple[dict[str, Path], dict[str, Any], int, tuple[int, ...] | None, Any]:
+    """(paths, reader options, top-k, cutoffs, measure names) of a run from `run`'s options
+    (the preset applied, a usage error on a contradiction): `run` and
+    scripts/retrieval_eval.py both call it. `base`: where the fixture files' defaults are."""
+    from recallbench.presets import default_top_k, measure_names, reader_options, run_options
 
     dataset_args = reader_options(preset, dataset, dataset_args)
     top_k, ks = run_options(preset, dataset, top_k, ks, dataset_args.get("unit"))
@@ -891,7 +893,7 @@ def run_arguments(
         paths, options = dataset_inputs(dataset, dataset_args)
     else:
         paths, options = dataset_inputs(dataset, dataset_args, base)
-    return paths, options, _top_k(top_k, dataset), ks
+    return paths, options, _top_k(top_k, dataset), ks, measure_names(preset, measures)
 
 
 def echo_closing(
@@ -956,7 +958,7 @@ def run_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
-    threads: int,
+    threads: int | None,
     as_json: bool,
 ) -> None:
     """Every stage in one process, writing the same artifacts as the separate commands
@@ -970,11 +972,10 @@ def run_cmd(
     from recallbench.stages.report import report_paths
 
     started = time.perf_counter()
-    paths, options, k, ks = run_arguments(dataset, dataset_args, preset, top_k, ks)
+    paths, options, k, ks, measures = run_arguments(
+        dataset, dataset_args, preset, top_k, ks, measures
+    )
     from recallbench.outputs import check_run_outputs
-    from recallbench.presets import measure_names
-
-    measures = measure_names(preset, measures)
 
     check_run_outputs(ctx.build_dir, paths, cache, output, report_path)
     run = run_pipeline(
@@ -1140,7 +1141,7 @@ def compare_cmd(
     ray_address: str | None,
     cache: Path | None,
     call_timeout: float | None,
-    threads: int,
+    threads: int | None,
 ) -> None:
     """Run a dataset against several systems (or read saved results) and compare them with
     paired statistics per query: each system's means with 95% intervals, mean differences

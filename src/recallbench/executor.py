@@ -328,16 +328,18 @@ def _init_process_worker(
     if finalizer is not None:
         # runs when the worker exits normally (the pool's shutdown), not on terminate
         util.Finalize(None, finalizer, exitpriority=10)
-    # a forked worker ends with os._exit, and a spawned one with exit_process: both after
-    # closing the files a system left open (a plugin's log), as no teardown will; never the
-    # files it was born with (a forked worker's are its parent's)
-    util.Finalize(None, close_files_opened_here(), exitpriority=-50)
     if spawned:
-        # the last of the exit's finalizers (multiprocessing's own run at -5 and above)
+        # the last of the exit's finalizers (multiprocessing's own run at -5 and above):
+        # exit_process, which closes the files a system left open after atexit has run
         util.Finalize(None, _end_spawned_worker, exitpriority=-100)
         # before the initializer, which may start loading a model on a thread (tqdm made
         # there would take a named semaphore, see `_no_semaphore_in_tqdm`)
         _no_semaphore_in_tqdm(load=True)
+    else:
+        # a forked worker ends with os._exit after these finalizers: close the files a
+        # system left open (a plugin's log), as no teardown will; never the files it was
+        # born with (they are its parent's)
+        util.Finalize(None, close_files_opened_here(), exitpriority=-50)
     if initializer is not None:
         try:
             initializer(*initargs)

@@ -15,6 +15,7 @@ import click
 
 from recallbench.datasets.base import DATASETS, DEFAULT_DATASET, dataset_spec, shared_options
 from recallbench.presets import PRESETS, preset_help
+from recallbench.threads import DEFAULT_THREADS
 
 FIXTURE_DIR = Path("benchmarks/retrieval")
 DEFAULT_BASELINE = FIXTURE_DIR / "baseline.json"
@@ -338,8 +339,9 @@ execution_options = _compose(
     click.option(
         "--threads",
         type=click.IntRange(min=0),
-        default=1,
+        default=DEFAULT_THREADS,
         show_default=True,
+        callback=lambda ctx, param, value: value or None,  # 0: None, the libraries' own
         help="BLAS / OpenMP / torch threads of the system under test per worker (0: the "
         "libraries' own defaults).",
     ),

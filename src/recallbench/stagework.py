@@ -18,6 +18,7 @@ from typing import Any
 
 from recallbench import progress, worker
 from recallbench.errors import RecallbenchError
+from recallbench.threads import DEFAULT_THREADS
 
 #: the devices `--device` knows: auto = an accelerator when torch sees one, else the CPU
 DEVICES = ("auto", "cpu", "cuda")
@@ -42,13 +43,15 @@ class Execution:
     call_timeout: float | None = None
     #: BLAS / OpenMP / torch threads of the system under test per worker (`--threads`;
     #: None: the libraries' own defaults), see `recallbench.threads`
-    threads: int | None = 1
+    threads: int | None = DEFAULT_THREADS
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"executor": self.executor, "workers": self.workers}
         if self.call_timeout is not None:
             out["call_timeout_seconds"] = self.call_timeout
-        if self.threads != 1:  # the default is recorded in the artifacts (`threads`) only
+        if (
+            self.threads != DEFAULT_THREADS
+        ):  # the default is recorded in the artifacts (`threads`) only
             out["threads_per_worker"] = self.threads
         return out
 

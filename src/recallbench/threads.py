@@ -22,7 +22,6 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any
 
 #: the variables native thread pools read at start-up
 THREAD_VARIABLES = (
@@ -33,15 +32,8 @@ THREAD_VARIABLES = (
     "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS",
 )
-#: the default: one thread per worker
+#: the default: one thread per worker (`--threads`, `stagework.Execution.threads`)
 DEFAULT_THREADS = 1
-
-
-def describe(threads: int | None) -> dict[str, Any]:
-    """What a run records of its thread setting."""
-    if threads is None:
-        return {"threads_per_worker": None, "note": "the libraries' own defaults"}
-    return {"threads_per_worker": threads, "variables": list(THREAD_VARIABLES)}
 
 
 @contextlib.contextmanager

@@ -161,23 +161,21 @@ def stale_jsonl_corruption(
 
 def jsonl_records(path: Path) -> list[StoreRecord]:
     """Records from a JSONL file written by `record_json`."""
-    out = []
     with open(path, "rb") as handle:
-        for line in handle:
-            if line.strip():
-                raw = orjson.loads(line)
-                out.append(
-                    StoreRecord(
-                        raw["memory_id"],
-                        raw["identifier"],
-                        raw["text"],
-                        raw["importance"],
-                        tuple(raw["tags"]),
-                        tuple(Turn.from_dict(t) for t in raw.get("turns", ())),
-                        raw.get("session_date"),
-                    )
-                )
-    return out
+        return [_record_from_json(orjson.loads(line)) for line in handle if line.strip()]
+
+
+def _record_from_json(raw: Mapping[str, Any]) -> StoreRecord:
+    """A record from the object `record_json` wrote (the harness reads check data so too)."""
+    return StoreRecord(
+        raw["memory_id"],
+        raw["identifier"],
+        raw["text"],
+        raw["importance"],
+        tuple(raw["tags"]),
+        tuple(Turn.from_dict(t) for t in raw.get("turns", ())),
+        raw.get("session_date"),
+    )
 
 
 def record_json(r: StoreRecord) -> Mapping[str, Any]:
