@@ -37,7 +37,7 @@ from typing import Any
 import orjson
 
 from recallbench.errors import RecallbenchError
-from recallbench.systems.base import Hit, StoreRecord
+from recallbench.systems.base import Hit, StoreRecord, describe_input_limit
 
 #: how many results each search asks for
 TOP_K = 5
@@ -325,8 +325,6 @@ def check_fresh_store(ctx: Context) -> str | None:
 
 def check_ingest(ctx: Context) -> str | None:
     """Ingest returns how many records the store holds; a repeated id is refused."""
-    from recallbench.errors import RecallbenchError as Refusal
-
     recs = list(ctx.data.records)
     store = ctx.open(ctx.work / "s")
     held = store.ingest(recs[:5])
@@ -335,7 +333,7 @@ def check_ingest(ctx: Context) -> str | None:
     expect(held == len(recs), f"ingest of {len(recs) - 5} more returned {held!r}, not {len(recs)}")
     expect(store.count() == len(recs), f"count() is {store.count()!r} after {len(recs)} records")
     raises(
-        Refusal,
+        RecallbenchError,
         "ingest of an id the store already holds must raise RecallbenchError",
         store.ingest,
         [StoreRecord(recs[0].memory_id, "other", "a brand new text")],
@@ -555,21 +553,17 @@ def check_content(ctx: Context) -> str | None:
             f"store altered {len(altered)} of {len(recs)} texts (first: {first!r}, "
             f"{len(ingested[first]):,} characters ingested, {len(held[first]):,} read back); "
             + (
-                f"its declared limit ({describe_limit(limit)}) does not explain "
+                f"its declared limit ({describe_input_limit(limit)}) does not explain "
                 f"{len(undeclared)} of them"
                 if limit is not None
                 else "declare what it keeps (System.input_limit) or keep texts whole"
             )
         )
     if altered:
-        return f"cut {len(altered)} of {len(recs)} texts to its declared {describe_limit(limit)}"
+        return (
+            f"cut {len(altered)} of {len(recs)} texts to its declared {describe_input_limit(limit)}"
+        )
     return None
-
-
-def describe_limit(limit: Any) -> str:
-    from recallbench.systems.base import describe_input_limit
-
-    return describe_input_limit(limit)
 
 
 def check_lexical(ctx: Context) -> str | None:

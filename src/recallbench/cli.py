@@ -1560,7 +1560,7 @@ def check_plugin_cmd(
     back against the texts ingested (long ones included), and the lexical matcher, embedder,
     clone path and structured search of a system that has them. Stores are built in a
     temporary directory, removed afterwards. See docs/own-store.md."""
-    from recallbench.checkplugin import CHECK_NAMES, fixture_data, run_checks, scratch
+    from recallbench.checkplugin import CHECK_NAMES, LONG_TEXTS, fixture_data, run_checks, scratch
     from recallbench.threads import limit_threads
 
     unknown = sorted(set(only) - set(CHECK_NAMES))
@@ -1571,7 +1571,9 @@ def check_plugin_cmd(
     get_system(name)  # an unknown or broken system: one line, before anything is read
     paths, _ = dataset_inputs("fixtures", {"corpus": corpus, "queries": queries})
     data = fixture_data(paths)
-    echo_line(f"check-plugin {name}: {data.label}, and 3 long texts for the content check")
+    echo_line(
+        f"check-plugin {name}: {data.label}, and {len(LONG_TEXTS)} long texts for the content check"
+    )
     failed = ran = 0
     with scratch() as work, limit_threads(1):
         for outcome in run_checks(name, data, work, only):

@@ -178,7 +178,7 @@ def chosen_rules(dataset: str, system: str) -> ChosenRules | None:
         return None
     from recallbench import __version__
 
-    name = base.dataset_policy_name(dataset) or f"{dataset} rules"
+    name = spec.policy_name or f"{dataset} rules"  # as base.dataset_policy_name says it
     return ChosenRules(
         RulesSource(name, "dataset", "recallbench", __version__, dataset=dataset), policy
     )

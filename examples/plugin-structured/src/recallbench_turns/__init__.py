@@ -73,10 +73,12 @@ class TurnPairStore:
         self.system = system
         self.directory = Path(directory)
         self.records: list[Any] = []
+        self.dates: list[Any] = []  # each record's session date, parsed once
         self._add(records)
 
     def _add(self, records: list[Any]) -> None:
         self.records.extend(records)
+        self.dates.extend(parse_date(r.session_date) for r in records)
         with self.system._inside():
             self.owner: list[int] = []
             corpus = []
@@ -108,8 +110,7 @@ class TurnPairStore:
             np.maximum.at(best, np.asarray(self.owner, dtype=int), chunk_scores)
             asked = parse_date(query_date)
             ranked = []
-            for n, record in enumerate(self.records):
-                said = parse_date(record.session_date)
+            for n, (record, said) in enumerate(zip(self.records, self.dates, strict=True)):
                 if asked is not None and said is not None and said > asked:
                     continue  # dated after the question
                 ranked.append((-round(float(best[n]), 4), record.memory_id, record.identifier))
