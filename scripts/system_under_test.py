@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from recallbench.escape import terminal  # noqa: E402
 from recallbench.source import (  # noqa: E402
+    canonical_name,
     describe_source,
     installed_directory,
     installed_source,
@@ -54,10 +55,6 @@ def say(line: str, err: bool = False) -> None:
 
 class Refused(Exception):
     """A STORE that cannot be used: one line, exit 2."""
-
-
-def normalized(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def read_stamp(stamp: Path) -> dict | None:
@@ -105,7 +102,7 @@ def pinned(distribution: str) -> str:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     for requirement in data["project"]["dependencies"]:
         name = re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0]
-        if normalized(name) == normalized(distribution):
+        if canonical_name(name) == canonical_name(distribution):
             return requirement
     return distribution
 
@@ -115,12 +112,15 @@ def install_editable(distribution: str, path: Path) -> None:
     says that pip's complaint about it is expected."""
     pip_install("-e", str(path))
     importlib.invalidate_caches()
-    source = installed_source(distribution) or {}
+    try:  # the version alone (installed_source would ask git for the revision too)
+        version = importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        version = None
     requirement = pinned(distribution)
-    if "==" in requirement and source.get("version") != requirement.split("==", 1)[1].strip():
+    if "==" in requirement and version != requirement.split("==", 1)[1].strip():
         say(
             f"note: the project pins {requirement}; pip's line about that conflict is expected: "
-            f"the working copy ({source.get('version')}) replaces the pinned release on purpose"
+            f"the working copy ({version}) replaces the pinned release on purpose"
         )
 
 
@@ -141,7 +141,7 @@ def use(stamp: Path, distribution: str, store: str) -> None:
         if not (path / "pyproject.toml").is_file() and not (path / "setup.py").is_file():
             raise Refused(f"STORE={store}: no pyproject.toml or setup.py there; not a project")
         name = project_name(path)
-        if name is not None and normalized(name) != normalized(distribution):
+        if name is not None and canonical_name(name) != canonical_name(distribution):
             raise Refused(
                 f"STORE={store}: that is the project {name!r}, not {distribution}; make eval "
                 f"measures {distribution} (for your own store see docs/did-my-change-help.md)"

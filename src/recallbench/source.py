@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import urllib.parse
 import urllib.request
@@ -37,6 +38,11 @@ from typing import Any
 
 #: seconds a git call may take before the revision is given up
 GIT_TIMEOUT = 10
+
+
+def canonical_name(name: str) -> str:
+    """A distribution name as packaging compares them (`Boundary_RB` == `boundary-rb`)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _direct_url(dist: importlib.metadata.Distribution) -> dict[str, Any] | None:

@@ -27,7 +27,6 @@ unchanged), and the report's Conclusion names it.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -118,8 +117,10 @@ Decided = tuple[dict[str, Any], RulesSource | None]
 
 
 def _canonical(name: str | None) -> str | None:
-    """A distribution name as packaging compares them (`Boundary_RB` == `boundary-rb`)."""
-    return None if name is None else re.sub(r"[-_.]+", "-", name).lower()
+    """A distribution name as packaging compares them (`source.canonical_name`), or None."""
+    from recallbench.source import canonical_name
+
+    return None if name is None else canonical_name(name)
 
 
 def system_provider(system: str) -> dict[str, Any]:
