@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from recallbench.errors import GateFailed, RecallbenchError, WorseThanReference
+from recallbench.errors import GateFailed, RecallbenchError
 from recallbench.report.result import RESULT_SCHEMA
 
 #: the labels of the two sides in the paired comparison
@@ -273,19 +273,18 @@ def fail(found: BaselineDiff, markdown: Path | None = None) -> None:
     else `GateFailed` (exit 3) with the true count of differing values."""
     if found.matches:
         return
-    from recallbench.escape import terminal
     from recallbench.report.baseline_diff import terminal_sections
     from recallbench.report.sections import to_terminal
 
     print(to_terminal(terminal_sections(found, markdown)), file=sys.stderr)
-    if found.worse:
-        for line in found.worse:
-            print(f"worse: {terminal(line)}", file=sys.stderr)
-        raise WorseThanReference(
-            f"--fail-if-worse: this run is significantly worse than {found.where} on "
-            f"{len(found.worse)} gated measure(s) (above); it also differs in "
-            f"{len(found.differences):,} place(s)"
-        )
+    from recallbench.compare import fail_if_worse
+
+    fail_if_worse(
+        found.worse,
+        f"--fail-if-worse: this run is significantly worse than {found.where} on "
+        f"{len(found.worse)} gated measure(s) (above); it also differs in "
+        f"{len(found.differences):,} place(s)",
+    )
     raise GateFailed(
         f"result differs from {found.where} in {len(found.differences):,} place(s) (above)"
     )

@@ -1322,16 +1322,13 @@ def compare_cmd(
 
 
 def _fail_if_worse(worse: list[str]) -> None:
-    """compare's gate: each finding on stderr, then exit 4 (`WorseThanReference`)."""
-    if not worse:
-        return
-    from recallbench.errors import WorseThanReference
+    """compare's gate: each finding on stderr, then exit 4 (`compare.fail_if_worse`)."""
+    from recallbench.compare import fail_if_worse
 
-    for line in worse:
-        echo_line(f"worse: {line}", err=True)
-    raise WorseThanReference(
+    fail_if_worse(
+        worse,
         f"--fail-if-worse: {len(worse)} challenger x measure significantly worse than the "
-        "reference (above)"
+        "reference (above)",
     )
 
 

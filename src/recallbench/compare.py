@@ -666,6 +666,22 @@ def truncation_groups(
     return out
 
 
+def fail_if_worse(worse: Sequence[str], message: str) -> None:
+    """A `--fail-if-worse` gate's end (compare and check-baseline): each finding
+    (`gate_failures`) on stderr as `worse: ...`, then `WorseThanReference` (exit 4) with
+    `message`; nothing when none fired."""
+    if not worse:
+        return
+    import sys
+
+    from recallbench.errors import WorseThanReference
+    from recallbench.escape import terminal
+
+    for line in worse:
+        print(f"worse: {terminal(line)}", file=sys.stderr)
+    raise WorseThanReference(message)
+
+
 def decision_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The decision table as JSON rows (`--json`): per system its headline means with their
     intervals, the systems it ranks identically to, and its cost (None for saved results)."""
