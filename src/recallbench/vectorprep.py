@@ -150,7 +150,7 @@ def distinct_texts(
 
     keys: set[bytes] = set()
     for _, scope in stream_scopes(suite_env):
-        for role, text in scope_texts(scope):
+        for role, text, _ in scope_texts(scope):
             keys.add(text_key(text))
             if transforms:
                 keys.add(text_key(transformed(transforms, role, text)))
@@ -285,7 +285,7 @@ def make_vector_cache(
     The previous cache in `cache_dir`, if any, stays valid until the new one is complete
     (see `recallbench.cache.CacheWriter`)."""
     from recallbench.cache import CacheWriter, text_key
-    from recallbench.embedding import text_transforms, thread_safe, transformed
+    from recallbench.embedding import text_transforms, thread_safe
 
     execution = execution or Execution()
     system = get_system_for(system_name)
@@ -336,18 +336,10 @@ def make_vector_cache(
     def text_batches() -> Iterator[list[str]]:
         """The texts' rows: each distinct text once, and every scope's rows."""
         pending = _Pending()
-        for _, scope in stream_scopes(suite_env):
-            scope_rows = []
-            new: list[str] = []
-            for _, text in scope_texts(scope):
-                counts["seen"] += 1
-                key = text_key(text)
-                row = rows.get(key)
-                if row is None:
-                    row = rows[key] = len(rows)
-                    pending.add(key, text)
-                    new.append(text)
-                scope_rows.append(row)
+        for scope, scope_rows, fresh in text_rows(suite_env, rows, counts):
+            new = [text for _, text, _ in fresh]
+            for text in new:
+                pending.add(text_key(text), text)
             counted = token_counts(scope, new)
             pending.tokens.extend(counted)
             row_tokens.extend(counted)
@@ -366,17 +358,10 @@ def make_vector_cache(
         if not transforms:
             return
         pending = _Pending()
-        for _, scope in stream_scopes(suite_env):
-            new: list[str] = []
-            for role, text in scope_texts(scope):
-                form = transformed(transforms, role, text)
-                if form == text:
-                    continue
-                key = text_key(form)
-                if key not in rows:
-                    rows[key] = len(rows)
-                    pending.add(key, form)
-                    new.append(form)
+        for scope, fresh in form_rows(suite_env, transforms, rows):
+            new = [form for _, form in fresh]
+            for form in new:
+                pending.add(text_key(form), form)
             pending.tokens.extend(token_counts(scope, new))
             counts["forms"] += len(new)
             if len(pending.texts) >= WINDOW:
@@ -449,7 +434,7 @@ def make_vector_cache(
         raise
     wall = time.perf_counter() - started
     build = builds[0] if len(builds) == 1 else None
-    forms = counts["forms"] + (kept["forms"]["rows"] if kept and kept.get("forms") else 0)
+    forms = counts["forms"]  # every form is embedded anew (`_copy_texts` copies texts only)
     manifest = writer.finish(
         {
             "source": cache_source(suite_env),
@@ -503,7 +488,7 @@ def import_vector_cache(
     the manifest, with `imported` (the file, its sha256, the embedder, dimension and
     normalization, how many of its vectors were used)."""
     from recallbench.cache import CacheWriter, read_import, text_key
-    from recallbench.embedding import text_transforms, transformed
+    from recallbench.embedding import text_transforms
 
     system = get_system_for(system_name)
     embedder = system.embedder
@@ -517,15 +502,11 @@ def import_vector_cache(
     transforms = text_transforms(embedder)
     writer = CacheWriter(Path(cache_dir), identity)
     rows: dict[bytes, int] = {}
-    seen = forms = 0
+    counts = {"seen": 0}
+    forms = 0
     used: set[tuple[str, str]] = set()
-    text_of_id: dict[str, str] = {}  # memory id -> the text its vector went to
-
-    def held(scope: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-        """(role, text, the id of the query or memory holding it), in spool order."""
-        return [("query", q["text"], q["query_id"]) for q in scope["queries"]] + [
-            ("memory", m["text"], m["memory_id"]) for m in scope["memories"]
-        ]
+    #: (query_id or memory_id, the id) -> the text its vector went to
+    text_of_id: dict[tuple[str, str], str] = {}
 
     def vector(scope_id: str, role: str, text: str, holder: str | None) -> bytes:
         key = text_key(text)
@@ -535,9 +516,9 @@ def import_vector_cache(
             kind = "query_id" if role == "query" else "memory_id"
             blob = vectors.by_id[kind].get(holder)
             found = (kind, holder)
-            if blob is not None and text_of_id.setdefault(holder, text) != text:
+            if blob is not None and text_of_id.setdefault(found, text) != text:
                 raise RecallbenchError(
-                    f"{source}: memory id {holder!r} holds two different texts (one in "
+                    f"{source}: {role} id {holder!r} holds two different texts (one in "
                     f"scope {scope_id}); give their vectors by text_sha256"
                 )
         if blob is None:
@@ -548,32 +529,19 @@ def import_vector_cache(
         used.add(found)
         return blob
 
+    def add(scope: Mapping[str, Any], fresh: Sequence[tuple[str, str, str | None]]) -> None:
+        if fresh:
+            keys = [text_key(text) for _, text, _ in fresh]
+            blobs = [vector(scope["scope_id"], *item) for item in fresh]
+            writer.add(keys, b"".join(blobs), vectors.dimension)
+
     try:
-        for _, scope in stream_scopes(suite_env):  # the texts' rows, and every scope's
-            keys, blobs, scope_rows = [], [], []
-            for role, text, holder in held(scope):
-                seen += 1
-                key = text_key(text)
-                if key not in rows:
-                    rows[key] = len(rows)
-                    keys.append(key)
-                    blobs.append(vector(scope["scope_id"], role, text, holder))
-                scope_rows.append(rows[key])
-            if keys:
-                writer.add(keys, b"".join(blobs), vectors.dimension)
+        for scope, scope_rows, fresh in text_rows(suite_env, rows, counts):
+            add(scope, fresh)
             writer.add_scope(scope_rows)
-        for _, scope in stream_scopes(suite_env) if transforms else ():  # then the forms'
-            keys, blobs = [], []
-            for role, text, _ in held(scope):
-                form = transformed(transforms, role, text)
-                key = text_key(form)
-                if form != text and key not in rows:
-                    rows[key] = len(rows)
-                    keys.append(key)
-                    blobs.append(vector(scope["scope_id"], role, form, None))
-            if keys:
-                forms += len(keys)
-                writer.add(keys, b"".join(blobs), vectors.dimension)
+        for scope, fresh_forms in form_rows(suite_env, transforms, rows) if transforms else ():
+            add(scope, [(role, form, None) for role, form in fresh_forms])
+            forms += len(fresh_forms)
         imported = {
             "file": Path(source).name,
             "sha256": vectors.sha256,
@@ -591,7 +559,7 @@ def import_vector_cache(
                 "embedder_build": None,
                 "truncation": None,
                 "system": system_name,
-                "texts": {"seen": seen, "distinct": len(rows)},
+                "texts": {"seen": counts["seen"], "distinct": len(rows)},
                 "recallbench_version": __version__,
                 **(
                     {"text_transforms": transforms, "forms": {"rows": forms, "order": FORMS}}
@@ -628,11 +596,54 @@ class _Pending:
         self.texts.append(text)
 
 
-def scope_texts(scope: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(role, text) of a scope's texts in spool order: its queries', then its memories'."""
-    return [("query", q["text"]) for q in scope["queries"]] + [
-        ("memory", m["text"]) for m in scope["memories"]
+def scope_texts(scope: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(role, text, the id of the query or memory holding it) of a scope's texts in spool
+    order: its queries', then its memories'."""
+    return [("query", q["text"], q["query_id"]) for q in scope["queries"]] + [
+        ("memory", m["text"], m["memory_id"]) for m in scope["memories"]
     ]
+
+
+def text_rows(
+    suite_env: Mapping[str, Any], rows: dict[bytes, int], counts: dict[str, int]
+) -> Iterator[tuple[Mapping[str, Any], list[int], list[tuple[str, str, str]]]]:
+    """The texts' rows of a cache, scope by scope: (scope, its rows: its queries' then its
+    memories', the texts given a row now as (role, text, holder)). Each distinct text (by
+    sha256, `rows`: key -> row) gets the next row at its first appearance;
+    `counts["seen"]` counts the texts read. Prep and `prep --import` lay rows out so."""
+    from recallbench.cache import text_key
+
+    for _, scope in stream_scopes(suite_env):
+        scope_rows, new = [], []
+        for role, text, holder in scope_texts(scope):
+            counts["seen"] += 1
+            key = text_key(text)
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = len(rows)
+                new.append((role, text, holder))
+            scope_rows.append(row)
+        yield scope, scope_rows, new
+
+
+def form_rows(
+    suite_env: Mapping[str, Any], transforms: Mapping[str, str], rows: dict[bytes, int]
+) -> Iterator[tuple[Mapping[str, Any], list[tuple[str, str]]]]:
+    """The forms' rows, after every text's (`FORMS`), scope by scope: (scope, the forms
+    given a row now as (role, form)): each form a store embeds (its `text_transform`) that
+    is no text of the spool and had no row, in order of first appearance."""
+    from recallbench.cache import text_key
+    from recallbench.embedding import transformed
+
+    for _, scope in stream_scopes(suite_env):
+        new = []
+        for role, text, _ in scope_texts(scope):
+            form = transformed(transforms, role, text)
+            key = text_key(form)
+            if form != text and key not in rows:
+                rows[key] = len(rows)
+                new.append((role, form))
+        yield scope, new
 
 
 def joined_transforms(

@@ -265,3 +265,60 @@ def test_prep_import_on_the_command_line(tmp_path: Path) -> None:
     (line,) = refused.stderr.strip().splitlines()
     assert line.startswith(f"recallbench prep: error: {bad}: line 1: 'dimension'")
     assert not (tmp_path / "c3" / "manifest.json").exists()
+
+
+def test_a_query_id_equal_to_a_memory_id_is_two_holders(tmp_path: Path) -> None:
+    """Ids are per kind: a fixture query may carry a memory's id (validate allows it), and
+    each gets its own vector by id (the check of a holder's one text was keyed by the id
+    alone, and refused such a file: "memory id 'mem-fin-001' holds two different texts")."""
+    from recallbench.systems import get_system
+
+    queries = tmp_path / "queries.jsonl"
+    lines = QUERIES.read_bytes().splitlines()
+    first = orjson.loads(lines[0])
+    first["query_id"] = "mem-fin-001"
+    queries.write_bytes(b"\n".join([orjson.dumps(first), *lines[1:]]) + b"\n")
+    suite = run_validate("fixtures", {"corpus": CORPUS, "queries": queries}, spool=tmp_path / SPOOL)
+    place_spool(suite)
+    made = make_vector_cache(suite, tmp_path / "prep", "hotmem")
+    embedder = get_system("hotmem").embedder
+    (_, scope), *_ = stream_scopes(suite)
+    named = [("query_id", q["query_id"], q["text"]) for q in scope["queries"]]
+    named += [("memory_id", m["memory_id"], m["text"]) for m in scope["memories"]]
+    vectors = embedder.embed_texts([text for _, _, text in named])
+    records = [{k: v, "vector": vec} for (k, v, _), vec in zip(named, vectors, strict=True)]
+    file = _write(tmp_path / "ids.jsonl", _header(), *records)
+    manifest = import_vector_cache(suite, tmp_path / "imported", "hotmem", file)
+    assert manifest["files"] == made["files"]
+
+
+def test_a_cache_extended_with_another_roles_forms_counts_each_form_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache made for one role's forms, extended for another role's, is the cache made at
+    once for both: the same rows and the same count of form rows (the extension added the
+    old cache's form count to forms it had embedded anew, all of them, so a later extension
+    would have copied form rows as text rows)."""
+    import recallbench.embedding as embedding
+
+    corpus, queries = tmp_path / "corpus.jsonl", tmp_path / "queries.jsonl"
+    for source, target, field in ((CORPUS, corpus, "fact"), (QUERIES, queries, "query")):
+        lines = [orjson.loads(line) for line in source.read_bytes().splitlines() if line]
+        for n, record in enumerate(lines):
+            if n % 3 == 0:  # a third of the texts have a stripped form of their own
+                record[field] = f"  {record[field]} "
+        target.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in lines))
+    suite = run_validate("fixtures", {"corpus": corpus, "queries": queries}, spool=tmp_path / SPOOL)
+    place_spool(suite)
+
+    def made(transforms: dict, directory: Path, extend: bool = False) -> dict:
+        monkeypatch.setattr(embedding, "text_transforms", lambda embedder: dict(transforms))
+        return make_vector_cache(suite, directory, "hotmem", extend=extend)
+
+    both = {"memory": "strip", "query": "strip"}
+    at_once = made(both, tmp_path / "at-once")
+    made({"query": "strip"}, tmp_path / "grown")
+    grown = made({"memory": "strip"}, tmp_path / "grown", extend=True)
+    assert grown["timing"]["texts_kept"] > 0  # it was extended, not made again
+    assert grown["forms"] == at_once["forms"] and grown["count"] == at_once["count"]
+    assert grown["files"] == at_once["files"]
