@@ -31,6 +31,7 @@ from typing import Any
 from recallbench.boundary import Boundary
 from recallbench.errors import RecallbenchError
 from recallbench.model import Query, Scope
+from recallbench.systems.base import structured as base_structured
 
 _STATE: dict[str, Any] = {}
 if hasattr(os, "register_at_fork"):  # a forked worker builds its own state (init_worker)
@@ -377,7 +378,7 @@ def build_store(scope: Scope, directory: Path) -> tuple[Any, dict[str, Any]]:
     transient source."""
     under_test, boundary = system(), guard()
     where = f"scope {scope.scope_id}"
-    records = store_records(scope, structured(under_test))
+    records = store_records(scope, base_structured(under_test))
     start = time.perf_counter()
     store = boundary.call("open_store", where, under_test.open_store, directory, vectors=vectors())
     try:
@@ -407,16 +408,9 @@ def store_records(scope: Scope, with_structure: bool) -> list[Any]:
     ]
 
 
-def structured(under_test: Any) -> bool:
-    """Whether the system asked for structured records (`System.structured`)."""
-    from recallbench.systems.base import structured as asks
-
-    return asks(under_test)
-
-
 def search(store: Any, query: Query, limit: int, where: str) -> Any:
     """`store.search(query text, limit)` through the boundary (unchecked: the caller checks
     the hits), with `query_date=` for a system that asked for structure."""
-    if structured(system()):
+    if base_structured(system()):
         return guard().call("search", where, store.search, query.text, limit, query_date=query.date)
     return guard().call("search", where, store.search, query.text, limit)

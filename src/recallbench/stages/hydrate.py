@@ -20,6 +20,7 @@ from recallbench import worker
 from recallbench.artifacts import envelope, inputs_of, with_embedder_build
 from recallbench.spool import checked_structure, stream_scopes
 from recallbench.stagework import Execution, Stopwatch, run_tasks, stores_root
+from recallbench.systems.base import structured
 from recallbench.vectorprep import ContentLoss, Truncation, cache_spec, counted, vector_cache
 
 
@@ -45,30 +46,27 @@ def hydrate_scope(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def capability_flags(system: Any) -> dict[str, bool]:
-    """What hydrate.json (and the result) records of the system's capabilities: clone,
-    embedder, lexical, and `structured` only when the system asks for structure (so the
-    result of every other system keeps its bytes)."""
-    from recallbench.systems.base import structured
+    """What hydrate.json (and the result) records of the system's capabilities
+    (`base.capabilities`): clone, embedder, lexical, and `structured` only when the system
+    asks for structure (so the result of every other system keeps its bytes)."""
+    from recallbench.systems.base import capabilities
 
-    flags = {
-        "clone": system.clone is not None,
-        "embedder": system.embedder is not None,
-        "lexical": bool(system.lexical),
-    }
-    if structured(system):
+    has = capabilities(system)
+    flags = {name: name in has for name in ("clone", "embedder", "lexical")}
+    if "structured" in has:
         flags["structured"] = True
     return flags
 
 
-def system_source(system: Any, name: str) -> dict[str, Any] | None:
+def system_source(system: Any, provided_by: Mapping[str, Any]) -> dict[str, Any] | None:
     """Where the code under test comes from (`recallbench.source.installed_source`): a
-    plugin's own distribution, or the package a built-in system measures (its class's
-    `distribution`: HotMem's systems name `hotmem`); None for a built-in that measures
-    recallbench's own code (bm25) or names no package."""
+    plugin's own distribution (`provided_by`: `registry.provider`'s record), or the package
+    a built-in system measures (its class's `distribution`: HotMem's systems name
+    `hotmem`); None for a built-in that measures recallbench's own code (bm25) or names no
+    package."""
     from recallbench.source import installed_source
-    from recallbench.systems.registry import provider
 
-    own = provider(name)["distribution"]
+    own = provided_by["distribution"]
     under_test = own if own != "recallbench" else getattr(type(system), "distribution", None)
     return installed_source(under_test) if isinstance(under_test, str) else None
 
@@ -89,7 +87,7 @@ def run_hydrate(
     system = get_system(system_name)
     scopes = suite_env["data"]["counts"]["scopes"]
     keep = scopes == 1 if keep is None else keep
-    wants_structure = worker.structured(system)
+    wants_structure = structured(system)
     if wants_structure:  # a missing or foreign structure spool is refused here in every mode
         checked_structure(suite_env)
     root = stores_root(build_dir)
@@ -151,6 +149,7 @@ def run_hydrate(
     from recallbench.systems.registry import provider
 
     guard = Boundary(system_name)
+    provided_by = provider(system_name)
     data = {
         "system": system.name,
         "configuration": guard.configuration(
@@ -159,8 +158,8 @@ def run_hydrate(
         # which distribution provided the system, where the code under test comes from
         # and the per-call time limit: recorded beside the result document (in the results
         # envelope), never compared by a baseline
-        "provider": provider(system_name),
-        **({"source": source} if (source := system_source(system, system_name)) else {}),
+        "provider": provided_by,
+        **({"source": source} if (source := system_source(system, provided_by)) else {}),
         "call_timeout": execution.call_timeout,
         # the system's BLAS / OpenMP / torch threads per worker (None: the libraries' own)
         "threads": execution.threads,

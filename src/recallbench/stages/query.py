@@ -56,6 +56,7 @@ from recallbench.stagework import (
     slice_count,
     stores_root,
 )
+from recallbench.systems.base import structured
 from recallbench.vectorprep import cache_spec, vector_cache
 
 #: Per-call search limit (the scope document's MAX_SEARCH_LIMIT).
@@ -335,7 +336,7 @@ def run_query(
             "top_k": top_k,
             "repeat": repeat,
         }
-        for i, ref in scope_refs(suite_env, worker.structured(system))
+        for i, ref in scope_refs(suite_env, structured(system))
         for span in query_spans(index[i]["queries"], slices)
     )
     batch = batch_size(execution, counts["scopes"] * slices)

@@ -33,6 +33,7 @@ from recallbench.stagework import (
     slice_count,
     stores_root,
 )
+from recallbench.systems.base import structured
 from recallbench.vectorprep import cache_spec, vector_cache
 
 DEFAULT_SAMPLE = 20
@@ -330,7 +331,7 @@ def run_roundtrip(
             "work": str(worker.store_dir(work_root, i)),
             **expected(rows_of.get(ref["scope_id"], [])),
         }
-        for i, ref in scope_refs(suite_env, worker.structured(system))
+        for i, ref in scope_refs(suite_env, structured(system))
         if ref["scope_id"] in chosen
     )
     per_query: dict[str, Any] = {}
