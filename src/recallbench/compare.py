@@ -244,7 +244,7 @@ def run_compared(
                 suite = run.envelopes["suite"]
                 if out.texts is None:
                     out.texts = SpooledTexts(suite["data"]["levels"][0]["name"])
-                out.texts.keep(suite, run.result, kept.path / f"spool-{n:04d}.jsonl")
+                out.texts.keep(suite, run.result, kept.path / f"spool-{n:04d}.jsonl", kept)
             out.costs.append(cost_of(run, wall, peak.bytes))
             made = run.timings.get("hydrate", {}).get("vector_cache")
             out.results.append(run.result)  # type: ignore[attr-defined]
@@ -265,7 +265,7 @@ def run_compared(
             out.timing["systems"].append(
                 {
                     "system": name,
-                    "wall_seconds": time.perf_counter() - started,
+                    "wall_seconds": wall,
                     "texts_embedded": made["texts_embedded"] if made else 0,
                 }
             )

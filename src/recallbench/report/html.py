@@ -139,15 +139,25 @@ class SpooledTexts(Texts):
         self._digests: set[str] = set()
         self._wanted: set[tuple[str, str]] = set()
         self._last: tuple[str, tuple[dict[str, tuple[str, str]], dict[str, str]]] | None = None
+        self._holders: list[Any] = []  # what keeps the kept spools' directories
 
-    def keep(self, suite_env: Mapping[str, Any], result: Mapping[str, Any], place: Path) -> None:
+    def keep(
+        self,
+        suite_env: Mapping[str, Any],
+        result: Mapping[str, Any],
+        place: Path,
+        holder: Any = None,
+    ) -> None:
         """Keep the texts of one run: its spool (`suite_env`'s, moved to `place` unless a
-        spool of the same sha256 is kept already) and the units its result uses."""
+        spool of the same sha256 is kept already) and the units its result uses. `holder`:
+        what keeps `place`'s directory (`spooled.Scratch`), held as long as these texts."""
         import os
         import shutil
 
         from recallbench.spool import checked_spool, stream_scopes
 
+        if holder is not None:
+            self._holders.append(holder)
         data = suite_env["data"]
         self._wanted |= _wanted([result])
         if data["spool"]["sha256"] in self._digests:
@@ -246,13 +256,9 @@ def _scope_texts(
     scope: Mapping[str, Any], level: str
 ) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
     """A scope's texts: query id -> (text, notes), and each unit at `level` -> the texts of
-    its memories, joined by a blank line."""
-    parts: dict[str, list[str]] = {}
-    for memory in scope["memories"]:
-        for unit in memory["units"].get(level, ()):
-            parts.setdefault(unit, []).append(memory["text"])
+    its memories, joined by a blank line (`_scope_unit_texts`)."""
     queries = {q["query_id"]: (q["text"], q.get("notes") or "") for q in scope["queries"]}
-    return queries, {unit: "\n\n".join(pieces) for unit, pieces in parts.items()}
+    return queries, _scope_unit_texts(scope, level)
 
 
 def texts_beside(results_path: Any, results_env: Mapping[str, Any]) -> Texts:
@@ -556,10 +562,9 @@ def stream_report_records(
     queries = result["queries"]
     stats.update(queries=0, units=0, units_shown=0, complete=everything)
     for _, scope in stream_scopes(suite_env):
-        units = _scope_unit_texts(scope, level)
+        texts, units = _scope_texts(scope, level)
         stats["units"] += len(units)
         stats["queries"] += len(scope["queries"])
-        texts = {x["query_id"]: (x["text"], x.get("notes") or "") for x in scope["queries"]}
         positions = by_scope.get(scope["scope_id"], [])
         used: set[str] = set()
         for i in positions:
@@ -967,8 +972,8 @@ def _compare_query(
     chunks: PageChunks,
 ) -> dict[str, Any]:
     """One query of compare.html: its table row (every system's per-query values and first
-    relevant rank), its record (texts, every system's top-k) placed in `chunks`. `lookups`:
-    each system's records by query id (`.get`)."""
+    relevant rank), its record (texts, every system's top-k) placed in `chunks`. `q` is the
+    reference's record; `lookups`: each challenger's records by query id (`.get`)."""
     from recallbench.model import RELEVANT_GRADE
 
     qid = q["query_id"]
@@ -976,8 +981,7 @@ def _compare_query(
     text = queries.get(qid)
     pool = _Pool()
     cells, tops = [], []
-    for lookup in lookups:
-        mine = lookup.get(qid)
+    for mine in (q, *(lookup.get(qid) for lookup in lookups)):
         if mine is None:
             cells.append(None)
             tops.append(None)
@@ -1037,7 +1041,8 @@ def compare_page_data(
     metrics = list(doc["comparisons"][0]["metrics"]) if doc["comparisons"] else []
     labels = [s["label"] for s in doc["systems"]]
     ref = result_head(results, 0)
-    lookups = [QueryLookup(query_records(results, i)) for i in range(len(results))]
+    # the challengers' records in step with the reference's, which the loop reads itself
+    lookups = [QueryLookup(query_records(results, i)) for i in range(1, len(results))]
     queries = [
         _compare_query(q, lookups, metrics, texts, chunks) for q in query_records(results, 0)
     ]

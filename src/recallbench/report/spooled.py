@@ -34,11 +34,8 @@ class Scratch:
 
             make_dirs(Path(parent))
         self.path = Path(tempfile.mkdtemp(prefix="compare-", dir=parent))
-        self._remove = weakref.finalize(self, shutil.rmtree, str(self.path), ignore_errors=True)
-
-    def close(self) -> None:
-        """Remove the directory and everything in it."""
-        self._remove()
+        # removed with the last object that holds this one (the spooled results and texts)
+        weakref.finalize(self, shutil.rmtree, str(self.path), ignore_errors=True)
 
 
 class SpooledResults(Sequence[dict[str, Any]]):
