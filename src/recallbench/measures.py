@@ -356,6 +356,17 @@ class SessionsOfTopTurnsAny(Measure):
     stem = "sessions_any"
     definition = "1 if any gold session is the session of one of the top k turns (k counts turns)"
 
+    def __post_init__(self) -> None:
+        """Only at the turn level: elsewhere the ids are no turns (a LongMemEval session id
+        `answer_ab_2` would read as a turn of session `answer_ab`), so the figure would be
+        wrong, not refused."""
+        super().__post_init__()
+        if self.level != "turn":
+            raise RecallbenchError(
+                f"measure {self.stem} reads a turn ranking (turn_{self.stem}@k at --unit turn), "
+                f"not the {self.level!r} level"
+            )
+
     def __call__(self, ranking, grades, groups=None):
         found = self._sessions(ranking, grades)
         return None if found is None else float(not found[0].isdisjoint(found[1]))
