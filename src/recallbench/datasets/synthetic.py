@@ -139,15 +139,17 @@ def pseudo_words(
 
 @contextmanager
 def one_line_errors(command: str, out: Path) -> Iterator[None]:
-    """A generator command's errors as one line (`recallbench COMMAND: error: ...`, exit 1):
-    a `RecallbenchError`'s message, an OS error naming its file (`out` when it names none)."""
+    """A generator command's errors as one line (`recallbench COMMAND: error: ...`, exit 1,
+    escaped for the terminal as the CLI's own errors are): a `RecallbenchError`'s message,
+    an OS error naming its file (`out` when it names none)."""
     import click
 
     from recallbench.errors import RecallbenchError
+    from recallbench.escape import terminal
 
     class Failed(click.ClickException):
         def show(self, file: Any = None) -> None:
-            click.echo(f"recallbench {command}: error: {self.message}", err=True)
+            click.echo(terminal(f"recallbench {command}: error: {self.message}"), err=True)
 
     try:
         yield

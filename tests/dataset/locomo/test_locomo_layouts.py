@@ -283,3 +283,19 @@ def test_no_output_is_written_into_a_data_directory(files: dict[str, Path], tmp_
     assert result.exit_code == 1, result.output
     assert "would overwrite the data file this command reads" in result.stderr
     assert not inside.exists()
+
+
+def test_the_generators_lines_show_control_characters_escaped(tmp_path: Path) -> None:
+    """A generator's closing line and its one-line error name the path as the CLI's own
+    lines do (`escape.terminal`): a CR in it cannot rewrite the line."""
+    made = CliRunner().invoke(
+        main, ["locomo", "generate", "--out", str(tmp_path / "a\rb.json"), "--conversations", "1"]
+    )
+    assert made.exit_code == 0, made.output
+    assert "\r" not in made.stdout and "aU+000Db.json: 1 synthetic conversations" in made.stdout
+    (tmp_path / "c\rd").write_text("not a directory")
+    refused = CliRunner().invoke(
+        main, ["locomo", "generate", "--out", str(tmp_path / "c\rd"), "--layout", "directory"]
+    )
+    assert refused.exit_code == 1
+    assert "\r" not in refused.stderr and "cU+000Dd exists" in refused.stderr

@@ -518,6 +518,8 @@ def _cli() -> Any:
     """`recallbench locomo generate` (built on first use: click is imported lazily)."""
     import click
 
+    from recallbench.escape import terminal
+
     @click.group("locomo")
     def group() -> None:
         """LoCoMo helpers (the stages read a LoCoMo file with --dataset locomo --data FILE)."""
@@ -542,8 +544,10 @@ def _cli() -> Any:
                 out, conversations=conversations, seed=seed, layout=layout, on_conversation=advance
             )
         click.echo(
-            f"{out}: {conversations} synthetic conversations ({layout}), "
-            f"{meta['size_bytes']:,} bytes, sha256 {meta['sha256']}"
+            terminal(
+                f"{out}: {conversations} synthetic conversations ({layout}), "
+                f"{meta['size_bytes']:,} bytes, sha256 {meta['sha256']}"
+            )
         )
 
     return group

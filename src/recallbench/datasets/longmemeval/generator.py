@@ -343,6 +343,8 @@ def _cli() -> Any:
     """`recallbench longmemeval generate` (built on first use: click is imported lazily)."""
     import click
 
+    from recallbench.escape import terminal
+
     @click.group("longmemeval")
     def group() -> None:
         """LongMemEval helpers (the stages read a LongMemEval file with --dataset longmemeval)."""
@@ -406,8 +408,10 @@ def _cli() -> Any:
                 on_question=advance,
             )
         click.echo(
-            f"{out}: {questions} synthetic questions, shape {shape}, {meta['size_bytes']:,} bytes, "
-            f"sha256 {meta['sha256']}"
+            terminal(
+                f"{out}: {questions} synthetic questions, shape {shape}, "
+                f"{meta['size_bytes']:,} bytes, sha256 {meta['sha256']}"
+            )
         )
 
     return group
