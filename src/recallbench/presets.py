@@ -61,12 +61,6 @@ class Preset:
         """The preset's measures at each of its cutoffs (empty: the dataset's own)."""
         return tuple(name.format(k=k) for name, _ in self.measures for k in self.ks)
 
-    def labels(self) -> dict[str, str]:
-        """measure name -> the label the protocol gives that figure."""
-        return {
-            name.format(k=k): label.format(k=k) for name, label in self.measures for k in self.ks
-        }
-
 
 PRESETS: dict[str, Preset] = {
     preset.name: preset
@@ -132,10 +126,9 @@ PRESETS: dict[str, Preset] = {
         ),
     )
 }
+
+
 #: the preset whose summary is LongMemEval's official one (`paper_summary`)
-PAPER = "longmemeval-paper"
-
-
 def _get(name: str) -> Preset:
     if name not in PRESETS:  # pragma: no cover - click.Choice checks it first
         raise click.UsageError(f"unknown preset {name!r}")
@@ -204,9 +197,10 @@ def run_options(
 def measure_names(name: str | None, measures: Sequence[str] | None) -> tuple[str, ...] | None:
     """The measures a run scores: the preset's own when it has them (a usage error when
     `--measure` names others), else `measures` (None: the dataset's)."""
-    if name is None or not _get(name).measures:
+    preset = None if name is None else _get(name)
+    if preset is None or not preset.measures:
         return None if measures is None else tuple(measures)
-    own = _get(name).measure_names()
+    own = preset.measure_names()
     if measures is not None and sorted(measures) != sorted(own):
         raise click.UsageError(f"--preset {name} scores {', '.join(own)}; drop --measure")
     return own
@@ -262,15 +256,13 @@ def preset_summary(result: Mapping[str, Any], name: str) -> str:
     if not preset.measures:
         return paper_summary(result)
     overall = result["metrics"]["overall"]
-    labels = preset.labels()
     lines = [f"{name}: {preset.computes}"]
-    for template, _ in preset.measures:
+    for template, label in preset.measures:
         names = [template.format(k=k) for k in preset.ks]
         cells = []
-        for measure in names:
-            cell = overall.get(measure) or {}
-            value = cell.get("value")
-            cells.append(f"{labels[measure]} {'n/a' if value is None else f'{value:.4f}'}")
+        for k, measure in zip(preset.ks, names, strict=True):
+            value = (overall.get(measure) or {}).get("value")
+            cells.append(f"{label.format(k=k)} {'n/a' if value is None else f'{value:.4f}'}")
         n = (overall.get(names[0]) or {}).get("denominator")
         lines.append(f"  {'  '.join(cells)}  ({n} questions)")
     return "\n".join(lines)

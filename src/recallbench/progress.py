@@ -31,15 +31,14 @@ def configure(quiet: bool) -> None:
     _QUIET = quiet
 
 
+def _off() -> bool:
+    """Whether progress is off: quiet (`configure`) or NO_PROGRESS set."""
+    return _QUIET or bool(os.environ.get("NO_PROGRESS"))
+
+
 def enabled() -> bool:
-    """Whether progress shows as a bar: an interactive stderr, not quiet, no NO_PROGRESS."""
-    return not _QUIET and sys.stderr.isatty() and not os.environ.get("NO_PROGRESS")
-
-
-def lines_enabled() -> bool:
-    """Whether progress shows as plain lines: stderr is no terminal, not quiet, no
-    NO_PROGRESS."""
-    return not _QUIET and not sys.stderr.isatty() and not os.environ.get("NO_PROGRESS")
+    """Whether progress shows as a bar: an interactive stderr, and progress not off."""
+    return not _off() and sys.stderr.isatty()
 
 
 def interval() -> float:
@@ -71,9 +70,10 @@ def bar(total: int | None, desc: str, unit: str = "it", **extra: Any) -> Iterato
     progress is off; closed on exit. `extra`: tqdm's options (`unit_scale=True` with unit
     "B" shows bytes in the lines too)."""
     if not enabled():
-        if not lines_enabled():
+        if _off():
             yield _NoBar()
             return
+        # a CI log, `| tee`, a file: a plain line now and then
         lines = Lines(total, desc, unit, every=interval(), scaled=bool(extra.get("unit_scale")))
         try:
             yield lines

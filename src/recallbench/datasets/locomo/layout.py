@@ -264,7 +264,7 @@ class Conversations:
 
         if self.layout != DIRECTORY:
             return file_sha256(self.path)
-        return directory_digest((m.name, _stream_sha256(m.open)) for m in self.members)
+        return directory_digest((m.name, file_sha256(self.path / m.name)) for m in self.members)
 
 
 def directory_digest(members: Any) -> str:
@@ -291,11 +291,3 @@ def as_sample(raw: dict[str, Any], number: int) -> dict[str, Any]:
 
 def _opener(path: Path) -> Callable[[], BinaryIO]:
     return lambda: open(path, "rb")
-
-
-def _stream_sha256(opener: Callable[[], BinaryIO]) -> str:
-    digest = hashlib.sha256()
-    with opener() as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
