@@ -299,3 +299,22 @@ def test_the_generators_lines_show_control_characters_escaped(tmp_path: Path) ->
     )
     assert refused.exit_code == 1
     assert "\r" not in refused.stderr and "cU+000Dd exists" in refused.stderr
+
+
+def test_a_members_errors_name_its_fields_as_the_member_holds_them(tmp_path: Path) -> None:
+    """Every field a member's error names is the member's own (`session_1[0]`), never the
+    array file's `conversation.session_1[0]`, in the message's second reference too."""
+    out = tmp_path / "d"
+    generate(out, conversations=1, seed=0, layout="directory")
+    (member,) = sorted(out.iterdir())
+    doc = json.loads(member.read_text())
+    doc["session_1"][1]["dia_id"] = doc["session_1"][0]["dia_id"]
+    member.write_text(json.dumps(doc))
+    refused = CliRunner().invoke(
+        main,
+        ["--build-dir", str(tmp_path / "b"), "validate", "--dataset", "locomo", "--data", str(out)],
+    )
+    assert refused.exit_code == 1
+    assert f"{member}: field 'session_1[1].dia_id'" in refused.stderr
+    assert "repeats the dia_id of 'session_1[0]'" in refused.stderr
+    assert "conversation." not in refused.stderr

@@ -244,13 +244,20 @@ def _fail(path: Path, index: int, sample_id: Any, message: str) -> RecallbenchEr
     return record_error(path, index, "sample_id", sample_id, message)
 
 
-def check_sample(raw: Any, index: int, path: Path) -> Sample:
-    """Check one raw sample against the LoCoMo schema; return it as a `Sample`."""
+def check_sample(raw: Any, index: int, path: Path, member: str | None = None) -> Sample:
+    """Check one raw sample against the LoCoMo schema; return it as a `Sample`. `member`:
+    the per-conversation file it came from (`layout.as_sample` shaped it): an error then
+    names that file and the field as the file holds it, without the array file's
+    ``conversation.`` wrapper (``locomo10_v2/26.json: field 'session_1[1].dia_id' ...``)."""
     if not isinstance(raw, dict):
         raise _fail(path, index, None, f"must be an object, not {_type_name(raw)}")
     sid = raw.get("sample_id")
 
+    root = "" if member is not None else "conversation."  # where the sessions are held
+
     def fail(message: str) -> RecallbenchError:
+        if member is not None:
+            return RecallbenchError(f"{member}: {message}")
         return _fail(path, index, sid, message)
 
     if "sample_id" not in raw:
@@ -276,21 +283,17 @@ def check_sample(raw: Any, index: int, path: Path) -> Sample:
             number = int(match.group(1))
             if number in numbered:
                 raise fail(
-                    f"field 'conversation.{key}' repeats session {number} "
-                    f"('conversation.{numbered[number]}')"
+                    f"field '{root}{key}' repeats session {number} ('{root}{numbered[number]}')"
                 )
             numbered[number] = key
         elif match := _DATE_KEY.fullmatch(key):
             dates.add(int(match.group(1)))
             if not isinstance(conversation[key], str):
                 raise fail(
-                    f"field 'conversation.{key}' must be a string, "
-                    f"not {_type_name(conversation[key])}"
+                    f"field '{root}{key}' must be a string, not {_type_name(conversation[key])}"
                 )
         elif key in _SPEAKER_KEYS and not isinstance(conversation[key], str):
-            raise fail(
-                f"field 'conversation.{key}' must be a string, not {_type_name(conversation[key])}"
-            )
+            raise fail(f"field '{root}{key}' must be a string, not {_type_name(conversation[key])}")
     sessions: list[Session] = []
     seen_turns: dict[tuple[int, int], str] = {}
     empty = 0
@@ -298,16 +301,14 @@ def check_sample(raw: Any, index: int, path: Path) -> Sample:
         key = numbered[number]
         turns_raw = conversation[key]
         if not isinstance(turns_raw, list):
-            raise fail(
-                f"field 'conversation.{key}' must be a list of turns, not {_type_name(turns_raw)}"
-            )
+            raise fail(f"field '{root}{key}' must be a list of turns, not {_type_name(turns_raw)}")
         if not turns_raw:
             empty += 1
             continue
         sess = session_id(number)
         turns: list[Turn] = []
         for t, turn in enumerate(turns_raw):
-            where = f"conversation.{key}[{t}]"
+            where = f"{root}{key}[{t}]"
             if not isinstance(turn, dict):
                 raise fail(f"field '{where}' must be an object, not {_type_name(turn)}")
             for name in ("speaker", "dia_id", "text"):
@@ -407,15 +408,8 @@ def check_sample(raw: Any, index: int, path: Path) -> Sample:
 
 
 def _member_sample(raw: dict[str, Any], index: int, path: Path, label: str) -> Sample:
-    """A per-conversation member checked as a sample (`layout.as_sample` shaped it): an
-    error names the member (`label`) and the field as the member holds it (no
-    ``conversation.`` wrapper), e.g. ``locomo10_v2/26.json: field 'qa[3].category' ...``."""
-    try:
-        return check_sample(raw, index, path)
-    except RecallbenchError as exc:
-        prefix = f"{path}: record[{index}] (sample_id {raw['sample_id']!r}): "
-        message = str(exc).removeprefix(prefix).replace("field 'conversation.", "field '")
-        raise RecallbenchError(f"{label}: {message}") from None
+    """A per-conversation member checked as a sample (`check_sample` with its `member`)."""
+    return check_sample(raw, index, path, member=label)
 
 
 # -- streaming ---------------------------------------------------------------------------
