@@ -370,6 +370,11 @@ def test_check_baseline_of_a_saved_result_file(build: Path, tmp_path: Path) -> N
         cli(build, "check-baseline", "--baseline", BASELINE, "--result", saved), "check-baseline"
     )
     assert "does not match its fingerprint" in line
+    # a bare result document (a baseline, as --result's help allows) is a result too: it
+    # crashed with KeyError 'run' (its wrapper was read as the document)
+    bare = cli(build, "check-baseline", "--baseline", BASELINE, "--result", BASELINE)
+    assert bare.exit_code == 0, bare.output
+    assert f"result matches {BASELINE}" in bare.stderr
 
 
 def test_export_trec_refuses_runs_made_from_another_suite(build: Path, tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ validated spool the texts are read from, scope by scope (`report.html.SpooledTex
 
 Everything lies in one scratch directory (`Scratch`): under the build directory, named
 ``compare-XXXXXXXX`` (what `buildpaths.remove_leftover_work` removes after a killed
-compare), else a temporary directory; removed when the objects that use it are gone (or at
-exit), or by `Scratch.close`.
+compare), else a temporary directory; removed when the objects that use it (the spooled
+results and texts) are gone, or at exit.
 """
 
 from __future__ import annotations
