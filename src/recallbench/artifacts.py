@@ -34,28 +34,77 @@ SCHEMA_VERSION = 2
 
 
 class Stage(NamedTuple):
-    """A design-card stage: its command, the artifact kind it writes and that file's name."""
+    """A design-card stage: its command, the artifact kind it writes, the artifact kinds it
+    reads (`inputs`, in the order its function takes them) and the files it writes in the
+    build directory (`outputs`, its artifact first; a name ending in / is a directory)."""
 
     command: str
     kind: str
-    file: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    @property
+    def file(self) -> str:
+        """The artifact's file name in the build directory."""
+        return self.outputs[0]
 
 
-#: The seven stages in order (the design card's pipeline).
+#: The seven stages in order (the design card's pipeline). `load_inputs` reads a stage's
+#: inputs, the in-process chain (`pipeline.run_pipeline`) passes them, and a test checks
+#: them against the stage functions' parameters and the inputs each artifact records.
 STAGES: tuple[Stage, ...] = (
-    Stage("validate", "suite", "suite.json"),
-    Stage("hydrate", "hydrate", "hydrate.json"),
-    Stage("query", "runs", "runs.json"),
-    Stage("snapshot-roundtrip", "roundtrip", "roundtrip.json"),
-    Stage("score", "scores", "scores.json"),
-    Stage("report", "results", "results.json"),
-    Stage("decide", "decision", "decision.json"),
+    Stage("validate", "suite", (), ("suite.json", "scopes.jsonl", "scopes-structure.jsonl")),
+    Stage("hydrate", "hydrate", ("suite",), ("hydrate.json", "timings/hydrate.json", "stores/")),
+    Stage("query", "runs", ("suite", "hydrate"), ("runs.json", "timings/runs.json", "work/")),
+    Stage(
+        "snapshot-roundtrip",
+        "roundtrip",
+        ("suite", "hydrate", "runs"),
+        ("roundtrip.json", "timings/roundtrip.json", "roundtrip/"),
+    ),
+    Stage("score", "scores", ("suite", "runs"), ("scores.json",)),
+    Stage(
+        "report",
+        "results",
+        ("suite", "hydrate", "runs", "roundtrip", "scores"),
+        (
+            "results.json",
+            "timings/results.json",
+            "report.md",
+            "report-plots/",
+            "report.html",
+            "report-data/",
+        ),
+    ),
+    Stage("decide", "decision", ("suite", "scores", "roundtrip"), ("decision.json",)),
 )
 STAGE_NAMES: tuple[str, ...] = tuple(s.command for s in STAGES)
 #: artifact kind -> (file name in the build dir, the command that makes it)
 ARTIFACTS: dict[str, tuple[str, str]] = {
     s.kind: (s.file, f"recallbench {s.command}") for s in STAGES
 }
+#: what validate reads: the dataset's files, not an artifact
+DATASET_INPUT = "the dataset's files (--dataset and its options)"
+
+
+def stage(command: str) -> Stage:
+    """The stage `command` runs (a KeyError for a command that is no stage)."""
+    for candidate in STAGES:
+        if candidate.command == command:
+            return candidate
+    raise KeyError(command)
+
+
+def stage_io_lines() -> list[str]:
+    """Each stage's command, then its inputs (the artifacts it is made from) and its outputs
+    (the files it writes), one line each (`recallbench stages --io`)."""
+    lines = []
+    for s in STAGES:
+        inputs = " ".join(ARTIFACTS[kind][0] for kind in s.inputs) or DATASET_INPUT
+        lines += [s.command, f"  inputs   {inputs}", f"  outputs  {' '.join(s.outputs)}"]
+    return lines
+
+
 TIMINGS_DIR = "timings"
 
 _DUMP_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
@@ -427,27 +476,49 @@ def require_made_from(env: Mapping[str, Any], *upstreams: Mapping[str, Any]) -> 
     for upstream in upstreams:
         up_kind = upstream["artifact"]
         if env.get("inputs", {}).get(up_kind) != upstream["fingerprint"]:
-            raise ArtifactError(
-                f"{ARTIFACTS[kind][0]} is stale (made from another {ARTIFACTS[up_kind][0]}); "
-                f"run `{ARTIFACTS[kind][1]}` again"
-            )
+            raise stale(kind, up_kind)
+
+
+def stale(kind: str, up_kind: str) -> ArtifactError:
+    """The refusal of artifact `kind` made from another `up_kind` than the current one."""
+    return ArtifactError(
+        f"{ARTIFACTS[kind][0]} is stale (made from another {ARTIFACTS[up_kind][0]}); "
+        f"run `{ARTIFACTS[kind][1]}` again"
+    )
 
 
 def require_current(build_dir: Path, env: Mapping[str, Any]) -> None:
     """Refuse `env` unless every artifact it was made from, and everything those were made
     from, is still the one in `build_dir` (a rerun upstream stage makes it stale)."""
-    seen: set[str] = set()
-    pending = [env]
+    _require_consistent(build_dir, {env["artifact"]: env})
+
+
+def load_inputs(build_dir: Path, kinds: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The artifacts `kinds` (a stage's `Stage.inputs`) from `build_dir`, in that order:
+    each read and checked (`read_artifact`: missing, foreign or damaged is refused) and
+    current (`require_current`: each was made from the others, and from what lies in
+    `build_dir` now). Every refusal is one line naming the command to run (again)."""
+    loaded = {kind: read_artifact(build_dir, kind) for kind in kinds}
+    _require_consistent(build_dir, loaded)
+    return loaded
+
+
+def _require_consistent(build_dir: Path, known: Mapping[str, Mapping[str, Any]]) -> None:
+    """Refuse the first envelope whose inputs name another fingerprint than the artifact of
+    that kind (the one in `known`, else the one in `build_dir`): the envelopes of `known` in
+    order first, then what they were made from, each artifact's inputs checked once."""
+    known = dict(known)
+    pending = list(known.values())
+    checked = {env["artifact"] for env in pending}
     while pending:
-        current = pending.pop()
+        current = pending.pop(0)
         for kind, fp in current.get("inputs", {}).items():
-            if kind not in ARTIFACTS or kind in seen:
-                continue
-            upstream = read_artifact(build_dir, kind)
-            if upstream["fingerprint"] != fp:
-                raise ArtifactError(
-                    f"{ARTIFACTS[current['artifact']][0]} is stale (made from another "
-                    f"{ARTIFACTS[kind][0]}); run `{ARTIFACTS[current['artifact']][1]}` again"
-                )
-            seen.add(kind)
-            pending.append(upstream)
+            if kind not in ARTIFACTS:
+                continue  # validate's inputs are the dataset's files
+            if kind not in known:
+                known[kind] = read_artifact(build_dir, kind)
+            if known[kind]["fingerprint"] != fp:
+                raise stale(current["artifact"], kind)
+            if kind not in checked:
+                checked.add(kind)
+                pending.append(known[kind])

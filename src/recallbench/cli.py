@@ -21,7 +21,7 @@ import contextlib
 import functools
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,17 +139,24 @@ class Context:
     def read(self, kind: str) -> dict[str, Any]:
         from recallbench.artifacts import read_artifact
 
-        env = read_artifact(self.build_dir, kind)
-        if kind == "suite":  # the spool lies beside suite.json, wherever the build dir is now
+        return self._placed(read_artifact(self.build_dir, kind))
+
+    def inputs(self, command: str) -> dict[str, dict[str, Any]]:
+        """The artifacts stage `command` reads (its `Stage.inputs`, in that order), each
+        checked and current (`artifacts.load_inputs`)."""
+        from recallbench.artifacts import stage
+
+        return self.load(stage(command).inputs)
+
+    def load(self, kinds: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The artifacts `kinds`, each checked and current (`artifacts.load_inputs`)."""
+        from recallbench.artifacts import load_inputs
+
+        return {kind: self._placed(env) for kind, env in load_inputs(self.build_dir, kinds).items()}
+
+    def _placed(self, env: dict[str, Any]) -> dict[str, Any]:
+        if env["artifact"] == "suite":  # the spool lies beside suite.json, wherever the build is
             env["spool_path"] = str(self.build_dir / env["data"]["spool"]["file"])
-        return env
-
-    def read_current(self, kind: str) -> dict[str, Any]:
-        """Read artifact `kind`, refusing it when anything upstream was remade since."""
-        from recallbench.artifacts import require_current
-
-        env = self.read(kind)
-        require_current(self.build_dir, env)
         return env
 
     def publish(self, files: Mapping[Path, bytes]) -> None:
@@ -352,11 +359,18 @@ def _top_k(top_k: int | None, dataset: str) -> int:
 
 
 @command("stages", writes=False)
-def stages_cmd() -> None:
+@click.option(
+    "--io",
+    "show_io",
+    is_flag=True,
+    help="Under each stage, its inputs (the artifacts it is made from) and its outputs (the "
+    "files it writes in the build directory).",
+)
+def stages_cmd(show_io: bool) -> None:
     """Print the seven stage commands in order, one per line (make and nox read this)."""
-    from recallbench.artifacts import STAGE_NAMES
+    from recallbench.artifacts import STAGE_NAMES, stage_io_lines
 
-    click.echo("\n".join(STAGE_NAMES))
+    click.echo("\n".join(stage_io_lines() if show_io else STAGE_NAMES))
 
 
 @command("validate")
@@ -418,7 +432,7 @@ def hydrate_cmd(
     from recallbench.stages.hydrate import run_hydrate
 
     env, timing = run_hydrate(
-        ctx.read("suite"),
+        *ctx.inputs("hydrate").values(),
         ctx.build_dir,
         system,
         keep=keep_stores,
@@ -474,15 +488,15 @@ def query_cmd(
     from recallbench.presets import check_suite, default_top_k, run_options
     from recallbench.stages.query import run_query
 
-    suite = ctx.read("suite")
+    inputs = ctx.inputs("query")
+    suite = inputs["suite"]
     check_suite(preset, suite["data"]["dataset"], suite["data"]["options"])
     unit = suite["data"]["options"].get("unit")
     top_k, ks = run_options(preset, suite["data"]["dataset"], top_k, ks, unit)
     top_k = default_top_k(top_k, ks)
     k = _top_k(top_k, suite["data"]["dataset"])
     env, timing = run_query(
-        suite,
-        ctx.read_current("hydrate"),
+        *inputs.values(),
         ctx.build_dir,
         top_k=k,
         repeat=repeat,
@@ -517,9 +531,7 @@ def roundtrip_cmd(
     from recallbench.stages.roundtrip import run_roundtrip
 
     env, timing = run_roundtrip(
-        ctx.read("suite"),
-        ctx.read("hydrate"),
-        ctx.read_current("runs"),
+        *ctx.inputs("snapshot-roundtrip").values(),
         ctx.build_dir,
         sample=sample,
         execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
@@ -556,7 +568,8 @@ def score_cmd(
     from recallbench.presets import measure_names
     from recallbench.stages.score import run_score
 
-    suite = ctx.read("suite")
+    inputs = ctx.inputs("score")
+    suite = inputs["suite"]
     if preset is not None:
         from recallbench.presets import PRESETS, check_suite
 
@@ -566,7 +579,7 @@ def score_cmd(
                 f"--preset {preset} uses --k {','.join(map(str, PRESETS[preset].ks))}"
             )
     measures = measure_names(preset, measures)
-    env = run_score(suite, ctx.read_current("runs"), ks=ks, measure_names=measures)
+    env = run_score(*inputs.values(), ks=ks, measure_names=measures)
     path = ctx.write(env)
     overall = env["data"]["overall"]
     shown = [m["name"] for m in env["data"]["measures"] if not m["pooled"]][:4]
@@ -597,8 +610,7 @@ def report_cmd(
         [Place("--output", output), *report_places(report_path)],
         protected=build_places(ctx.build_dir, makes={"results"})[1],
     )
-    envs = [ctx.read(k) for k in ("suite", "hydrate", "runs", "roundtrip")]
-    envs.append(ctx.read_current("scores"))
+    envs = list(ctx.inputs("report").values())
     report = build_report(
         *envs,
         timings=timings_for(ctx.build_dir, *envs),
@@ -635,12 +647,7 @@ def decide_cmd(ctx: Context, call_timeout: float | None) -> None:
     (decision.json)."""
     from recallbench.stages.decide import headline, run_decide
 
-    env = run_decide(
-        ctx.read("suite"),
-        ctx.read_current("scores"),
-        ctx.read_current("roundtrip"),
-        call_timeout=call_timeout,
-    )
+    env = run_decide(*ctx.inputs("decide").values(), call_timeout=call_timeout)
     path = ctx.write(env)
     ctx.say(f"wrote {path}")
     echo_line(headline(env["data"]))
@@ -859,11 +866,9 @@ def check_baseline_cmd(
 @pass_ctx
 def export_trec_cmd(ctx: Context, tag: str | None) -> None:
     """Write BUILD/run.trec and BUILD/qrels.trec (primary level) for trec_eval."""
-    from recallbench.artifacts import require_current
     from recallbench.trec import trec_files
 
-    suite_env, runs_env = ctx.read("suite"), ctx.read("runs")
-    require_current(ctx.build_dir, runs_env)
+    suite_env, runs_env = ctx.load(("suite", "runs")).values()
     level = suite_env["data"]["levels"][0]["name"]
     run_path, qrels_path = ctx.build_dir / "run.trec", ctx.build_dir / "qrels.trec"
     ctx.publish(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recallbench.artifacts import publish, stage_files
+from recallbench.artifacts import STAGES, publish, stage, stage_files
 from recallbench.stagework import Execution
 
 
@@ -89,40 +89,35 @@ def run_pipeline(
     work_dir = Path(work_dir)
     chosen_rules(dataset, system)  # rules the run may not use are refused before any work
     timings: dict[str, dict[str, Any]] = {}
-    suite = run_validate(dataset, paths, options, spool=work_dir / SPOOL)
-    place_spool(suite)
-    hydrate, timings["hydrate"] = run_hydrate(
-        suite, work_dir, system, keep=keep_stores, execution=execution
+    envelopes: dict[str, dict[str, Any]] = {}
+
+    def made_from(command: str) -> list[dict[str, Any]]:
+        """The envelopes stage `command` is made from: its `Stage.inputs`, in that order."""
+        return [envelopes[kind] for kind in stage(command).inputs]
+
+    envelopes["suite"] = run_validate(dataset, paths, options, spool=work_dir / SPOOL)
+    place_spool(envelopes["suite"])
+    envelopes["hydrate"], timings["hydrate"] = run_hydrate(
+        *made_from("hydrate"), work_dir, system, keep=keep_stores, execution=execution
     )
-    runs, timings["runs"] = run_query(
-        suite, hydrate, work_dir, top_k=top_k, repeat=repeat, execution=execution, ks=ks
+    envelopes["runs"], timings["runs"] = run_query(
+        *made_from("query"), work_dir, top_k=top_k, repeat=repeat, execution=execution, ks=ks
     )
-    roundtrip, timings["roundtrip"] = run_roundtrip(
-        suite,
-        hydrate,
-        runs,
+    envelopes["roundtrip"], timings["roundtrip"] = run_roundtrip(
+        *made_from("snapshot-roundtrip"),
         work_dir,
         sample=DEFAULT_SAMPLE if sample is None else sample,
         execution=execution,
     )
-    scores = run_score(suite, runs, measure_names=measures)
+    envelopes["scores"] = run_score(*made_from("score"), measure_names=measures)
     # the rules run once, for the report and decision.json alike (a plugin's within the
     # call timeout)
-    decided = decide_envelopes(suite, scores, roundtrip, call_timeout=execution.call_timeout)
-    report = build_report(
-        suite, hydrate, runs, roundtrip, scores, timings=timings, scratch=work_dir, decided=decided
-    )
-    timings["results"] = report.timing
-    decision = run_decide(suite, scores, roundtrip, decided=decided)
-    envelopes = {
-        "suite": suite,
-        "hydrate": hydrate,
-        "runs": runs,
-        "roundtrip": roundtrip,
-        "scores": scores,
-        "results": report.envelope,
-        "decision": decision,
-    }
+    decided = decide_envelopes(*made_from("decide"), call_timeout=execution.call_timeout)
+    report = build_report(*made_from("report"), timings=timings, scratch=work_dir, decided=decided)
+    envelopes["results"], timings["results"] = report.envelope, report.timing
+    envelopes["decision"] = run_decide(*made_from("decide"), decided=decided)
+    if list(envelopes) != [s.kind for s in STAGES]:  # a stage added to STAGES is chained here
+        raise RuntimeError(f"the chain made {list(envelopes)}, not the stages of STAGES")
     return Run(envelopes, timings, report.markdown, report.plots, report.html, report.html_data)
 
 

@@ -131,6 +131,31 @@ def test_stages_prints_the_stage_order(tmp_path: Path) -> None:
     assert not (tmp_path / "build").exists()  # it writes nothing, so it takes no lock
 
 
+def test_stages_io_prints_each_stages_inputs_and_outputs(tmp_path: Path) -> None:
+    result = cli(tmp_path / "build", "stages", "--io")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[::3] == list(STAGE_NAMES)  # the plain order, each stage's two lines under it
+    assert lines[1:5] == [
+        "  inputs   the dataset's files (--dataset and its options)",
+        "  outputs  suite.json scopes.jsonl scopes-structure.jsonl",
+        "hydrate",
+        "  inputs   suite.json",
+    ]
+    report = lines.index("report")
+    assert lines[report + 1 : report + 3] == [
+        "  inputs   suite.json hydrate.json runs.json roundtrip.json scores.json",
+        "  outputs  results.json timings/results.json report.md report-plots/ report.html "
+        "report-data/",
+    ]
+    assert lines[-2:] == [
+        "  inputs   suite.json scores.json roundtrip.json",
+        "  outputs  decision.json",
+    ]
+    assert result.stderr == ""
+    assert not (tmp_path / "build").exists()
+
+
 def test_systems_lists_every_registered_system(tmp_path: Path) -> None:
     from recallbench.systems.registry import system_names
 

@@ -23,8 +23,10 @@ from conftest import (
 
 from recallbench import __version__
 from recallbench.artifacts import (
+    ARTIFACTS,
     SCHEMA_VERSION,
     STAGE_NAMES,
+    STAGES,
     dumps,
     envelope_fingerprint,
     file_sha256,
@@ -33,6 +35,8 @@ from recallbench.artifacts import (
 )
 from recallbench.datasets.fixture_rules import POLICY_NAME
 from recallbench.datasets.fixtures.reader import LEVEL, load_fixture_scope
+from recallbench.lock import LOCK_NAME
+from recallbench.pipeline import Run
 from recallbench.spool import SPOOL
 from recallbench.systems.kit import records_digest
 
@@ -107,6 +111,29 @@ def test_envelopes_name_their_upstream_fingerprints(staged_build: Path) -> None:
         "scores": fp["scores"],
         "roundtrip": fp["roundtrip"],
     }
+
+
+def test_each_artifact_records_the_inputs_its_stage_declares(staged_build: Path, lane: Run) -> None:
+    """Through the CLI (`load_inputs`) and in process (`run_pipeline`), each stage's
+    artifact is made from exactly the artifacts its `Stage.inputs` declares."""
+    for s in STAGES:
+        for made in (read_artifact(staged_build, s.kind), lane.envelopes[s.kind]):
+            assert sorted(k for k in made["inputs"] if k in ARTIFACTS) == sorted(s.inputs), (
+                s.command
+            )
+    assert list(lane.envelopes) == [s.kind for s in STAGES]
+
+
+def test_the_stages_write_only_their_declared_outputs(staged_build: Path) -> None:
+    declared = {name.rstrip("/") for s in STAGES for name in s.outputs}
+    written = {
+        str(p.relative_to(staged_build))
+        for p in [*staged_build.iterdir(), *(staged_build / "timings").iterdir()]
+        if p.name != "timings"
+    }
+    # the build dir's lock and report's matplotlib cache are not stage outputs; this fixture
+    # has no structure spool and keeps its one store (no transient work/)
+    assert written == declared - {"scopes-structure.jsonl", "work"} | {LOCK_NAME, ".cache"}
 
 
 def test_suite_records_the_identity_of_the_validated_files(staged_build: Path) -> None:
