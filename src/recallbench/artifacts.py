@@ -55,7 +55,7 @@ class Stage(NamedTuple):
 STAGES: tuple[Stage, ...] = (
     Stage("validate", "suite", (), ("suite.json", "scopes.jsonl", "scopes-structure.jsonl")),
     Stage("hydrate", "hydrate", ("suite",), ("hydrate.json", "timings/hydrate.json", "stores/")),
-    Stage("query", "runs", ("suite", "hydrate"), ("runs.json", "timings/runs.json", "work/")),
+    Stage("query", "runs", ("suite", "hydrate"), ("runs.json", "timings/runs.json")),
     Stage(
         "snapshot-roundtrip",
         "roundtrip",

@@ -20,6 +20,7 @@ from conftest import (
     BASELINE,
     CORPUS,
     QUERIES,
+    ROOT,
     STAGE_OUTPUTS,
     cli,
     copy_build,
@@ -152,6 +153,7 @@ def test_stages_io_prints_each_stages_inputs_and_outputs(tmp_path: Path) -> None
         "  inputs   suite.json scores.json roundtrip.json",
         "  outputs  decision.json",
     ]
+    assert result.stdout in (ROOT / "docs" / "stages.md").read_text(encoding="utf-8")
     assert result.stderr == ""
     assert not (tmp_path / "build").exists()
 
