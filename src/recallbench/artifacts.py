@@ -11,8 +11,9 @@ version, and `data` holds nothing machine- or time-specific: the same inputs giv
 fingerprint run after run. Timings go to a sidecar (``timings/<kind>.json``) that names the
 fingerprint of the artifact it describes and is never an input of another stage.
 
-`STAGES` is the one definition of the stage order; make, nox, the in-process chain and the
-tests take it from here. All outputs of one stage are published together (`publish`).
+`STAGES` is the one definition of the stage order and of each stage's inputs and outputs;
+make, nox, the stage commands (`load_inputs`), the in-process chain and the tests take them
+from here. All outputs of one stage are published together (`publish`).
 """
 
 from __future__ import annotations

@@ -141,6 +141,7 @@ def test_load_inputs_names_the_stage_to_run_first(tmp_path: Path) -> None:
         ("report", ["suite"], "hydrate.json is stale (made from another suite.json); "
          "run `recallbench hydrate` again"),
     ],
+    ids=["query-suite", "report-runs", "decide-runs", "decide-hydrate", "report-suite"],
 )  # fmt: skip
 def test_load_inputs_refuses_an_input_made_from_another_upstream(
     tmp_path: Path, command: str, rerun: list[str], message: str
