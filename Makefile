@@ -31,7 +31,7 @@ SUT := $(BIN)/python scripts/system_under_test.py --stamp "$(STORE_STAMP)" --dis
 # Material for MkDocs prints a notice about MkDocs 2.0 on every build; it is not a warning of ours.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup setup-core eval test test-fast test-portable bench-tests lint docs screenshot baseline bench bench-longmemeval bench-generators bench-working-copy bench-compare bench-embed bench-scale bench-peer bench-large bench-large-full clean
+.PHONY: setup setup-core eval test test-fast test-portable bench-tests lint docs screenshot baseline bench bench-longmemeval bench-generators bench-working-copy bench-same-results bench-compare bench-embed bench-scale bench-peer bench-large bench-large-full clean
 
 setup: $(STAMP)
 setup-core: $(CORE_STAMP)
@@ -135,6 +135,11 @@ bench-peer: $(STAMP)  # the script reads MCEVAL=path/to/mceval (environment or m
 # and `touch pyproject.toml && make eval`, in a scratch venv: about 40 s (--paths manual store)
 bench-working-copy: $(STAMP)
 	$(BIN)/python benchmarks/bench_working_copy.py
+
+# the same results, byte for byte, as revision AGAINST (a refactor's check): about 20 s
+AGAINST ?= HEAD
+bench-same-results: $(STAMP)
+	$(BIN)/python benchmarks/bench_same_results.py --against $(AGAINST)
 
 # compare's peak RSS against the largest single run of its systems, at 2, 4 and 7 systems
 bench-compare: $(STAMP)  # a generated LoCoMo file (10 conversations): about 5 minutes on 2 cores
