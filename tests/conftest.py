@@ -51,30 +51,31 @@ KERNEL_SENSITIVE_TESTS = {
 #: store's inline embedding (another batch shape) within a tolerance
 KERNEL_SENSITIVE_PER_SYSTEM = {"test_systems_contract.py::test_the_embedder_feeds_a_vector_cache"}
 
-#: The files that cost most, heaviest first (seconds summed over a file's tests from
-#: `make bench-tests` at load 10-16 on 2 cores; only their order matters): they run before
-#: every other file, so that the two workers (`--dist loadfile --no-loadscope-reorder` hands
-#: out whole files in this order) start on them and the short files fill the end: neither
-#: worker is left with a long file while the other idles. The rest keep pytest's order.
+#: The files that cost most, heaviest first (their seconds, from `make bench-tests`, are in
+#: docs/performance.md, "The heaviest test files"; only the order matters here): they run
+#: before every other file, so that the two workers (`--dist loadfile
+#: --no-loadscope-reorder` hands out whole files in this order) start on them and the short
+#: files fill the end: neither worker is left with a long file while the other idles. The
+#: rest keep pytest's order.
 SLOW_FIRST = (
-    "e2e/test_embedding_path.py",  # 987 s with its Ray runs (now test_embedding_path_ray.py)
-    "e2e/test_ray_cluster.py",  # 579 s: a real two-node cluster, two runs per case
-    "systems/test_stores_e2e.py",  # 540 s
-    "systems/test_postgres_stores.py",  # 140 s quiet: four servers per compare, kill tests
-    "systems/test_milvus_store.py",  # 120 s
+    "e2e/test_embedding_path.py",
+    "e2e/test_ray_cluster.py",  # a real two-node cluster, two runs per case
+    "systems/test_stores_e2e.py",
+    "systems/test_postgres_stores.py",  # four servers per compare, kill tests
+    "systems/test_milvus_store.py",
     "e2e/test_embedding_path_ray.py",
-    "e2e/test_embedding_cache.py",  # 297 s
-    "systems/test_semantic.py",  # 126 s
-    "systems/test_mem0_store.py",  # 84 s
-    "unit/test_executor.py",  # 79 s
-    "e2e/test_docs_commands.py",  # 76 s
-    "systems/test_stores_figures.py",  # 66 s for both halves
+    "e2e/test_embedding_cache.py",
+    "systems/test_semantic.py",
+    "systems/test_mem0_store.py",
+    "unit/test_executor.py",
+    "e2e/test_docs_commands.py",
+    "systems/test_stores_figures.py",
     "systems/test_stores_figures_servers.py",
-    "e2e/test_ray_pipeline.py",  # 61 s
+    "e2e/test_ray_pipeline.py",
 )
 
 
-#: The fast lane (`make test-fast`) leaves out the tests marked `extras`: those that need an
+#: The fast pass (`make test-fast`) leaves out the tests marked `extras`: those that need an
 #: optional extra's heavy parts (a learned embedder, a memory store's package, a database or
 #: vector server, Ray, the browser) and so take most of the suite's time. Every test of these
 #: files is marked; so is every test parametrized by a system outside `LIGHT_SYSTEMS`, and
