@@ -28,7 +28,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -38,6 +38,9 @@ sys.path.insert(0, str(ROOT / "src"))  # runs from a checkout without an activat
 from recallbench.cli import OneLineErrors, echo_closing, run_arguments, run_guarded  # noqa: E402
 from recallbench.measures import RELEVANT_GRADE, select  # noqa: E402
 from recallbench.options import DatasetCommand, absolute_path, run_command_options  # noqa: E402
+
+if TYPE_CHECKING:
+    from recallbench.stagework import Execution
 
 FIXTURES = ROOT / "benchmarks" / "retrieval"
 
@@ -147,12 +150,7 @@ def main(
     ks: tuple[int, ...] | None,
     measures: tuple[str, ...] | None,
     repeat: int,
-    executor: str,
-    workers: int,
-    ray_address: str | None,
-    cache: Path | None,
-    call_timeout: float | None,
-    threads: int | None,
+    execution: Execution,
     as_json: bool,
     longmemeval_file: Path | None,
     build_dir: Path | None,
@@ -181,7 +179,7 @@ def main(
         check_run_outputs(
             build_dir,
             paths,
-            cache,
+            execution.cache,
             output,
             report_path,
             ("--write-baseline", write_baseline),
@@ -192,17 +190,8 @@ def main(
         from recallbench.baseline import gate
         from recallbench.pipeline import run_pipeline, write_run
         from recallbench.stages.report import report_paths
-        from recallbench.stagework import Execution
 
         progress.configure(quiet)
-        execution = Execution(
-            executor,
-            workers,
-            ray_address,
-            cache,
-            call_timeout=call_timeout,
-            threads=threads,
-        )
 
         def evaluate(work: Path) -> Any:
             return run_pipeline(

@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -39,6 +39,7 @@ from recallbench.options import (
     call_timeout_option,
     dataset_inputs,
     dataset_options,
+    engine_options,
     execution_options,
     executor_option,
     fail_if_worse_option,
@@ -51,10 +52,11 @@ from recallbench.options import (
     run_command_options,
     system_option,
     top_k_option,
-    workers_option,
 )
 from recallbench.signals import Terminated, handle_sigterm
-from recallbench.threads import DEFAULT_THREADS
+
+if TYPE_CHECKING:
+    from recallbench.stagework import Execution
 
 #: compare's --correction choices: `recallbench.stats.CORRECTIONS` (a test ties them; stats
 #: imports numpy, which a command's start does not need)
@@ -314,26 +316,6 @@ def main(ctx: click.Context, build_dir: Path, quiet: bool) -> None:
     ctx.obj = Context(build_dir, quiet)
 
 
-def _execution(
-    executor: str,
-    workers: int,
-    ray_address: str | None,
-    cache: Path | None,
-    call_timeout: float | None = None,
-    threads: int | None = DEFAULT_THREADS,
-) -> Any:
-    from recallbench.stagework import Execution
-
-    return Execution(
-        executor,
-        workers,
-        ray_address,
-        cache,
-        call_timeout=call_timeout,
-        threads=threads,
-    )
-
-
 def input_bytes(path: Path) -> int:
     """A dataset input's size for a byte progress bar: a file's, or the sum of a
     directory's visible .json files (LoCoMo's per-conversation layout); 0 for what is
@@ -407,12 +389,7 @@ def hydrate_cmd(
     ctx: Context,
     system: str,
     keep_stores: bool | None,
-    executor: str,
-    workers: int,
-    ray_address: str | None,
-    cache: Path | None,
-    call_timeout: float | None,
-    threads: int | None,
+    execution: Execution,
 ) -> None:
     """Ingest every scope's memories into a fresh store of the system (hydrate.json)."""
     from recallbench.stages.hydrate import run_hydrate
@@ -422,7 +399,7 @@ def hydrate_cmd(
         ctx.build_dir,
         system,
         keep=keep_stores,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
+        execution=execution,
     )
     path = ctx.write(env, timing)
     if env["data"]["mode"] == "kept":
@@ -463,12 +440,7 @@ def query_cmd(
     ks: tuple[int, ...] | None,
     preset: str | None,
     repeat: int,
-    executor: str,
-    workers: int,
-    ray_address: str | None,
-    cache: Path | None,
-    call_timeout: float | None,
-    threads: int | None,
+    execution: Execution,
 ) -> None:
     """Run every query through the system's production search (runs.json)."""
     from recallbench.presets import check_suite, default_top_k, run_options
@@ -486,7 +458,7 @@ def query_cmd(
         ctx.build_dir,
         top_k=k,
         repeat=repeat,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
+        execution=execution,
         ks=ks,
     )
     path = ctx.write(env, timing)
@@ -506,12 +478,7 @@ def query_cmd(
 def roundtrip_cmd(
     ctx: Context,
     sample: int,
-    executor: str,
-    workers: int,
-    ray_address: str | None,
-    cache: Path | None,
-    call_timeout: float | None,
-    threads: int | None,
+    execution: Execution,
 ) -> None:
     """Snapshot -> verify -> clean hydrate -> query again; corrupted copies must fail."""
     from recallbench.stages.roundtrip import run_roundtrip
@@ -522,7 +489,7 @@ def roundtrip_cmd(
         ctx.read_current("runs"),
         ctx.build_dir,
         sample=sample,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
+        execution=execution,
     )
     path = ctx.write(env, timing)
     d = env["data"]
@@ -953,12 +920,7 @@ def run_cmd(
     ks: tuple[int, ...] | None,
     measures: tuple[str, ...] | None,
     repeat: int,
-    executor: str,
-    workers: int,
-    ray_address: str | None,
-    cache: Path | None,
-    call_timeout: float | None,
-    threads: int | None,
+    execution: Execution,
     as_json: bool,
 ) -> None:
     """Every stage in one process, writing the same artifacts as the separate commands
@@ -977,7 +939,7 @@ def run_cmd(
     )
     from recallbench.outputs import check_run_outputs
 
-    check_run_outputs(ctx.build_dir, paths, cache, output, report_path)
+    check_run_outputs(ctx.build_dir, paths, execution.cache, output, report_path)
     run = run_pipeline(
         dataset,
         paths,
@@ -986,7 +948,7 @@ def run_cmd(
         system=system,
         top_k=k,
         repeat=repeat,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
+        execution=execution,
         ks=ks,
         measures=measures,
     )
@@ -1136,12 +1098,7 @@ def compare_cmd(
     output: Path | None,
     report_path: Path | None,
     repeat: int,
-    executor: str,
-    workers: int,
-    ray_address: str | None,
-    cache: Path | None,
-    call_timeout: float | None,
-    threads: int | None,
+    execution: Execution,
 ) -> None:
     """Run a dataset against several systems (or read saved results) and compare them with
     paired statistics per query: each system's means with 95% intervals, mean differences
@@ -1182,7 +1139,7 @@ def compare_cmd(
     from recallbench.stages.report import html_path
 
     paths = {} if result_files else dataset_inputs(dataset, dataset_args)[0]
-    check_compare_outputs(ctx.build_dir, output, report_path, result_files, paths, cache)
+    check_compare_outputs(ctx.build_dir, output, report_path, result_files, paths, execution.cache)
     vectors: list[dict[str, Any]] = []
     timing: dict[str, Any] | None = None
     costs: list[dict[str, Any]] | None = None
@@ -1221,7 +1178,7 @@ def compare_cmd(
             top_k=_top_k(default_top_k(top_k, ks), dataset),
             parent=ctx.build_dir,
             say=ctx.say,
-            execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
+            execution=execution,
             ks=ks,
             measures=measures,
             repeat=repeat,
@@ -1419,9 +1376,7 @@ def power_cmd(
     help="Print the protocols document (protocols.json's) on stdout instead of the table.",
 )
 @output_options("BUILD/protocols.json", "BUILD/protocols.md")
-@executor_option
-@workers_option
-@ray_address_option
+@engine_options
 @pass_ctx
 def protocols_cmd(
     ctx: Context,
@@ -1433,9 +1388,7 @@ def protocols_cmd(
     as_json: bool,
     output: Path | None,
     report_path: Path | None,
-    executor: str,
-    workers: int,
-    ray_address: str | None,
+    execution: Execution,
 ) -> None:
     """Every published definition of LoCoMo's figures from one ranking per unit: the
     default, --unit turn, --categories all and each LoCoMo preset, each with what it counts,
@@ -1470,7 +1423,7 @@ def protocols_cmd(
         ks=ks,
         top_k=top_k,
         parent=ctx.build_dir,
-        execution=_execution(executor, workers, ray_address, None),
+        execution=execution,
         say=ctx.say,
     )
     from recallbench.artifacts import dumps

@@ -1,0 +1,126 @@
+"""Every setting of a run is resolved once, in one place, whichever command reads it: the
+execution options become one `stagework.Execution` in their option decorator, and every
+command (and scripts/retrieval_eval.py) receives that value."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner
+from conftest import ROOT
+
+from recallbench import stagework
+from recallbench.cli import main
+from recallbench.stagework import Execution
+
+SCRIPT = ROOT / "scripts" / "retrieval_eval.py"
+EXECUTION_FLAGS = (
+    "--executor",
+    "--workers",
+    "--ray-address",
+    "--cache",
+    "--call-timeout",
+    "--threads",
+)
+#: the commands that take every execution option
+EXECUTING_COMMANDS = ("hydrate", "query", "snapshot-roundtrip", "run", "compare")
+
+
+class Received(Exception):
+    """Raised by the recording `Execution` to stop a command before it does any work."""
+
+
+@pytest.fixture
+def received(monkeypatch: pytest.MonkeyPatch) -> list[Execution]:
+    """Every `Execution` built through `recallbench.stagework.Execution` from now on; each
+    build then stops the command (`Received`)."""
+    built: list[Execution] = []
+
+    def recording(*args: Any, **kwargs: Any) -> Execution:
+        built.append(Execution(*args, **kwargs))
+        raise Received
+
+    monkeypatch.setattr(stagework, "Execution", recording)
+    return built
+
+
+def script_main() -> click.Command:
+    """scripts/retrieval_eval.py's command, imported from its file."""
+    spec = importlib.util.spec_from_file_location("retrieval_eval_under_test", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def invoke(command: click.Command, args: list[str]) -> Any:
+    """Invoke `command` in-process; the exception it ended with."""
+    return CliRunner().invoke(command, args).exception
+
+
+def test_every_command_receives_one_execution_built_from_the_same_options(
+    received: list[Execution], tmp_path: Path
+) -> None:
+    cache = tmp_path / "vectors"
+    options = ["--workers", "3", "--cache", str(cache), "--call-timeout", "2.5", "--threads", "0"]
+    build = ["--build-dir", str(tmp_path / "build")]
+    for name in EXECUTING_COMMANDS:
+        assert isinstance(invoke(main, [*build, name, *options]), Received), name
+    assert isinstance(invoke(script_main(), options), Received)
+    expected = Execution("local", 3, None, cache, call_timeout=2.5, threads=None)
+    assert received == [expected] * (len(EXECUTING_COMMANDS) + 1)
+
+
+def test_protocols_receives_an_execution_of_its_three_options(
+    received: list[Execution], tmp_path: Path
+) -> None:
+    args = ["--build-dir", str(tmp_path), "protocols", "--workers", "2", "--ray-address", "x:1"]
+    assert isinstance(invoke(main, args), Received)
+    assert received == [Execution("local", 2, "x:1")]
+
+
+def options_of(command: click.Command, parent: click.Context | None = None) -> list[str]:
+    """The option lines of `command --help`, each the option's first flag."""
+    ctx = click.Context(command, parent=parent, info_name="x")
+    text = command.get_help(ctx)
+    return re.findall(r"^  (-[-\w]+)", text, re.M)
+
+
+@pytest.mark.parametrize("name", EXECUTING_COMMANDS)
+def test_help_lists_each_execution_option_once(name: str) -> None:
+    parent = click.Context(main, info_name="recallbench")
+    listed = options_of(main.get_command(parent, name), parent)  # type: ignore[arg-type]
+    assert [flag for flag in listed if flag in EXECUTION_FLAGS] == list(EXECUTION_FLAGS)
+
+
+def test_the_scripts_help_lists_each_execution_option_once() -> None:
+    listed = options_of(script_main())
+    assert [flag for flag in listed if flag in EXECUTION_FLAGS] == list(EXECUTION_FLAGS)
+
+
+def test_a_command_declares_execution_instead_of_the_options(tmp_path: Path) -> None:
+    """The options decorator's contract on a command of its own: `execution` replaces the
+    six parameters, each option's value in its field (--threads 0: the libraries' own)."""
+    from recallbench.options import execution_options
+
+    got: list[Any] = []
+
+    @click.command()
+    @execution_options
+    def command(**kwargs: Any) -> None:
+        got.append(kwargs)
+
+    result = CliRunner().invoke(
+        command, ["--executor", "ray", "--ray-address", "h:1", "--cache", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    assert got == [{"execution": Execution("ray", 1, "h:1", tmp_path)}]
+    assert CliRunner().invoke(command, ["--threads", "0"]).exit_code == 0
+    assert got[-1]["execution"].threads is None
+    assert CliRunner().invoke(command, ["--workers", "0"]).exit_code == 2  # click's range
