@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
