@@ -31,7 +31,6 @@ from recallbench import __version__
 from recallbench.errors import RecallbenchError, ValidationFailed
 from recallbench.options import (
     DEFAULT_BASELINE,
-    DEFAULT_TOP_K,
     DEVICES,
     DatasetCommand,
     SystemChoice,
@@ -329,10 +328,6 @@ def input_bytes(path: Path) -> int:
     return path.stat().st_size if path.is_file() else 0
 
 
-def _top_k(top_k: int | None, dataset: str) -> int:
-    return top_k if top_k is not None else DEFAULT_TOP_K.get(dataset, 5)
-
-
 @command("stages", writes=False)
 def stages_cmd() -> None:
     """Print the seven stage commands in order, one per line (make and nox read this)."""
@@ -443,15 +438,13 @@ def query_cmd(
     execution: Execution,
 ) -> None:
     """Run every query through the system's production search (runs.json)."""
-    from recallbench.presets import check_suite, default_top_k, run_options
+    from recallbench.presets import check_suite, resolve_top_k
     from recallbench.stages.query import run_query
 
     suite = ctx.read("suite")
     check_suite(preset, suite["data"]["dataset"], suite["data"]["options"])
     unit = suite["data"]["options"].get("unit")
-    top_k, ks = run_options(preset, suite["data"]["dataset"], top_k, ks, unit)
-    top_k = default_top_k(top_k, ks)
-    k = _top_k(top_k, suite["data"]["dataset"])
+    k, ks = resolve_top_k(preset, suite["data"]["dataset"], top_k, ks, unit)
     env, timing = run_query(
         suite,
         ctx.read_current("hydrate"),
@@ -851,16 +844,15 @@ def run_arguments(
     """(paths, reader options, top-k, cutoffs, measure names) of a run from `run`'s options
     (the preset applied, a usage error on a contradiction): `run` and
     scripts/retrieval_eval.py both call it. `base`: where the fixture files' defaults are."""
-    from recallbench.presets import default_top_k, measure_names, reader_options, run_options
+    from recallbench.presets import measure_names, reader_options, resolve_top_k
 
     dataset_args = reader_options(preset, dataset, dataset_args)
-    top_k, ks = run_options(preset, dataset, top_k, ks, dataset_args.get("unit"))
-    top_k = default_top_k(top_k, ks)
+    k, ks = resolve_top_k(preset, dataset, top_k, ks, dataset_args.get("unit"))
     if base is None:
         paths, options = dataset_inputs(dataset, dataset_args)
     else:
         paths, options = dataset_inputs(dataset, dataset_args, base)
-    return paths, options, _top_k(top_k, dataset), ks, measure_names(preset, measures)
+    return paths, options, k, ks, measure_names(preset, measures)
 
 
 def echo_closing(
@@ -1157,7 +1149,7 @@ def compare_cmd(
                 [seq[i] for i in order] for seq in (results, builds, texts, labels)
             )
     else:
-        from recallbench.presets import default_top_k
+        from recallbench.presets import resolve_top_k
         from recallbench.systems.registry import core_system_names
 
         if reference is not None and reference not in SystemChoice().choices:
@@ -1175,7 +1167,7 @@ def compare_cmd(
             paths,
             labels,
             options=options,
-            top_k=_top_k(default_top_k(top_k, ks), dataset),
+            top_k=resolve_top_k(None, dataset, top_k, ks)[0],
             parent=ctx.build_dir,
             say=ctx.say,
             execution=execution,
@@ -1407,8 +1399,9 @@ def protocols_cmd(
         if dataset_args.get(flag) is not None:
             raise click.UsageError(f"protocols runs every unit and category itself; drop --{flag}")
     paths, _ = dataset_inputs(dataset, dataset_args)
-    ks = ks or DEFAULT_KS
-    top_k = top_k or max(ks)
+    from recallbench.presets import resolve_top_k
+
+    top_k, ks = resolve_top_k(None, dataset, top_k, ks or DEFAULT_KS)
     output = output or ctx.build_dir / "protocols.json"
     report_path = report_path or ctx.build_dir / "protocols.md"
     from recallbench.outputs import check_protocols_outputs

@@ -167,7 +167,7 @@ def run_compared(
     systems: Sequence[str],
     *,
     options: Mapping[str, Any] | None = None,
-    top_k: int = 5,
+    top_k: int | None = None,
     parent: Path | None = None,
     say: Callable[[str], Any] | None = None,
     execution: Execution | None = None,
@@ -185,7 +185,8 @@ def run_compared(
     whole comparison under `parent/vectors/` (or a temporary directory), so each distinct
     text is embedded once per embedder, however many systems use it. `on_run` sees each
     `pipeline.Run` while its directory (and the validated spool in it) is still there.
-    `ks`, `measures`: every run's cutoffs (`--k`) and measures (`--measure`).
+    `top_k`, `ks`, `measures`: every run's results per query (None: as `run_pipeline`
+    resolves it), cutoffs (`--k`) and measures (`--measure`).
 
     Memory does not grow with the systems: each run is let go when the next starts, its
     result kept on disk (`SpooledResults`), the validated spool kept once for the texts

@@ -123,3 +123,113 @@ def test_a_command_declares_execution_instead_of_the_options(tmp_path: Path) -> 
     assert CliRunner().invoke(command, ["--threads", "0"]).exit_code == 0
     assert got[-1]["execution"].threads is None
     assert CliRunner().invoke(command, ["--workers", "0"]).exit_code == 2  # click's range
+
+
+# --- top-k and the cutoffs: one resolver --------------------------------------------------
+
+PAPER_KS = (1, 3, 5, 10, 30, 50)
+
+
+@pytest.mark.parametrize(
+    ("preset", "dataset", "top_k", "ks", "unit", "expected"),
+    [
+        (None, "fixtures", None, None, None, (5, None)),  # the dataset's default
+        (None, "longmemeval", None, None, None, (10, None)),
+        (None, "locomo", None, None, "turn", (10, None)),
+        (None, "fixtures", 7, None, None, (7, None)),  # --top-k
+        (None, "locomo", None, (1, 3), None, (3, (1, 3))),  # deep enough for the largest --k
+        (None, "locomo", 4, (1, 3), None, (4, (1, 3))),
+        ("longmemeval-paper", "longmemeval", None, None, "session", (50, PAPER_KS)),
+        ("longmemeval-paper", "longmemeval", None, None, "turn", (10_000, PAPER_KS)),
+        ("longmemeval-paper", "longmemeval", 60, PAPER_KS, None, (60, PAPER_KS)),
+        ("vipune-scope", "longmemeval", None, None, None, (10, (1, 5, 10))),
+    ],
+)
+def test_one_resolver_of_top_k_and_the_cutoffs(
+    preset: str | None,
+    dataset: str,
+    top_k: int | None,
+    ks: tuple[int, ...] | None,
+    unit: str | None,
+    expected: tuple[int, tuple[int, ...] | None],
+) -> None:
+    from recallbench.presets import resolve_top_k
+
+    assert resolve_top_k(preset, dataset, top_k, ks, unit) == expected
+
+
+@pytest.mark.parametrize(
+    ("preset", "dataset", "top_k", "ks", "message"),
+    [
+        ("longmemeval-paper", "longmemeval", 20, None, "needs --top-k 50 or more"),
+        ("longmemeval-paper", "longmemeval", None, (1, 5), "uses --k 1,3,5,10,30,50"),
+        ("longmemeval-paper", "locomo", None, None, "is for --dataset longmemeval"),
+    ],
+)
+def test_the_resolver_refuses_what_contradicts_the_preset(
+    preset: str, dataset: str, top_k: int | None, ks: tuple[int, ...] | None, message: str
+) -> None:
+    from recallbench.presets import resolve_top_k
+
+    with pytest.raises(click.UsageError, match=re.escape(message)):
+        resolve_top_k(preset, dataset, top_k, ks)
+
+
+@pytest.fixture(scope="module")
+def hydrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A build directory of the fixture suite, validated and hydrated (for `query`)."""
+    from conftest import run_stages
+
+    build = tmp_path_factory.mktemp("hydrated") / "build"
+    run_stages(build, ["validate", "hydrate"])
+    return build
+
+
+def recorder(monkeypatch: pytest.MonkeyPatch, target: Any, name: str, seen: list) -> None:
+    """Replace `target.name` by a function that records its (top_k, ks) and stops."""
+
+    def record(*args: Any, top_k: int | None = None, ks: Any = None, **kwargs: Any) -> Any:
+        seen.append((top_k, None if ks is None else tuple(ks)))
+        raise Received
+
+    monkeypatch.setattr(target, name, record)
+
+
+@pytest.mark.parametrize(
+    "given", [[], ["--top-k", "7"], ["--k", "1,3"], ["--top-k", "8", "--k", "2,1"]]
+)
+def test_query_run_compare_and_the_script_resolve_the_same_top_k(
+    hydrated: Path, monkeypatch: pytest.MonkeyPatch, given: list[str]
+) -> None:
+    import recallbench.compare
+    import recallbench.pipeline
+    import recallbench.stages.query
+    from recallbench.presets import resolve_top_k
+
+    seen: list[tuple[int | None, tuple[int, ...] | None]] = []
+    recorder(monkeypatch, recallbench.stages.query, "run_query", seen)
+    recorder(monkeypatch, recallbench.pipeline, "run_pipeline", seen)
+    recorder(monkeypatch, recallbench.compare, "run_compared", seen)
+    build = ["--build-dir", str(hydrated)]
+    for name in ("query", "run", "compare"):
+        assert isinstance(invoke(main, [*build, name, *given]), Received), name
+    assert isinstance(invoke(script_main(), given), Received)
+    top_k = int(given[given.index("--top-k") + 1]) if "--top-k" in given else None
+    ks = tuple(sorted(map(int, given[-1].split(",")))) if "--k" in given else None
+    assert seen == [resolve_top_k(None, "fixtures", top_k, ks)] * 4
+
+
+@pytest.mark.parametrize(("ks", "expected"), [(None, 5), ((1, 3), 3)])
+def test_run_pipeline_resolves_top_k_as_the_commands_do(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, ks: tuple[int, ...] | None, expected: int
+) -> None:
+    from conftest import CORPUS, QUERIES
+
+    import recallbench.stages.query
+    from recallbench.pipeline import run_pipeline
+
+    seen: list[tuple[int | None, tuple[int, ...] | None]] = []
+    recorder(monkeypatch, recallbench.stages.query, "run_query", seen)
+    with pytest.raises(Received):
+        run_pipeline("fixtures", {"corpus": CORPUS, "queries": QUERIES}, tmp_path, ks=ks)
+    assert seen == [(expected, ks)]
