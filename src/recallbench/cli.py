@@ -1106,18 +1106,7 @@ def compare_cmd(
     import time
 
     check_compare_arguments(systems + ((reference,) if reference and systems else ()), result_files)
-
-    from recallbench.artifacts import dumps
-    from recallbench.compare import (
-        compare_results,
-        decision_rows,
-        gate_failures,
-        reference_first,
-        render_markdown,
-        result_labels,
-        run_compared,
-    )
-    from recallbench.report.plots import caption, compare_plots
+    from recallbench.compare import render_markdown, run_comparison
 
     started = time.perf_counter()
     if systems and result_files:
@@ -1126,126 +1115,44 @@ def compare_cmd(
         raise click.UsageError(
             "--k, --measure and --repeat run systems: give them with --system, not --result"
         )
-    from recallbench.outputs import check_compare_outputs
-    from recallbench.report.html import render_compare_page, texts_beside
-    from recallbench.stages.report import html_path
-
-    paths = {} if result_files else dataset_inputs(dataset, dataset_args)[0]
-    check_compare_outputs(ctx.build_dir, output, report_path, result_files, paths, execution.cache)
-    vectors: list[dict[str, Any]] = []
-    timing: dict[str, Any] | None = None
-    costs: list[dict[str, Any]] | None = None
-    if result_files:
-        from recallbench.baseline import load_result_envelope  # a baseline is a result too
-
-        envelopes = [load_result_envelope(p) for p in result_files]
-        results = [env["data"] for env in envelopes]
-        builds = [env.get("embedder_build") for env in envelopes]
-        texts = [texts_beside(p, env) for p, env in zip(result_files, envelopes, strict=True)]
-        labels = result_labels(result_files, results)
-        if reference is not None:
-            order = reference_first(labels, reference, "--result labels")
-            results, builds, texts, labels = (
-                [seq[i] for i in order] for seq in (results, builds, texts, labels)
-            )
-    else:
-        from recallbench.presets import resolve_top_k
-        from recallbench.systems.registry import core_system_names
-
-        if reference is not None and reference not in SystemChoice().choices:
-            raise click.BadParameter(
-                f"{reference!r} is not a registered system (see `recallbench systems`)",
-                param_hint="'--reference'",
-            )
-        paths, options = dataset_inputs(dataset, dataset_args)
-        labels = list(dict.fromkeys(systems or core_system_names()))
-        if reference is not None:
-            labels = [reference, *(name for name in labels if name != reference)]
-        ctx.build_dir.mkdir(parents=True, exist_ok=True)
-        runs = run_compared(
-            dataset,
-            paths,
-            labels,
-            options=options,
-            top_k=resolve_top_k(None, dataset, top_k, ks)[0],
-            parent=ctx.build_dir,
-            say=ctx.say,
-            execution=execution,
-            ks=ks,
-            measures=measures,
-            repeat=repeat,
+    if not result_files and reference is not None and reference not in SystemChoice().choices:
+        raise click.BadParameter(
+            f"{reference!r} is not a registered system (see `recallbench systems`)",
+            param_hint="'--reference'",
         )
-        results, builds, vectors, timing = runs.results, runs.builds, runs.vectors, runs.timing
-        costs = runs.costs
-        texts = runs.texts  # on disk, read scope by scope (no merged copy in memory)
-    doc = compare_results(
-        results,
-        labels,
+    paths, options = ({}, {}) if result_files else dataset_inputs(dataset, dataset_args)
+    from recallbench.baseline import load_result_envelope  # a baseline is a result too
+    from recallbench.presets import resolve_top_k
+
+    compared = run_comparison(
+        ctx.build_dir,
+        saved=[(path, load_result_envelope(path)) for path in result_files],
+        dataset=dataset,
+        paths=paths,
+        options=options,
+        systems=systems,
+        reference=reference,
+        top_k=resolve_top_k(None, dataset, top_k, ks)[0],
+        ks=ks,
+        measures=measures,
+        repeat=repeat,
+        execution=execution,
         seed=seed,
         resamples=resamples,
         correction=correction,
-        vectors=vectors,
-        builds=builds,
-        costs=costs,
-        repeat=repeat,
+        gates=gates,
+        output=output,
+        report_path=report_path,
+        say=ctx.say,
     )
-    output = output or ctx.build_dir / "compare.json"
-    report_path = report_path or ctx.build_dir / "compare.md"
-    plots = compare_plots(doc)  # beside compare.md, where its links point
-    markdown = render_markdown(doc, plots=[(name, caption(name)) for name in plots])
-    sidecar = {}
-    if timing is not None:  # local diagnostic, like every stage's timing sidecar
-        sidecar[ctx.build_dir / "timings" / "compare.json"] = dumps(
-            {"label": "local diagnostic: wall time on this machine, not a result", **timing}
-        )
-    # compare.html beside it, its data files in compare-data/
-    made = render_compare_page(doc, results, texts, plots=plots, scratch=ctx.build_dir)
-    page = html_path(report_path)
-    try:
-        ctx.publish(
-            {
-                **sidecar,
-                output: dumps(doc),
-                report_path: markdown.encode("utf-8"),
-                **made.files(page),
-                **{report_path.parent / name: svg for name, svg in plots.items()},
-            }
-        )
-    finally:
-        made.data.close()
-    plotted = ", ".join(str(report_path.parent / name) for name in plots)
-    written = [output, report_path, page, *([plotted] if plotted else [])]
-    if made.data.names:  # compare.html's data files, which travel with it
-        written.append(f"{page.parent / made.data_dir}/")
-    worse = gate_failures(doc, gates)
+    doc, labels, results = compared.doc, compared.labels, compared.results
     if as_json:
         import json
 
-        from recallbench.escape import path_text
-        from recallbench.report.summary import closing_json
-
         seconds = time.perf_counter() - started
-        click.echo(
-            json.dumps(
-                {
-                    "reference": labels[0],
-                    "systems": [
-                        {"label": label, **closing_json(result, None, [], seconds)}
-                        for label, result in zip(labels, results, strict=True)
-                    ],
-                    "decision_table": decision_rows(doc),
-                    "identical_rankings": doc["rankings"]["groups"],
-                    "truncation": doc["truncation"],
-                    "comparisons": render_markdown(doc, headline_only=True).splitlines(),
-                    "notes": list(doc["notes"]),
-                    "worse": worse,
-                    "files": [path_text(f) for f in written],
-                    "seconds": round(seconds, 3),
-                },
-                allow_nan=False,  # strict JSON: a NaN is a bug to see, never a bare `NaN`
-            )
-        )
-        _fail_if_worse(worse)
+        # strict JSON: a NaN is a bug to see, never a bare `NaN`
+        click.echo(json.dumps(compared.closing_json(seconds), allow_nan=False))
+        _fail_if_worse(compared.worse)
         return
     if not ctx.quiet:
         from recallbench.escape import terminal
@@ -1263,11 +1170,11 @@ def compare_cmd(
     if not ctx.quiet:
         from recallbench.report.summary import closing_line, files_line
 
-        echo_line(files_line(written), err=True)
+        echo_line(files_line(compared.written), err=True)
         echo_line(
             closing_line(results, time.perf_counter() - started, ran=not result_files), err=True
         )
-    _fail_if_worse(worse)
+    _fail_if_worse(compared.worse)
 
 
 def _fail_if_worse(worse: list[str]) -> None:
