@@ -17,10 +17,8 @@ into the build directory hold its lock.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +26,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from recallbench import __version__
-from recallbench.errors import RecallbenchError, ValidationFailed
+from recallbench.commandline import (
+    OneLineErrors,
+    echo_closing,
+    echo_line,
+    run_arguments,
+    run_guarded,
+)
+from recallbench.errors import RecallbenchError
 from recallbench.options import (
     DEFAULT_BASELINE,
     DEVICES,
@@ -52,7 +57,6 @@ from recallbench.options import (
     system_option,
     top_k_option,
 )
-from recallbench.signals import Terminated, handle_sigterm
 
 if TYPE_CHECKING:
     from recallbench.stagework import Execution
@@ -60,71 +64,6 @@ if TYPE_CHECKING:
 #: compare's --correction choices: `recallbench.stats.CORRECTIONS` (a test ties them; stats
 #: imports numpy, which a command's start does not need)
 CORRECTION_CHOICES = ("holm", "bh", "none")
-
-
-class CommandError(click.ClickException):
-    """A failure shown as one line `recallbench <command>: error: ...` with its exit code."""
-
-    def __init__(self, command: str, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.command = command
-        self.exit_code = exit_code
-
-    def show(self, file: Any = None) -> None:
-        echo_line(f"recallbench {self.command}: error: {self.message}", err=True)
-
-
-def echo_line(message: str, err: bool = False) -> None:
-    """Print one line whose text may carry data (ids, labels, system names, paths): every
-    control or format character is shown as U+XXXX (`escape.terminal`), so no string from
-    data can move the cursor, rewrite a line or set the terminal's title."""
-    from recallbench.escape import terminal
-
-    click.echo(terminal(message), err=err)
-
-
-def os_error_text(exc: OSError) -> str:
-    """An operating-system error as one line naming the path and the cause."""
-    cause = exc.strerror or str(exc)
-    path = exc.filename
-    if path is None:
-        return cause
-    if exc.filename2 is not None:
-        return f"{path} -> {exc.filename2}: {cause}"
-    return f"{path}: {cause}"
-
-
-def run_guarded(command: str, fn: Callable[[], Any]) -> Any:
-    """Run `fn`, turning every user, OS and interrupt error into one line and an exit code."""
-    try:
-        return fn()
-    except ValidationFailed as exc:
-        if len(exc.problems) == 1:  # one problem: one line
-            raise CommandError(command, exc.problems[0]) from None
-        for problem in exc.problems:
-            echo_line(problem, err=True)
-        raise CommandError(command, f"{len(exc.problems)} problem(s); nothing written") from None
-    except RecallbenchError as exc:
-        raise CommandError(command, str(exc), exc.exit_code) from None
-    except Terminated as exc:
-        _say_last(f"recallbench {command}: {exc.word}; nothing half-written")
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo(f"recallbench {command}: interrupted; nothing half-written", err=True)
-        sys.exit(130)
-    except OSError as exc:
-        raise CommandError(command, os_error_text(exc)) from None
-    except Exception as exc:  # sqlite3 and other libraries' own errors: one line, exit 1
-        if exc.__class__.__module__ in ("sqlite3", "_sqlite3") or "disk" in str(exc).lower():
-            raise CommandError(command, f"{exc.__class__.__name__}: {exc}") from None
-        raise
-
-
-def _say_last(line: str) -> None:
-    """The closing line of a signalled run, on stderr; a terminal already gone (SIGHUP)
-    cannot take it, and that must not change the exit code."""
-    with contextlib.suppress(OSError, ValueError):
-        click.echo(line, err=True)
 
 
 class Context:
@@ -189,77 +128,6 @@ def command(name: str, *, writes: bool = True, **kwargs: Any) -> Callable:
         return main.command(name, **kwargs)(inner)
 
     return wrap
-
-
-class OneLineErrors:
-    """A click command whose usage errors are one line too (`recallbench <cmd>: error: ...`,
-    exit 2), like every other error; `--help` and the exit codes are click's."""
-
-    def main(self, args: Any = None, prog_name: str | None = None, *a: Any, **kw: Any) -> Any:
-        handle_sigterm()
-        if kw.get("standalone_mode", True) is False:
-            return super().main(args, prog_name, *a, **kw)  # type: ignore[misc]
-        kw["standalone_mode"] = False
-        try:
-            rv = super().main(args, prog_name, *a, **kw)  # type: ignore[misc]
-        except click.UsageError as exc:
-            where = exc.ctx.command_path if exc.ctx is not None else (prog_name or "recallbench")
-            argv = sys.argv[1:] if args is None else list(args)
-            message = self.misplaced_option_message(exc, argv) or exc.format_message()
-            echo_line(f"{where}: error: {message} (see `{where} --help`)", err=True)
-            sys.exit(exc.exit_code)
-        except click.ClickException as exc:
-            exc.show()
-            sys.exit(exc.exit_code)
-        except click.Abort as exc:
-            if isinstance(exc.__context__, Terminated):
-                _say_last(f"{prog_name or 'recallbench'}: {exc.__context__.word}")
-                sys.exit(exc.__context__.exit_code)
-            click.echo(f"{prog_name or 'recallbench'}: interrupted", err=True)
-            sys.exit(130)
-        sys.exit(rv if isinstance(rv, int) else 0)
-
-    def misplaced_option_message(self, exc: click.UsageError, args: list[str]) -> str:
-        """For an option of this group given after a subcommand (`compare --build-dir x`,
-        `run -q`), which the subcommand rejects: the error with where the option belongs, as
-        a command to copy (`No such option '--build-dir': put it before the command ...:
-        recallbench --build-dir x compare ...`); "" for any other usage error."""
-        if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or exc.ctx.command is self:
-            return ""
-        name = exc.option_name
-        option = next(
-            (
-                p
-                for p in getattr(self, "params", ())
-                if isinstance(p, click.Option)
-                and not p.is_eager  # --help and --version: every command has or needs none
-                and name in (*p.opts, *p.secondary_opts)
-            ),
-            None,
-        )
-        if option is None:
-            return ""
-        import shlex
-
-        from recallbench.escape import terminal
-
-        given = name
-        if not option.is_flag:
-            value = "VALUE"
-            for i, arg in enumerate(args):
-                if arg == name and i + 1 < len(args):
-                    value = shlex.quote(args[i + 1])
-                    break
-                if arg.startswith(name + "="):
-                    value = shlex.quote(arg[len(name) + 1 :])
-                    break
-            given = f"{name} {value}"
-        root = exc.ctx.find_root().command_path
-        subcommand = exc.ctx.command_path[len(root) :].strip()
-        return terminal(
-            f"No such option '{name}': put it before the command (it is {root}'s own "
-            f"option): {root} {given} {subcommand} ..."
-        )
 
 
 class _MainGroup(OneLineErrors, click.Group):
@@ -832,71 +700,6 @@ def export_trec_cmd(ctx: Context, tag: str | None) -> None:
     ctx.say(f"wrote {run_path} and {qrels_path}")
 
 
-def run_arguments(
-    dataset: str,
-    dataset_args: Mapping[str, Any],
-    preset: str | None,
-    top_k: int | None,
-    ks: tuple[int, ...] | None,
-    measures: tuple[str, ...] | None,
-    base: Path | None = None,
-) -> tuple[dict[str, Path], dict[str, Any], int, tuple[int, ...] | None, Any]:
-    """(paths, reader options, top-k, cutoffs, measure names) of a run from `run`'s options
-    (the preset applied, a usage error on a contradiction): `run` and
-    scripts/retrieval_eval.py both call it. `base`: where the fixture files' defaults are."""
-    from recallbench.presets import measure_names, reader_options, resolve_top_k
-
-    dataset_args = reader_options(preset, dataset, dataset_args)
-    k, ks = resolve_top_k(preset, dataset, top_k, ks, dataset_args.get("unit"))
-    if base is None:
-        paths, options = dataset_inputs(dataset, dataset_args)
-    else:
-        paths, options = dataset_inputs(dataset, dataset_args, base)
-    return paths, options, k, ks, measure_names(preset, measures)
-
-
-def echo_closing(
-    run: Any,
-    files: list[Path | str],
-    started: float,
-    *,
-    quiet: bool,
-    as_json: bool,
-    preset: str | None = None,
-    before_decision: str | None = None,
-    note: str | None = None,
-) -> None:
-    """How `run` and scripts/retrieval_eval.py end. On stdout: the headline table (not with
-    `quiet`), the preset's summary, `before_decision` (the script's summary lines) and the
-    decision line; on stderr (not with `quiet`): one line naming every file written and the
-    closing "N queries scored in X s". `as_json`: instead, one JSON object on stdout (the
-    figures, the files, the decision, the seconds). `note`: what the files line adds after
-    the files (e.g. where the stage artifacts are)."""
-    import json
-    import time
-
-    from recallbench.presets import preset_summary
-    from recallbench.report.summary import closing_json, closing_line, files_line, summary_table
-    from recallbench.stages.decide import headline
-
-    decision = run.envelopes["decision"]["data"]
-    seconds = time.perf_counter() - started
-    if as_json:
-        doc = closing_json(run.result, decision, files, seconds, headline(decision))
-        click.echo(json.dumps(doc, allow_nan=False))  # strict JSON, never a bare `NaN`
-        return
-    if not quiet:
-        click.echo(summary_table(run.result))
-    if preset is not None:
-        click.echo(preset_summary(run.result, preset))
-    if before_decision:
-        click.echo(before_decision)
-    echo_line(headline(decision))
-    if not quiet:
-        click.echo(files_line(files, note), err=True)
-        click.echo(closing_line([run.result], seconds), err=True)
-
-
 @command("run")
 @run_command_options()
 @pass_ctx
@@ -921,9 +724,8 @@ def run_cmd(
     JSON object instead)."""
     import time
 
-    from recallbench.artifacts import dumps
+    from recallbench.commandline import build_written, run_copies
     from recallbench.pipeline import run_pipeline
-    from recallbench.stages.report import report_paths
 
     started = time.perf_counter()
     paths, options, k, ks, measures = run_arguments(
@@ -945,25 +747,17 @@ def run_cmd(
         measures=measures,
     )
     files = run.files(ctx.build_dir)
-    if output is not None:
-        files[output] = dumps(run.envelopes["results"])
-    if report_path is not None:
-        files.update(run.report_files(report_path))
+    copies, copied = run_copies(run, output, report_path)
+    files.update(copies)
     try:
         ctx.publish(files)  # the build's artifacts and the copies, together
     finally:
         run.close()
     if not as_json:
         content_loss_note(run.envelopes["hydrate"]["data"])
-    written: list[Path | str] = [ctx.build_dir / "results.json"]
-    written += [*report_paths(ctx.build_dir / "report.md"), ctx.build_dir / "decision.json"]
-    if output is not None:
-        written.append(output)
-    if report_path is not None:
-        written += report_paths(report_path)
     echo_closing(
         run,
-        written,
+        [*build_written(ctx.build_dir), *copied],
         started,
         quiet=ctx.quiet,
         as_json=as_json,

@@ -233,3 +233,40 @@ def test_run_pipeline_resolves_top_k_as_the_commands_do(
     with pytest.raises(Received):
         run_pipeline("fixtures", {"corpus": CORPUS, "queries": QUERIES}, tmp_path, ks=ks)
     assert seen == [(expected, ks)]
+
+
+# --- the script without CLI internals -----------------------------------------------------
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module `path` imports (wherever the import is), `from a import b` as a.b too."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_script_imports_nothing_from_the_cli() -> None:
+    imported = imported_modules(SCRIPT)
+    assert "recallbench.commandline" in imported  # what it shares with `recallbench run`
+    assert not {name for name in imported if name.startswith("recallbench.cli")}, imported
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import recallbench.cli",
+        "from recallbench import cli",
+        "def f():\n    from recallbench.cli import main",
+    ],
+)
+def test_imported_modules_sees_every_form_of_import(tmp_path: Path, line: str) -> None:
+    source = tmp_path / "x.py"
+    source.write_text(line + "\n", encoding="utf-8")
+    assert "recallbench.cli" in imported_modules(source)
