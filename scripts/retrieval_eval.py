@@ -28,16 +28,26 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # runs from a checkout without an activated venv
 
-from recallbench.cli import OneLineErrors, echo_closing, run_arguments, run_guarded  # noqa: E402
+from recallbench.commandline import (  # noqa: E402
+    OneLineErrors,
+    build_written,
+    echo_closing,
+    run_arguments,
+    run_copies,
+    run_guarded,
+)
 from recallbench.measures import RELEVANT_GRADE, select  # noqa: E402
 from recallbench.options import DatasetCommand, absolute_path, run_command_options  # noqa: E402
+
+if TYPE_CHECKING:
+    from recallbench.stagework import Execution
 
 FIXTURES = ROOT / "benchmarks" / "retrieval"
 
@@ -147,12 +157,7 @@ def main(
     ks: tuple[int, ...] | None,
     measures: tuple[str, ...] | None,
     repeat: int,
-    executor: str,
-    workers: int,
-    ray_address: str | None,
-    cache: Path | None,
-    call_timeout: float | None,
-    threads: int | None,
+    execution: Execution,
     as_json: bool,
     longmemeval_file: Path | None,
     build_dir: Path | None,
@@ -181,7 +186,7 @@ def main(
         check_run_outputs(
             build_dir,
             paths,
-            cache,
+            execution.cache,
             output,
             report_path,
             ("--write-baseline", write_baseline),
@@ -191,18 +196,8 @@ def main(
         from recallbench.artifacts import dumps, publish
         from recallbench.baseline import gate
         from recallbench.pipeline import run_pipeline, write_run
-        from recallbench.stages.report import report_paths
-        from recallbench.stagework import Execution
 
         progress.configure(quiet)
-        execution = Execution(
-            executor,
-            workers,
-            ray_address,
-            cache,
-            call_timeout=call_timeout,
-            threads=threads,
-        )
 
         def evaluate(work: Path) -> Any:
             return run_pipeline(
@@ -228,20 +223,13 @@ def main(
                 with claimed_build_dir(build_dir, "scripts/retrieval_eval.py"):
                     run = evaluate(build_dir)
                     write_run(run, build_dir)
-                written += [build_dir / "results.json", *report_paths(build_dir / "report.md")]
-                written.append(build_dir / "decision.json")
+                written += build_written(build_dir)
             else:
                 work = stack.enter_context(tempfile.TemporaryDirectory(prefix="recallbench-"))
                 run = evaluate(Path(work))
             stack.callback(run.close)
-            files: dict[Path, Any] = {}
-            if output:
-                files[output] = dumps(run.envelopes["results"])
-                written.append(output)
-            if report_path:
-                # report.md, report-plots/, report.html and report-data/ beside it
-                files.update(run.report_files(report_path))
-                written += report_paths(report_path)
+            files, copied = run_copies(run, output, report_path)
+            written += copied
             if write_baseline:
                 files[write_baseline] = dumps(run.result)
                 written.append(write_baseline)

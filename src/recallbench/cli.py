@@ -17,21 +17,25 @@ into the build directory hold its lock.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from recallbench import __version__
-from recallbench.errors import RecallbenchError, ValidationFailed
+from recallbench.commandline import (
+    OneLineErrors,
+    echo_closing,
+    echo_line,
+    run_arguments,
+    run_guarded,
+)
+from recallbench.errors import RecallbenchError
 from recallbench.options import (
     DEFAULT_BASELINE,
-    DEFAULT_TOP_K,
     DEVICES,
     DatasetCommand,
     SystemChoice,
@@ -39,6 +43,7 @@ from recallbench.options import (
     call_timeout_option,
     dataset_inputs,
     dataset_options,
+    engine_options,
     execution_options,
     executor_option,
     fail_if_worse_option,
@@ -51,79 +56,14 @@ from recallbench.options import (
     run_command_options,
     system_option,
     top_k_option,
-    workers_option,
 )
-from recallbench.signals import Terminated, handle_sigterm
-from recallbench.threads import DEFAULT_THREADS
+
+if TYPE_CHECKING:
+    from recallbench.stagework import Execution
 
 #: compare's --correction choices: `recallbench.stats.CORRECTIONS` (a test ties them; stats
 #: imports numpy, which a command's start does not need)
 CORRECTION_CHOICES = ("holm", "bh", "none")
-
-
-class CommandError(click.ClickException):
-    """A failure shown as one line `recallbench <command>: error: ...` with its exit code."""
-
-    def __init__(self, command: str, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.command = command
-        self.exit_code = exit_code
-
-    def show(self, file: Any = None) -> None:
-        echo_line(f"recallbench {self.command}: error: {self.message}", err=True)
-
-
-def echo_line(message: str, err: bool = False) -> None:
-    """Print one line whose text may carry data (ids, labels, system names, paths): every
-    control or format character is shown as U+XXXX (`escape.terminal`), so no string from
-    data can move the cursor, rewrite a line or set the terminal's title."""
-    from recallbench.escape import terminal
-
-    click.echo(terminal(message), err=err)
-
-
-def os_error_text(exc: OSError) -> str:
-    """An operating-system error as one line naming the path and the cause."""
-    cause = exc.strerror or str(exc)
-    path = exc.filename
-    if path is None:
-        return cause
-    if exc.filename2 is not None:
-        return f"{path} -> {exc.filename2}: {cause}"
-    return f"{path}: {cause}"
-
-
-def run_guarded(command: str, fn: Callable[[], Any]) -> Any:
-    """Run `fn`, turning every user, OS and interrupt error into one line and an exit code."""
-    try:
-        return fn()
-    except ValidationFailed as exc:
-        if len(exc.problems) == 1:  # one problem: one line
-            raise CommandError(command, exc.problems[0]) from None
-        for problem in exc.problems:
-            echo_line(problem, err=True)
-        raise CommandError(command, f"{len(exc.problems)} problem(s); nothing written") from None
-    except RecallbenchError as exc:
-        raise CommandError(command, str(exc), exc.exit_code) from None
-    except Terminated as exc:
-        _say_last(f"recallbench {command}: {exc.word}; nothing half-written")
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo(f"recallbench {command}: interrupted; nothing half-written", err=True)
-        sys.exit(130)
-    except OSError as exc:
-        raise CommandError(command, os_error_text(exc)) from None
-    except Exception as exc:  # sqlite3 and other libraries' own errors: one line, exit 1
-        if exc.__class__.__module__ in ("sqlite3", "_sqlite3") or "disk" in str(exc).lower():
-            raise CommandError(command, f"{exc.__class__.__name__}: {exc}") from None
-        raise
-
-
-def _say_last(line: str) -> None:
-    """The closing line of a signalled run, on stderr; a terminal already gone (SIGHUP)
-    cannot take it, and that must not change the exit code."""
-    with contextlib.suppress(OSError, ValueError):
-        click.echo(line, err=True)
 
 
 class Context:
@@ -197,77 +137,6 @@ def command(name: str, *, writes: bool = True, **kwargs: Any) -> Callable:
     return wrap
 
 
-class OneLineErrors:
-    """A click command whose usage errors are one line too (`recallbench <cmd>: error: ...`,
-    exit 2), like every other error; `--help` and the exit codes are click's."""
-
-    def main(self, args: Any = None, prog_name: str | None = None, *a: Any, **kw: Any) -> Any:
-        handle_sigterm()
-        if kw.get("standalone_mode", True) is False:
-            return super().main(args, prog_name, *a, **kw)  # type: ignore[misc]
-        kw["standalone_mode"] = False
-        try:
-            rv = super().main(args, prog_name, *a, **kw)  # type: ignore[misc]
-        except click.UsageError as exc:
-            where = exc.ctx.command_path if exc.ctx is not None else (prog_name or "recallbench")
-            argv = sys.argv[1:] if args is None else list(args)
-            message = self.misplaced_option_message(exc, argv) or exc.format_message()
-            echo_line(f"{where}: error: {message} (see `{where} --help`)", err=True)
-            sys.exit(exc.exit_code)
-        except click.ClickException as exc:
-            exc.show()
-            sys.exit(exc.exit_code)
-        except click.Abort as exc:
-            if isinstance(exc.__context__, Terminated):
-                _say_last(f"{prog_name or 'recallbench'}: {exc.__context__.word}")
-                sys.exit(exc.__context__.exit_code)
-            click.echo(f"{prog_name or 'recallbench'}: interrupted", err=True)
-            sys.exit(130)
-        sys.exit(rv if isinstance(rv, int) else 0)
-
-    def misplaced_option_message(self, exc: click.UsageError, args: list[str]) -> str:
-        """For an option of this group given after a subcommand (`compare --build-dir x`,
-        `run -q`), which the subcommand rejects: the error with where the option belongs, as
-        a command to copy (`No such option '--build-dir': put it before the command ...:
-        recallbench --build-dir x compare ...`); "" for any other usage error."""
-        if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or exc.ctx.command is self:
-            return ""
-        name = exc.option_name
-        option = next(
-            (
-                p
-                for p in getattr(self, "params", ())
-                if isinstance(p, click.Option)
-                and not p.is_eager  # --help and --version: every command has or needs none
-                and name in (*p.opts, *p.secondary_opts)
-            ),
-            None,
-        )
-        if option is None:
-            return ""
-        import shlex
-
-        from recallbench.escape import terminal
-
-        given = name
-        if not option.is_flag:
-            value = "VALUE"
-            for i, arg in enumerate(args):
-                if arg == name and i + 1 < len(args):
-                    value = shlex.quote(args[i + 1])
-                    break
-                if arg.startswith(name + "="):
-                    value = shlex.quote(arg[len(name) + 1 :])
-                    break
-            given = f"{name} {value}"
-        root = exc.ctx.find_root().command_path
-        subcommand = exc.ctx.command_path[len(root) :].strip()
-        return terminal(
-            f"No such option '{name}': put it before the command (it is {root}'s own "
-            f"option): {root} {given} {subcommand} ..."
-        )
-
-
 class _MainGroup(OneLineErrors, click.Group):
     """The stage commands, plus each dataset's helper group (`recallbench <dataset>
     generate`: its spec's `generator`), imported only when used so stage commands start
@@ -321,26 +190,6 @@ def main(ctx: click.Context, build_dir: Path, quiet: bool) -> None:
     ctx.obj = Context(build_dir, quiet)
 
 
-def _execution(
-    executor: str,
-    workers: int,
-    ray_address: str | None,
-    cache: Path | None,
-    call_timeout: float | None = None,
-    threads: int | None = DEFAULT_THREADS,
-) -> Any:
-    from recallbench.stagework import Execution
-
-    return Execution(
-        executor,
-        workers,
-        ray_address,
-        cache,
-        call_timeout=call_timeout,
-        threads=threads,
-    )
-
-
 def input_bytes(path: Path) -> int:
     """A dataset input's size for a byte progress bar: a file's, or the sum of a
     directory's visible .json files (LoCoMo's per-conversation layout); 0 for what is
@@ -352,10 +201,6 @@ def input_bytes(path: Path) -> int:
             if p.suffix == ".json" and not p.name.startswith(".") and p.is_file()
         )
     return path.stat().st_size if path.is_file() else 0
-
-
-def _top_k(top_k: int | None, dataset: str) -> int:
-    return top_k if top_k is not None else DEFAULT_TOP_K.get(dataset, 5)
 
 
 @command("stages", writes=False)
@@ -421,12 +266,7 @@ def hydrate_cmd(
     ctx: Context,
     system: str,
     keep_stores: bool | None,
-    executor: str,
-    workers: int,
-    ray_address: str | None,
-    cache: Path | None,
-    call_timeout: float | None,
-    threads: int | None,
+    execution: Execution,
 ) -> None:
     """Ingest every scope's memories into a fresh store of the system (hydrate.json)."""
     from recallbench.stages.hydrate import run_hydrate
@@ -436,7 +276,7 @@ def hydrate_cmd(
         ctx.build_dir,
         system,
         keep=keep_stores,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
+        execution=execution,
     )
     path = ctx.write(env, timing)
     if env["data"]["mode"] == "kept":
@@ -477,30 +317,23 @@ def query_cmd(
     ks: tuple[int, ...] | None,
     preset: str | None,
     repeat: int,
-    executor: str,
-    workers: int,
-    ray_address: str | None,
-    cache: Path | None,
-    call_timeout: float | None,
-    threads: int | None,
+    execution: Execution,
 ) -> None:
     """Run every query through the system's production search (runs.json)."""
-    from recallbench.presets import check_suite, default_top_k, run_options
+    from recallbench.presets import check_suite, resolve_top_k
     from recallbench.stages.query import run_query
 
     inputs = ctx.inputs("query")
     suite = inputs["suite"]
     check_suite(preset, suite["data"]["dataset"], suite["data"]["options"])
     unit = suite["data"]["options"].get("unit")
-    top_k, ks = run_options(preset, suite["data"]["dataset"], top_k, ks, unit)
-    top_k = default_top_k(top_k, ks)
-    k = _top_k(top_k, suite["data"]["dataset"])
+    k, ks = resolve_top_k(preset, suite["data"]["dataset"], top_k, ks, unit)
     env, timing = run_query(
         *inputs.values(),
         ctx.build_dir,
         top_k=k,
         repeat=repeat,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
+        execution=execution,
         ks=ks,
     )
     path = ctx.write(env, timing)
@@ -520,12 +353,7 @@ def query_cmd(
 def roundtrip_cmd(
     ctx: Context,
     sample: int,
-    executor: str,
-    workers: int,
-    ray_address: str | None,
-    cache: Path | None,
-    call_timeout: float | None,
-    threads: int | None,
+    execution: Execution,
 ) -> None:
     """Snapshot -> verify -> clean hydrate -> query again; corrupted copies must fail."""
     from recallbench.stages.roundtrip import run_roundtrip
@@ -534,7 +362,7 @@ def roundtrip_cmd(
         *ctx.inputs("snapshot-roundtrip").values(),
         ctx.build_dir,
         sample=sample,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
+        execution=execution,
     )
     path = ctx.write(env, timing)
     d = env["data"]
@@ -877,72 +705,6 @@ def export_trec_cmd(ctx: Context, tag: str | None) -> None:
     ctx.say(f"wrote {run_path} and {qrels_path}")
 
 
-def run_arguments(
-    dataset: str,
-    dataset_args: Mapping[str, Any],
-    preset: str | None,
-    top_k: int | None,
-    ks: tuple[int, ...] | None,
-    measures: tuple[str, ...] | None,
-    base: Path | None = None,
-) -> tuple[dict[str, Path], dict[str, Any], int, tuple[int, ...] | None, Any]:
-    """(paths, reader options, top-k, cutoffs, measure names) of a run from `run`'s options
-    (the preset applied, a usage error on a contradiction): `run` and
-    scripts/retrieval_eval.py both call it. `base`: where the fixture files' defaults are."""
-    from recallbench.presets import default_top_k, measure_names, reader_options, run_options
-
-    dataset_args = reader_options(preset, dataset, dataset_args)
-    top_k, ks = run_options(preset, dataset, top_k, ks, dataset_args.get("unit"))
-    top_k = default_top_k(top_k, ks)
-    if base is None:
-        paths, options = dataset_inputs(dataset, dataset_args)
-    else:
-        paths, options = dataset_inputs(dataset, dataset_args, base)
-    return paths, options, _top_k(top_k, dataset), ks, measure_names(preset, measures)
-
-
-def echo_closing(
-    run: Any,
-    files: list[Path | str],
-    started: float,
-    *,
-    quiet: bool,
-    as_json: bool,
-    preset: str | None = None,
-    before_decision: str | None = None,
-    note: str | None = None,
-) -> None:
-    """How `run` and scripts/retrieval_eval.py end. On stdout: the headline table (not with
-    `quiet`), the preset's summary, `before_decision` (the script's summary lines) and the
-    decision line; on stderr (not with `quiet`): one line naming every file written and the
-    closing "N queries scored in X s". `as_json`: instead, one JSON object on stdout (the
-    figures, the files, the decision, the seconds). `note`: what the files line adds after
-    the files (e.g. where the stage artifacts are)."""
-    import json
-    import time
-
-    from recallbench.presets import preset_summary
-    from recallbench.report.summary import closing_json, closing_line, files_line, summary_table
-    from recallbench.stages.decide import headline
-
-    decision = run.envelopes["decision"]["data"]
-    seconds = time.perf_counter() - started
-    if as_json:
-        doc = closing_json(run.result, decision, files, seconds, headline(decision))
-        click.echo(json.dumps(doc, allow_nan=False))  # strict JSON, never a bare `NaN`
-        return
-    if not quiet:
-        click.echo(summary_table(run.result))
-    if preset is not None:
-        click.echo(preset_summary(run.result, preset))
-    if before_decision:
-        click.echo(before_decision)
-    echo_line(headline(decision))
-    if not quiet:
-        click.echo(files_line(files, note), err=True)
-        click.echo(closing_line([run.result], seconds), err=True)
-
-
 @command("run")
 @run_command_options()
 @pass_ctx
@@ -958,12 +720,7 @@ def run_cmd(
     ks: tuple[int, ...] | None,
     measures: tuple[str, ...] | None,
     repeat: int,
-    executor: str,
-    workers: int,
-    ray_address: str | None,
-    cache: Path | None,
-    call_timeout: float | None,
-    threads: int | None,
+    execution: Execution,
     as_json: bool,
 ) -> None:
     """Every stage in one process, writing the same artifacts as the separate commands
@@ -972,9 +729,8 @@ def run_cmd(
     JSON object instead)."""
     import time
 
-    from recallbench.artifacts import dumps
+    from recallbench.commandline import build_written, run_copies
     from recallbench.pipeline import run_pipeline
-    from recallbench.stages.report import report_paths
 
     started = time.perf_counter()
     paths, options, k, ks, measures = run_arguments(
@@ -982,7 +738,7 @@ def run_cmd(
     )
     from recallbench.outputs import check_run_outputs
 
-    check_run_outputs(ctx.build_dir, paths, cache, output, report_path)
+    check_run_outputs(ctx.build_dir, paths, execution.cache, output, report_path)
     run = run_pipeline(
         dataset,
         paths,
@@ -991,30 +747,22 @@ def run_cmd(
         system=system,
         top_k=k,
         repeat=repeat,
-        execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
+        execution=execution,
         ks=ks,
         measures=measures,
     )
     files = run.files(ctx.build_dir)
-    if output is not None:
-        files[output] = dumps(run.envelopes["results"])
-    if report_path is not None:
-        files.update(run.report_files(report_path))
+    copies, copied = run_copies(run, output, report_path)
+    files.update(copies)
     try:
         ctx.publish(files)  # the build's artifacts and the copies, together
     finally:
         run.close()
     if not as_json:
         content_loss_note(run.envelopes["hydrate"]["data"])
-    written: list[Path | str] = [ctx.build_dir / "results.json"]
-    written += [*report_paths(ctx.build_dir / "report.md"), ctx.build_dir / "decision.json"]
-    if output is not None:
-        written.append(output)
-    if report_path is not None:
-        written += report_paths(report_path)
     echo_closing(
         run,
-        written,
+        [*build_written(ctx.build_dir), *copied],
         started,
         quiet=ctx.quiet,
         as_json=as_json,
@@ -1141,12 +889,7 @@ def compare_cmd(
     output: Path | None,
     report_path: Path | None,
     repeat: int,
-    executor: str,
-    workers: int,
-    ray_address: str | None,
-    cache: Path | None,
-    call_timeout: float | None,
-    threads: int | None,
+    execution: Execution,
 ) -> None:
     """Run a dataset against several systems (or read saved results) and compare them with
     paired statistics per query: each system's means with 95% intervals, mean differences
@@ -1162,18 +905,7 @@ def compare_cmd(
     import time
 
     check_compare_arguments(systems + ((reference,) if reference and systems else ()), result_files)
-
-    from recallbench.artifacts import dumps
-    from recallbench.compare import (
-        compare_results,
-        decision_rows,
-        gate_failures,
-        reference_first,
-        render_markdown,
-        result_labels,
-        run_compared,
-    )
-    from recallbench.report.plots import caption, compare_plots
+    from recallbench.compare import render_markdown, run_comparison
 
     started = time.perf_counter()
     if systems and result_files:
@@ -1182,126 +914,44 @@ def compare_cmd(
         raise click.UsageError(
             "--k, --measure and --repeat run systems: give them with --system, not --result"
         )
-    from recallbench.outputs import check_compare_outputs
-    from recallbench.report.html import render_compare_page, texts_beside
-    from recallbench.stages.report import html_path
-
-    paths = {} if result_files else dataset_inputs(dataset, dataset_args)[0]
-    check_compare_outputs(ctx.build_dir, output, report_path, result_files, paths, cache)
-    vectors: list[dict[str, Any]] = []
-    timing: dict[str, Any] | None = None
-    costs: list[dict[str, Any]] | None = None
-    if result_files:
-        from recallbench.baseline import load_result_envelope  # a baseline is a result too
-
-        envelopes = [load_result_envelope(p) for p in result_files]
-        results = [env["data"] for env in envelopes]
-        builds = [env.get("embedder_build") for env in envelopes]
-        texts = [texts_beside(p, env) for p, env in zip(result_files, envelopes, strict=True)]
-        labels = result_labels(result_files, results)
-        if reference is not None:
-            order = reference_first(labels, reference, "--result labels")
-            results, builds, texts, labels = (
-                [seq[i] for i in order] for seq in (results, builds, texts, labels)
-            )
-    else:
-        from recallbench.presets import default_top_k
-        from recallbench.systems.registry import core_system_names
-
-        if reference is not None and reference not in SystemChoice().choices:
-            raise click.BadParameter(
-                f"{reference!r} is not a registered system (see `recallbench systems`)",
-                param_hint="'--reference'",
-            )
-        paths, options = dataset_inputs(dataset, dataset_args)
-        labels = list(dict.fromkeys(systems or core_system_names()))
-        if reference is not None:
-            labels = [reference, *(name for name in labels if name != reference)]
-        ctx.build_dir.mkdir(parents=True, exist_ok=True)
-        runs = run_compared(
-            dataset,
-            paths,
-            labels,
-            options=options,
-            top_k=_top_k(default_top_k(top_k, ks), dataset),
-            parent=ctx.build_dir,
-            say=ctx.say,
-            execution=_execution(executor, workers, ray_address, cache, call_timeout, threads),
-            ks=ks,
-            measures=measures,
-            repeat=repeat,
+    if not result_files and reference is not None and reference not in SystemChoice().choices:
+        raise click.BadParameter(
+            f"{reference!r} is not a registered system (see `recallbench systems`)",
+            param_hint="'--reference'",
         )
-        results, builds, vectors, timing = runs.results, runs.builds, runs.vectors, runs.timing
-        costs = runs.costs
-        texts = runs.texts  # on disk, read scope by scope (no merged copy in memory)
-    doc = compare_results(
-        results,
-        labels,
+    paths, options = ({}, {}) if result_files else dataset_inputs(dataset, dataset_args)
+    from recallbench.baseline import load_result_envelope  # a baseline is a result too
+    from recallbench.presets import resolve_top_k
+
+    compared = run_comparison(
+        ctx.build_dir,
+        saved=[(path, load_result_envelope(path)) for path in result_files],
+        dataset=dataset,
+        paths=paths,
+        options=options,
+        systems=systems,
+        reference=reference,
+        top_k=resolve_top_k(None, dataset, top_k, ks)[0],
+        ks=ks,
+        measures=measures,
+        repeat=repeat,
+        execution=execution,
         seed=seed,
         resamples=resamples,
         correction=correction,
-        vectors=vectors,
-        builds=builds,
-        costs=costs,
-        repeat=repeat,
+        gates=gates,
+        output=output,
+        report_path=report_path,
+        say=ctx.say,
     )
-    output = output or ctx.build_dir / "compare.json"
-    report_path = report_path or ctx.build_dir / "compare.md"
-    plots = compare_plots(doc)  # beside compare.md, where its links point
-    markdown = render_markdown(doc, plots=[(name, caption(name)) for name in plots])
-    sidecar = {}
-    if timing is not None:  # local diagnostic, like every stage's timing sidecar
-        sidecar[ctx.build_dir / "timings" / "compare.json"] = dumps(
-            {"label": "local diagnostic: wall time on this machine, not a result", **timing}
-        )
-    # compare.html beside it, its data files in compare-data/
-    made = render_compare_page(doc, results, texts, plots=plots, scratch=ctx.build_dir)
-    page = html_path(report_path)
-    try:
-        ctx.publish(
-            {
-                **sidecar,
-                output: dumps(doc),
-                report_path: markdown.encode("utf-8"),
-                **made.files(page),
-                **{report_path.parent / name: svg for name, svg in plots.items()},
-            }
-        )
-    finally:
-        made.data.close()
-    plotted = ", ".join(str(report_path.parent / name) for name in plots)
-    written = [output, report_path, page, *([plotted] if plotted else [])]
-    if made.data.names:  # compare.html's data files, which travel with it
-        written.append(f"{page.parent / made.data_dir}/")
-    worse = gate_failures(doc, gates)
+    doc, labels, results = compared.doc, compared.labels, compared.results
     if as_json:
         import json
 
-        from recallbench.escape import path_text
-        from recallbench.report.summary import closing_json
-
         seconds = time.perf_counter() - started
-        click.echo(
-            json.dumps(
-                {
-                    "reference": labels[0],
-                    "systems": [
-                        {"label": label, **closing_json(result, None, [], seconds)}
-                        for label, result in zip(labels, results, strict=True)
-                    ],
-                    "decision_table": decision_rows(doc),
-                    "identical_rankings": doc["rankings"]["groups"],
-                    "truncation": doc["truncation"],
-                    "comparisons": render_markdown(doc, headline_only=True).splitlines(),
-                    "notes": list(doc["notes"]),
-                    "worse": worse,
-                    "files": [path_text(f) for f in written],
-                    "seconds": round(seconds, 3),
-                },
-                allow_nan=False,  # strict JSON: a NaN is a bug to see, never a bare `NaN`
-            )
-        )
-        _fail_if_worse(worse)
+        # strict JSON: a NaN is a bug to see, never a bare `NaN`
+        click.echo(json.dumps(compared.closing_json(seconds), allow_nan=False))
+        _fail_if_worse(compared.worse)
         return
     if not ctx.quiet:
         from recallbench.escape import terminal
@@ -1319,11 +969,11 @@ def compare_cmd(
     if not ctx.quiet:
         from recallbench.report.summary import closing_line, files_line
 
-        echo_line(files_line(written), err=True)
+        echo_line(files_line(compared.written), err=True)
         echo_line(
             closing_line(results, time.perf_counter() - started, ran=not result_files), err=True
         )
-    _fail_if_worse(worse)
+    _fail_if_worse(compared.worse)
 
 
 def _fail_if_worse(worse: list[str]) -> None:
@@ -1424,9 +1074,7 @@ def power_cmd(
     help="Print the protocols document (protocols.json's) on stdout instead of the table.",
 )
 @output_options("BUILD/protocols.json", "BUILD/protocols.md")
-@executor_option
-@workers_option
-@ray_address_option
+@engine_options
 @pass_ctx
 def protocols_cmd(
     ctx: Context,
@@ -1438,9 +1086,7 @@ def protocols_cmd(
     as_json: bool,
     output: Path | None,
     report_path: Path | None,
-    executor: str,
-    workers: int,
-    ray_address: str | None,
+    execution: Execution,
 ) -> None:
     """Every published definition of LoCoMo's figures from one ranking per unit: the
     default, --unit turn, --categories all and each LoCoMo preset, each with what it counts,
@@ -1459,8 +1105,9 @@ def protocols_cmd(
         if dataset_args.get(flag) is not None:
             raise click.UsageError(f"protocols runs every unit and category itself; drop --{flag}")
     paths, _ = dataset_inputs(dataset, dataset_args)
-    ks = ks or DEFAULT_KS
-    top_k = top_k or max(ks)
+    from recallbench.presets import resolve_top_k
+
+    top_k, ks = resolve_top_k(None, dataset, top_k, ks or DEFAULT_KS)
     output = output or ctx.build_dir / "protocols.json"
     report_path = report_path or ctx.build_dir / "protocols.md"
     from recallbench.outputs import check_protocols_outputs
@@ -1475,7 +1122,7 @@ def protocols_cmd(
         ks=ks,
         top_k=top_k,
         parent=ctx.build_dir,
-        execution=_execution(executor, workers, ray_address, None),
+        execution=execution,
         say=ctx.say,
     )
     from recallbench.artifacts import dumps

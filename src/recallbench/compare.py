@@ -167,7 +167,7 @@ def run_compared(
     systems: Sequence[str],
     *,
     options: Mapping[str, Any] | None = None,
-    top_k: int = 5,
+    top_k: int | None = None,
     parent: Path | None = None,
     say: Callable[[str], Any] | None = None,
     execution: Execution | None = None,
@@ -185,7 +185,8 @@ def run_compared(
     whole comparison under `parent/vectors/` (or a temporary directory), so each distinct
     text is embedded once per embedder, however many systems use it. `on_run` sees each
     `pipeline.Run` while its directory (and the validated spool in it) is still there.
-    `ks`, `measures`: every run's cutoffs (`--k`) and measures (`--measure`).
+    `top_k`, `ks`, `measures`: every run's results per query (None: as `run_pipeline`
+    resolves it), cutoffs (`--k`) and measures (`--measure`).
 
     Memory does not grow with the systems: each run is let go when the next starts, its
     result kept on disk (`SpooledResults`), the validated spool kept once for the texts
@@ -777,3 +778,155 @@ def power_table(
                 }
             )
     return rows
+
+
+@dataclass
+class Compared:
+    """What `recallbench compare` made: the comparison document, the labels (the
+    reference first) and results in that order, the files written (for the files line)
+    and the --fail-if-worse findings."""
+
+    doc: dict[str, Any]
+    labels: list[str]
+    #: the result documents (after a run, kept on disk: `report.spooled.SpooledResults`)
+    results: Sequence[Any]
+    written: list[Path | str]
+    worse: list[str]
+
+    def closing_json(self, seconds: float) -> dict[str, Any]:
+        """`compare --json`'s one object: the reference, each system's headline figures,
+        the decision table, the identical rankings, the truncation, the challenger lines,
+        the notes, the gate's findings, the files and the seconds."""
+        from recallbench.report.summary import closing_json
+
+        return {
+            "reference": self.labels[0],
+            "systems": [
+                {"label": label, **closing_json(result, None, [], seconds)}
+                for label, result in zip(self.labels, self.results, strict=True)
+            ],
+            "decision_table": decision_rows(self.doc),
+            "identical_rankings": self.doc["rankings"]["groups"],
+            "truncation": self.doc["truncation"],
+            "comparisons": render_markdown(self.doc, headline_only=True).splitlines(),
+            "notes": list(self.doc["notes"]),
+            "worse": self.worse,
+            "files": [path_text(f) for f in self.written],
+            "seconds": round(seconds, 3),
+        }
+
+
+def run_comparison(
+    build_dir: Path,
+    *,
+    saved: Sequence[tuple[Path, Mapping[str, Any]]] = (),
+    dataset: str = "fixtures",
+    paths: Mapping[str, Path] | None = None,
+    options: Mapping[str, Any] | None = None,
+    systems: Sequence[str] = (),
+    reference: str | None = None,
+    top_k: int | None = None,
+    ks: Sequence[int] | None = None,
+    measures: Sequence[str] | None = None,
+    repeat: int = 1,
+    execution: Execution | None = None,
+    seed: int = 0,
+    resamples: int = 10_000,
+    correction: str = "holm",
+    gates: Sequence[tuple[str, float]] = (),
+    output: Path | None = None,
+    report_path: Path | None = None,
+    say: Callable[[str], Any] | None = None,
+) -> Compared:
+    """`recallbench compare` without its options and printing: compare the `saved` results
+    ((path, envelope) each, as `baseline.load_result_envelope` reads them) or, without
+    them, run `systems` (none: the core systems) on the dataset's `paths`, with `reference`
+    first; then write compare.json (`output`), compare.md (`report_path`), its plots and
+    compare.html with its data files (None: each under `build_dir`), together, and the
+    timing sidecar of a run. The outputs are checked before any work."""
+    from recallbench.artifacts import dumps, publish
+    from recallbench.outputs import check_compare_outputs
+    from recallbench.report.html import render_compare_page, texts_beside
+    from recallbench.report.plots import caption, compare_plots
+    from recallbench.stages.report import html_path
+
+    execution = execution or Execution()
+    result_files = [path for path, _ in saved]
+    paths = {} if saved else dict(paths or {})
+    check_compare_outputs(build_dir, output, report_path, result_files, paths, execution.cache)
+    vectors: list[dict[str, Any]] = []
+    timing: dict[str, Any] | None = None
+    costs: list[dict[str, Any]] | None = None
+    if saved:
+        results = [env["data"] for _, env in saved]
+        builds = [env.get("embedder_build") for _, env in saved]
+        texts = [texts_beside(path, env) for path, env in saved]
+        labels = result_labels(result_files, results)
+        if reference is not None:
+            order = reference_first(labels, reference, "--result labels")
+            results, builds, texts, labels = (
+                [seq[i] for i in order] for seq in (results, builds, texts, labels)
+            )
+    else:
+        from recallbench.systems.registry import core_system_names
+
+        labels = list(dict.fromkeys(systems or core_system_names()))
+        if reference is not None:
+            labels = [reference, *(name for name in labels if name != reference)]
+        Path(build_dir).mkdir(parents=True, exist_ok=True)
+        runs = run_compared(
+            dataset,
+            paths,
+            labels,
+            options=options,
+            top_k=top_k,
+            parent=build_dir,
+            say=say,
+            execution=execution,
+            ks=ks,
+            measures=measures,
+            repeat=repeat,
+        )
+        results, builds, vectors, timing = runs.results, runs.builds, runs.vectors, runs.timing
+        costs = runs.costs
+        texts = runs.texts  # on disk, read scope by scope (no merged copy in memory)
+    doc = compare_results(
+        results,
+        labels,
+        seed=seed,
+        resamples=resamples,
+        correction=correction,
+        vectors=vectors,
+        builds=builds,
+        costs=costs,
+        repeat=repeat,
+    )
+    output = output or build_dir / "compare.json"
+    report_path = report_path or build_dir / "compare.md"
+    plots = compare_plots(doc)  # beside compare.md, where its links point
+    markdown = render_markdown(doc, plots=[(name, caption(name)) for name in plots])
+    sidecar = {}
+    if timing is not None:  # local diagnostic, like every stage's timing sidecar
+        sidecar[build_dir / "timings" / "compare.json"] = dumps(
+            {"label": "local diagnostic: wall time on this machine, not a result", **timing}
+        )
+    # compare.html beside it, its data files in compare-data/
+    made = render_compare_page(doc, results, texts, plots=plots, scratch=build_dir)
+    page = html_path(report_path)
+    try:
+        publish(
+            {
+                **sidecar,
+                output: dumps(doc),
+                report_path: markdown.encode("utf-8"),
+                **made.files(page),
+                **{report_path.parent / name: svg for name, svg in plots.items()},
+            }
+        )
+    finally:
+        made.data.close()
+    plotted = ", ".join(str(report_path.parent / name) for name in plots)
+    written: list[Path | str] = [output, report_path, page, *([plotted] if plotted else [])]
+    if made.data.names:  # compare.html's data files, which travel with it
+        written.append(f"{page.parent / made.data_dir}/")
+    return Compared(doc, labels, results, written, gate_failures(doc, gates))

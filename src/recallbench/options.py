@@ -322,30 +322,60 @@ def call_timeout_option(help: str) -> Callable:
     )
 
 
-execution_options = _compose(
+#: the execution options' parameters, each named as the `stagework.Execution` field it sets
+EXECUTION_PARAMS = ("executor", "workers", "ray_address", "cache", "call_timeout", "threads")
+cache_option = click.option(
+    "--cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    callback=absolute_path,
+    help="Vector cache made by `recallbench prep` (no embedding at query time).",
+)
+threads_option = click.option(
+    "--threads",
+    type=click.IntRange(min=0),
+    default=DEFAULT_THREADS,
+    show_default=True,
+    callback=lambda ctx, param, value: value or None,  # 0: None, the libraries' own
+    help="BLAS / OpenMP / torch threads of the system under test per worker (0: the "
+    "libraries' own defaults).",
+)
+
+
+def delivering_execution(*decorators: Callable) -> Callable:
+    """The execution option `decorators` (some of `EXECUTION_PARAMS`' options), delivered
+    to the command as one parameter `execution`: the `stagework.Execution` built once from
+    their values (an option left out keeps the field's default). The command declares
+    `execution` instead of the options' own parameters."""
+
+    def apply(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            from recallbench.stagework import Execution
+
+            given = {name: kwargs.pop(name) for name in EXECUTION_PARAMS if name in kwargs}
+            return fn(*args, execution=Execution(**given), **kwargs)
+
+        return _compose(*decorators)(inner)
+
+    return apply
+
+
+#: every execution option (--executor, --workers, --ray-address, --cache, --call-timeout,
+#: --threads), delivered as one `execution: stagework.Execution`
+execution_options = delivering_execution(
     executor_option,
     workers_option,
     ray_address_option,
-    click.option(
-        "--cache",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=None,
-        callback=absolute_path,
-        help="Vector cache made by `recallbench prep` (no embedding at query time).",
-    ),
+    cache_option,
     call_timeout_option(
         "Fail the run when one call into the system, or its plugin's decision rules, takes longer."
     ),
-    click.option(
-        "--threads",
-        type=click.IntRange(min=0),
-        default=DEFAULT_THREADS,
-        show_default=True,
-        callback=lambda ctx, param, value: value or None,  # 0: None, the libraries' own
-        help="BLAS / OpenMP / torch threads of the system under test per worker (0: the "
-        "libraries' own defaults).",
-    ),
+    threads_option,
 )
+#: --executor, --workers and --ray-address only (a command that needs no cache, call
+#: limit or thread count), delivered as one `execution: stagework.Execution` too
+engine_options = delivering_execution(executor_option, workers_option, ray_address_option)
 json_option = click.option(
     "--json",
     "as_json",
@@ -366,8 +396,8 @@ def run_command_options(
     --repeat, the execution options and --json. `base`/`shown`: where the fixture files'
     defaults are (and how the help shows it); `output_defaults`: the help's defaults of
     --output and --report. The command receives `dataset`, `dataset_args`, `preset`,
-    `system`, `output`, `report_path`, `top_k`, `ks`, `measures`, `repeat`, `executor`,
-    `workers`, `ray_address`, `cache`, `call_timeout` and `as_json`."""
+    `system`, `output`, `report_path`, `top_k`, `ks`, `measures`, `repeat`, `execution`
+    (`stagework.Execution`) and `as_json`."""
     return _compose(
         dataset_options(base, shown),
         preset_option,

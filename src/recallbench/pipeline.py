@@ -61,7 +61,7 @@ def run_pipeline(
     *,
     options: Mapping[str, Any] | None = None,
     system: str = "hotmem",
-    top_k: int = 5,
+    top_k: int | None = None,
     repeat: int = 1,
     keep_stores: bool | None = None,
     sample: int | None = None,
@@ -70,11 +70,14 @@ def run_pipeline(
     measures: Sequence[str] | None = None,
 ) -> Run:
     """validate -> hydrate -> query -> snapshot-roundtrip -> score -> report -> decide.
+    `top_k`, `ks`: results per query and cutoffs, as `recallbench run`'s --top-k and --k
+    (None: resolved by `presets.resolve_top_k`, e.g. the dataset's default top-k);
     `measures`: measure names to score instead of the dataset's (`--measure`).
 
     Stores and packages go under `work_dir` (`stores/`, `work/`, `roundtrip/`); nothing is
     written elsewhere. The artifacts are returned, not written (see `Run.files`).
     """
+    from recallbench.presets import resolve_top_k
     from recallbench.spool import SPOOL
     from recallbench.stages.decide import run_decide
     from recallbench.stages.hydrate import run_hydrate
@@ -86,6 +89,7 @@ def run_pipeline(
     from recallbench.systems.rules import chosen_rules, decide_envelopes
 
     execution = execution or Execution()
+    top_k, ks = resolve_top_k(None, dataset, top_k, ks)
     work_dir = Path(work_dir)
     chosen_rules(dataset, system)  # rules the run may not use are refused before any work
     timings: dict[str, dict[str, Any]] = {}

@@ -175,23 +175,36 @@ def check_suite(name: str | None, dataset: str, options: Mapping[str, Any]) -> N
             )
 
 
-def run_options(
+def resolve_top_k(
     name: str | None,
     dataset: str,
     top_k: int | None,
-    ks: tuple[int, ...] | None,
+    ks: Sequence[int] | None,
     unit: str | None = None,
-) -> tuple[int | None, tuple[int, ...] | None]:
-    """(top_k, ks) with the preset applied; a usage error on a contradiction."""
-    if name is None:
+) -> tuple[int, tuple[int, ...] | None]:
+    """The one resolution of a run's (top_k, cutoffs), for query, run, compare, protocols,
+    `pipeline.run_pipeline` and scripts/retrieval_eval.py. With preset `name`: its cutoffs
+    and its depth (its turn depth when `unit` is turn), a usage error when `ks` (--k)
+    differs or `top_k` (--top-k) is below its largest cutoff. Otherwise `top_k` when
+    given, else the largest of `ks`, else the dataset's default (its spec's `top_k`);
+    `ks` as given (None: the dataset's own cutoffs)."""
+    ks = None if ks is None else tuple(ks)
+    if name is not None:
+        preset = _for(name, dataset)
+        if ks is not None and ks != preset.ks:
+            wanted = ",".join(map(str, preset.ks))
+            raise click.UsageError(f"--preset {name} uses --k {wanted}")
+        if top_k is not None and top_k < max(preset.ks):
+            raise click.UsageError(f"--preset {name} needs --top-k {max(preset.ks)} or more")
+        ks = preset.ks
+        top_k = top_k or (preset.turn_top_k if unit == "turn" else preset.top_k)
+    if top_k is not None:
         return top_k, ks
-    preset = _for(name, dataset)
-    if ks is not None and tuple(ks) != preset.ks:
-        wanted = ",".join(map(str, preset.ks))
-        raise click.UsageError(f"--preset {name} uses --k {wanted}")
-    if top_k is not None and top_k < max(preset.ks):
-        raise click.UsageError(f"--preset {name} needs --top-k {max(preset.ks)} or more")
-    return top_k or (preset.turn_top_k if unit == "turn" else preset.top_k), preset.ks
+    if ks:
+        return max(ks), ks
+    from recallbench.datasets.base import dataset_spec
+
+    return dataset_spec(dataset).top_k, ks
 
 
 def measure_names(name: str | None, measures: Sequence[str] | None) -> tuple[str, ...] | None:
@@ -204,13 +217,6 @@ def measure_names(name: str | None, measures: Sequence[str] | None) -> tuple[str
     if measures is not None and sorted(measures) != sorted(own):
         raise click.UsageError(f"--preset {name} scores {', '.join(own)}; drop --measure")
     return own
-
-
-def default_top_k(top_k: int | None, ks: tuple[int, ...] | None) -> int | None:
-    """Without --top-k, a run with --k searches deep enough for its largest k."""
-    if top_k is None and ks:
-        return max(ks)
-    return top_k
 
 
 def preset_help() -> str:

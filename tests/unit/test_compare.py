@@ -451,3 +451,35 @@ def test_cli_reference_system_is_run_first_and_every_other_is_a_challenger(
     )
     assert unknown.exit_code == 2 and "'nope' is not a registered system" in unknown.stderr
     assert not (tmp_path / "c" / "compare.json").exists()
+
+
+def test_run_comparison_is_compare_over_plain_values(tmp_path: Path) -> None:
+    """compare's orchestration (`compare.run_comparison`) without the command: the saved
+    results put in order, every file written, the figures returned; the command writes
+    the same compare.json and compare.md."""
+    from recallbench.baseline import load_result_envelope
+    from recallbench.compare import run_comparison
+
+    old = _saved_result(tmp_path / "old" / "results.json")
+    new = _saved_result(tmp_path / "new" / "results.json")
+    compared = run_comparison(
+        tmp_path / "f",
+        saved=[(p, load_result_envelope(p)) for p in (old, new)],
+        reference="hotmem (new)",
+        resamples=200,
+        gates=[("ndcg@5", 0.0)],
+    )
+    assert compared.labels == ["hotmem (new)", "hotmem (old)"]
+    assert [s["label"] for s in compared.doc["systems"]] == compared.labels
+    assert compared.worse == []  # the same figures: nothing worse
+    files = [tmp_path / "f" / name for name in ("compare.json", "compare.md", "compare.html")]
+    assert compared.written[:3] == files and all(path.is_file() for path in files)
+    closing = compared.closing_json(1.0)
+    assert closing["reference"] == "hotmem (new)" and closing["seconds"] == 1.0
+    args = ["--build-dir", str(tmp_path / "c"), "-q", "compare", "--resamples", "200"]
+    r = CliRunner().invoke(
+        main, [*args, "--result", str(old), "--result", str(new), "--reference", "hotmem (new)"]
+    )
+    assert r.exit_code == 0, r.output
+    for name in ("compare.json", "compare.md"):
+        assert (tmp_path / "c" / name).read_bytes() == (tmp_path / "f" / name).read_bytes()

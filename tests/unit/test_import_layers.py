@@ -65,7 +65,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "recallbench.checkplugin",
         ),
     ),
-    ("interface", ("recallbench.options", "recallbench.cli")),
+    ("interface", ("recallbench.options", "recallbench.commandline", "recallbench.cli")),
 )
 
 #: (importer, imported) edges that import a higher layer today, each to be cut; an entry that

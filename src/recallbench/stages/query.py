@@ -287,7 +287,7 @@ def run_query(
     hydrate_env: Mapping[str, Any],
     build_dir: Path,
     *,
-    top_k: int = 5,
+    top_k: int,
     repeat: int = 1,
     execution: Execution | None = None,
     ks: Sequence[int] | None = None,
