@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from recallbench.boundary import Boundary
+from recallbench.boundary import Boundary, system_boundary
 from recallbench.errors import RecallbenchError
 from recallbench.model import Query, Scope
 from recallbench.systems.base import structured as base_structured
@@ -69,10 +69,23 @@ def task_scope(item: Mapping[str, Any]) -> Scope:
     return Scope.from_dict(raw, item.get("queries"))
 
 
+def resolve_system(name: str) -> Any:
+    """The system under test named `name`, from the registry (built-ins and plugins by
+    entry point). Each process resolves it once and carries the object: the parent once
+    per stage run (or command), a worker process once in `init_worker`."""
+    from recallbench.systems import registry
+
+    return registry.get_system(name)
+
+
 def init_worker(config: Mapping[str, Any]) -> None:
     """Build this worker's system and open the vector cache when `config` names one.
 
-    config: {"system": name, "cache": None | {"directory", "embedder_identity", "source"},
+    config: {"system": name, "instance": the parent's system object when this worker runs
+    in the parent's process (the serial engine: it is used as it is, not resolved again),
+    else None (a worker process resolves the name once, here: a system object need not
+    pickle, and a plugin's entry point loads in spawned and Ray workers alike),
+    "cache": None | {"directory", "embedder_identity", "source"},
     "device": where a learned embedder computes (auto, cpu, cuda),
     "call_timeout": None | seconds per call into the system,
     "preload": load the embedder's model now, on a thread of its own, while the worker's
@@ -85,15 +98,16 @@ def init_worker(config: Mapping[str, Any]) -> None:
     its model there (once per worker process) rather than in every `open_store`.
     """
     from recallbench.embedding import use_device
-    from recallbench.systems import get_system
     from recallbench.threads import limit_threads
 
     close_worker()
     settings = contextlib.ExitStack()
     settings.enter_context(limit_threads(config.get("threads")))
     _STATE["settings"] = settings
-    system = get_system(config["system"])
-    guard = Boundary(config["system"], config.get("call_timeout"))
+    system = config.get("instance")
+    if system is None:
+        system = resolve_system(config["system"])
+    guard = system_boundary(config["system"], config.get("call_timeout"))
     setup = getattr(system, "setup", None)
     if callable(setup):
         guard.call("setup", None, setup)
