@@ -35,8 +35,8 @@ never in the manifest): the workers asked for, never more than the batches there
 process or thread that would embed nothing never starts, so no process loads the model for
 nothing) nor, on the local engine, more than this machine's cores. Locally that is one
 process embedding that many batches at a time, each on a thread of its own (`worker.lanes`):
-one model load, and on 2 cores faster than two processes (which measured 73 texts/s
-against 102 for one process on both cores). On Ray, an actor per worker. Every batch's
+one model load and one copy of the model (the figures that chose this over a process per
+batch: docs/performance.md). On Ray, an actor per worker. Every batch's
 forward pass runs on one torch thread (MiniLM fixes `torch.set_num_threads(1)`; a lane runs
 its ops in its own thread), whichever process or thread runs it: the arithmetic of a batch
 is the same everywhere, which is what keeps the bytes identical. (torch's intra-op threads
