@@ -424,7 +424,8 @@ def store_records(scope: Scope, with_structure: bool) -> list[Any]:
 
 def search(store: Any, query: Query, limit: int, where: str) -> Any:
     """`store.search(query text, limit)` through the boundary (unchecked: the caller checks
-    the hits), with `query_date=` for a system that asked for structure."""
+    the hits), with `query_date=` for a system that asked for structure. `query` and
+    `limit` go by position: a store may name the parameter `top_k` (`base.Store.search`)."""
     if base_structured(system()):
         return guard().call("search", where, store.search, query.text, limit, query_date=query.date)
     return guard().call("search", where, store.search, query.text, limit)
