@@ -207,18 +207,25 @@ class Stopwatch:
         return time.perf_counter() - self.start
 
 
-def check_same_options(hyd: Mapping[str, Any], system: Any) -> None:
+def check_same_options(
+    hyd: Mapping[str, Any], system: Any, call_timeout: float | None = None
+) -> None:
     """Refuse (one line) a stage after hydrate (query, the round trip) whose system options
     (what its configuration records under `storekit.OPTIONS_KEYS`: `options`, `index_options`,
     set by the user: index parameters) are not the ones hydrate recorded: transient stores
     are built there, and the result would name hydrate's (a kept store's marker is checked
-    too, when it is reopened)."""
+    too, when it is reopened). The system's `configuration()` is called at the boundary,
+    within `call_timeout` seconds."""
+    from recallbench.boundary import system_boundary
     from recallbench.systems.storekit import configured_options, options_variable
 
     held = configured_options(hyd.get("configuration"))
     if not held:
         return
-    now = configured_options(system.configuration())
+    guard = system_boundary(system, call_timeout)
+    now = configured_options(
+        guard.configuration(guard.call("configuration", None, system.configuration))
+    )
     if now != held:
         raise RecallbenchError(
             f"{hyd['system']}: hydrate ran with options {_shown(held)}, "

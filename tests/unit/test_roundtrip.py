@@ -358,3 +358,26 @@ def test_a_system_without_a_clone_path_gets_n_a(tmp_path: Path) -> None:
     }
     # no equivalence figure: rule 1 cannot fire
     assert decide({**scores["data"], "roundtrip": summary})["rules"][0]["met"] is False
+
+
+def test_each_stage_resolves_its_system_once(tmp_path: Path, monkeypatch) -> None:
+    """hydrate, query and snapshot-roundtrip each look their system up in the registry once
+    per run and carry the object: the serial engine's worker (in this process) uses the
+    stage's, it does not resolve the name again."""
+    from recallbench import systems
+    from recallbench.systems import registry
+
+    real = registry.get_system
+    looked_up: list[str] = []
+
+    def counting(name: str = registry.DEFAULT_SYSTEM) -> Any:
+        looked_up.append(name)
+        return real(name)
+
+    monkeypatch.setattr(registry, "get_system", counting)
+    monkeypatch.setattr(systems, "get_system", counting)
+    chain = stage_chain(tmp_path / "build")
+    after_hydrate_and_query = list(looked_up)
+    roundtrip(chain)
+    assert after_hydrate_and_query == ["hotmem", "hotmem"]  # hydrate's and query's
+    assert looked_up == ["hotmem"] * 3  # and snapshot-roundtrip's

@@ -312,7 +312,7 @@ def run_query(
     watch = Stopwatch()
     hyd = hydrate_env["data"]
     system = worker.resolve_system(hyd["system"])  # once: carried to what needs it
-    check_same_options(hyd, system)
+    check_same_options(hyd, system, execution.call_timeout)
     kept = hyd["mode"] == "kept"
     levels = [lv["name"] for lv in suite_env["data"]["levels"]]
     root = stores_root(build_dir) if kept else safe_child(Path(build_dir), WORK_DIR)

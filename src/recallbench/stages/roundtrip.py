@@ -293,7 +293,7 @@ def run_roundtrip(
     watch = Stopwatch()
     hyd, runs = hydrate_env["data"], runs_env["data"]
     system = worker.resolve_system(hyd["system"])  # once: carried to what needs it
-    check_same_options(hyd, system)  # transient sources are rebuilt here
+    check_same_options(hyd, system, execution.call_timeout)  # transient sources are rebuilt here
     work = safe_child(Path(build_dir), ROUNDTRIP_DIR)
     if work.exists():
         shutil.rmtree(work)
