@@ -31,7 +31,7 @@ def test_a_worker_resolves_its_system_once_or_uses_the_one_it_is_given(monkeypat
     """A worker process resolves the system by name once, in init_worker (an object need not
     pickle); the serial engine's worker, in the parent's process, takes the parent's object
     ("instance") and resolves nothing."""
-    from recallbench import worker
+    from recallbench import systems, worker
     from recallbench.systems import registry
 
     real = registry.get_system
@@ -42,6 +42,7 @@ def test_a_worker_resolves_its_system_once_or_uses_the_one_it_is_given(monkeypat
         return real(name)
 
     monkeypatch.setattr(registry, "get_system", counting)
+    monkeypatch.setattr(systems, "get_system", counting)
     try:
         worker.init_worker({"system": "bm25"})
         assert looked_up == ["bm25"] and worker.system().name == "bm25"
