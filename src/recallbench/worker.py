@@ -24,6 +24,7 @@ import os
 import shutil
 import stat
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,9 @@ from recallbench.systems.base import structured as base_structured
 _STATE: dict[str, Any] = {}
 if hasattr(os, "register_at_fork"):  # a forked worker builds its own state (init_worker)
     os.register_at_fork(after_in_child=_STATE.clear)
+#: the systems whose `setup()` has run in this process, by id (weakly held): the serial
+#: engine hands a stage's one object to each `init_worker` of the stage, set up once
+_SET_UP: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
 
 class StoreDamaged(RecallbenchError):
@@ -94,8 +98,9 @@ def init_worker(config: Mapping[str, Any]) -> None:
     "threads": None | BLAS / OpenMP / torch threads for the system (`recallbench.threads`),
     set before the system is built and kept until `close_worker`}
 
-    Then the system's optional `setup()` runs, once, through the boundary: a plugin loads
-    its model there (once per worker process) rather than in every `open_store`.
+    Then the system's optional `setup()` runs, once per system object, through the
+    boundary: a plugin loads its model there (once per worker process) rather than in
+    every `open_store`.
     """
     from recallbench.embedding import use_device
     from recallbench.threads import limit_threads
@@ -109,8 +114,10 @@ def init_worker(config: Mapping[str, Any]) -> None:
         system = resolve_system(config["system"])
     guard = system_boundary(config["system"], config.get("call_timeout"))
     setup = getattr(system, "setup", None)
-    if callable(setup):
+    if callable(setup) and _SET_UP.get(id(system)) is not system:
         guard.call("setup", None, setup)
+        with contextlib.suppress(TypeError):  # no weak reference to it: set up each time
+            _SET_UP[id(system)] = system
     loading = None
     if getattr(system, "embedder", None) is not None:
         use_device(system.embedder, config.get("device") or "auto")

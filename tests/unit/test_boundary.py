@@ -242,12 +242,9 @@ def test_a_stages_own_calls_into_its_system_take_the_time_limit(tmp_path, monkey
     publish_suite(suite, tmp_path / "suite.json")
     source = WORD_STORE + SLOW_CONFIGURATION
     points = {"slow-configuration": "slow_configuration"}
-    with install_plugin(monkeypatch, tmp_path, "rb_slow_configuration", source, points):
-        with pytest.raises(
-            SystemCallFailed,
-            match=r"^system 'slow-configuration': configuration did not return within "
-            r"--call-timeout 0.3 s$",
-        ):
-            run_hydrate(
-                suite, tmp_path, "slow-configuration", execution=Execution(call_timeout=0.3)
-            )
+    slow = r"^system 'slow-configuration': configuration did not return within --call-timeout"
+    with (
+        install_plugin(monkeypatch, tmp_path, "rb_slow_configuration", source, points),
+        pytest.raises(SystemCallFailed, match=slow + r" 0.3 s$"),
+    ):
+        run_hydrate(suite, tmp_path, "slow-configuration", execution=Execution(call_timeout=0.3))

@@ -78,3 +78,26 @@ def test_search_passes_query_and_limit_by_position(monkeypatch) -> None:
 
     monkeypatch.setitem(worker._STATE, "system", Structured())
     assert worker.search(Positional(), query, 9, "scope s") == ["where", 9, "d1"]
+
+
+def test_the_serial_engines_workers_set_a_system_up_once() -> None:
+    """The serial engine hands a stage's one system object to each of its `init_worker`
+    calls (prep's embedding, then the stage's tasks): its `setup()` runs once."""
+    from recallbench import worker
+    from recallbench.systems import registry
+
+    class WithSetup:
+        def __init__(self) -> None:
+            self.inner = registry.get_system("bm25")
+            self.name, self.embedder, self.setups = "bm25", None, 0
+
+        def setup(self) -> None:
+            self.setups += 1
+
+    system, other = WithSetup(), WithSetup()
+    try:
+        for given in (system, system, other):
+            worker.init_worker({"system": "bm25", "instance": given})
+        assert (system.setups, other.setups) == (1, 1)
+    finally:
+        worker.close_worker()

@@ -99,9 +99,8 @@ def run_hydrate(
     execution, timing["vector_cache"] = vector_cache(execution, system, suite_env, build_dir)
     cache = cache_spec(execution, system, suite_env)
     tally = Truncation(system, execution.call_timeout)
-    loss = ContentLoss(
-        system, execution.call_timeout
-    )  # what the store declares it cannot see of a long text
+    # what the store declares it cannot see of a long text
+    loss = ContentLoss(system, execution.call_timeout)
     if keep:
         resolved = root.resolve()  # once, not per scope
         items = (
