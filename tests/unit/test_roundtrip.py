@@ -364,18 +364,9 @@ def test_each_stage_resolves_its_system_once(tmp_path: Path, monkeypatch) -> Non
     """hydrate, query and snapshot-roundtrip each look their system up in the registry once
     per run and carry the object: the serial engine's worker (in this process) uses the
     stage's, it does not resolve the name again."""
-    from recallbench import systems
-    from recallbench.systems import registry
+    from plugintools import count_lookups
 
-    real = registry.get_system
-    looked_up: list[str] = []
-
-    def counting(name: str = registry.DEFAULT_SYSTEM) -> Any:
-        looked_up.append(name)
-        return real(name)
-
-    monkeypatch.setattr(registry, "get_system", counting)
-    monkeypatch.setattr(systems, "get_system", counting)
+    looked_up = count_lookups(monkeypatch)
     chain = stage_chain(tmp_path / "build")
     after_hydrate_and_query = list(looked_up)
     roundtrip(chain)

@@ -31,18 +31,13 @@ def test_a_worker_resolves_its_system_once_or_uses_the_one_it_is_given(monkeypat
     """A worker process resolves the system by name once, in init_worker (an object need not
     pickle); the serial engine's worker, in the parent's process, takes the parent's object
     ("instance") and resolves nothing."""
-    from recallbench import systems, worker
+    from plugintools import count_lookups
+
+    from recallbench import worker
     from recallbench.systems import registry
 
     real = registry.get_system
-    looked_up: list[str] = []
-
-    def counting(name: str = registry.DEFAULT_SYSTEM) -> object:
-        looked_up.append(name)
-        return real(name)
-
-    monkeypatch.setattr(registry, "get_system", counting)
-    monkeypatch.setattr(systems, "get_system", counting)
+    looked_up = count_lookups(monkeypatch)
     try:
         worker.init_worker({"system": "bm25"})
         assert looked_up == ["bm25"] and worker.system().name == "bm25"
