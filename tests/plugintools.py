@@ -1,6 +1,7 @@
 """Install a test plugin: a module written from source and its entry points, for this
 process (`install_plugin`) or as a distribution other processes find too (`dist_plugin`);
-`WORD_STORE`, the source of the word-overlap store and system the tests' plugins build on."""
+`WORD_STORE`, the source of the word-overlap store and system the tests' plugins build on;
+`count_lookups`, the registry lookups made from then on."""
 
 from __future__ import annotations
 
@@ -147,3 +148,20 @@ def dist_plugin(where: Path, module: str, source: str, points: Mapping[str, str]
     lines = "".join(f"{n} = {module}:{f}\n" for n, f in points.items())
     (info / "entry_points.txt").write_text(f"[{GROUP}]\n" + lines)
     return where
+
+
+def count_lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names the registry is asked for from now on (`registry.get_system`, also through
+    the `recallbench.systems` package), in order; each is still resolved by the registry."""
+    from recallbench import systems
+
+    real = registry.get_system
+    looked_up: list[str] = []
+
+    def counting(name: str = registry.DEFAULT_SYSTEM) -> object:
+        looked_up.append(name)
+        return real(name)
+
+    monkeypatch.setattr(registry, "get_system", counting)
+    monkeypatch.setattr(systems, "get_system", counting)
+    return looked_up

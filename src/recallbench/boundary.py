@@ -127,8 +127,21 @@ def kept_cwd() -> Iterator[None]:
             os.chdir(before)
 
 
+def system_boundary(
+    system: Any, call_timeout: float | None = None, *, subject: str | None = None
+) -> Boundary:
+    """The boundary around the calls into `system` (a system object, or its name): the one
+    place a `Boundary` is built, so every call into a system, in the parent and in every
+    worker, has the same time limit (`call_timeout` seconds, `--call-timeout`; None: no
+    limit) and the same one-line failures. `subject` names code that is not a system (a
+    plugin's decision rules)."""
+    name = system if isinstance(system, str) else system.name
+    return Boundary(name, call_timeout, subject=subject)
+
+
 class Boundary:
     """Calls into one system: `call` runs one, the other methods check what it returned.
+    Built by `system_boundary`.
 
     `where` arguments name the scope and query (e.g. "scope s1, query q-004"); messages read
     `system 'NAME': CALL (WHERE) PROBLEM`. `subject` replaces `system 'NAME'` for code that

@@ -221,13 +221,15 @@ class Context:
         self.opened.clear()
 
 
-def search(store: Any, query: str, top_k: int = TOP_K) -> list[Hit]:
-    """One search; its result checked to be a list of at most `top_k` `Hit`s."""
-    hits = store.search(query, top_k)
+def search(store: Any, query: str, limit: int = TOP_K) -> list[Hit]:
+    """One search, `query` and `limit` passed by position (as the harness passes them: a
+    store may name its parameter `top_k`); its result checked to be a list of at most
+    `limit` `Hit`s."""
+    hits = store.search(query, limit)
     if not isinstance(hits, list) or not all(isinstance(h, Hit) for h in hits):
         raise CheckFailed(f"search({query!r}) returned {type(hits).__name__}, not a list of Hit")
-    if len(hits) > top_k:
-        raise CheckFailed(f"search({query!r}, {top_k}) returned {len(hits)} hits")
+    if len(hits) > limit:
+        raise CheckFailed(f"search({query!r}, {limit}) returned {len(hits)} hits")
     return hits
 
 

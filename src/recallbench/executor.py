@@ -66,14 +66,15 @@ Start and exit behaviour:
   main thread): on Linux a worker is killed when the thread that started it exits.
 * The parent killed with SIGKILL: each local worker process has
   ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (Linux) and a watchdog thread that exits the
-  worker within 0.5 s of its parent changing (any POSIX system), so no worker outlives
-  the parent. The multiprocessing resource tracker the pool started then exits by itself:
-  it reads a pipe whose write ends only the parent and the workers hold, and it stops at
-  end-of-file (unlinking any leaked semaphores). A local Ray started by ``ray.init``
-  mostly shares the parent's fate: its GCS server and raylet are started with
-  PR_SET_PDEATHSIG, the actors exit within ~3 s of their raylet, and Ray's dashboard and
-  runtime-env agents linger ~1 minute before giving up (observed with Ray 2.60; only the
-  local engine is tested). A remote cluster kills the actors when the driver's job dies.
+  worker within `PARENT_POLL_SECONDS` of its parent changing (any POSIX system), so no
+  worker outlives the parent. The multiprocessing resource tracker the pool started then
+  exits by itself: it reads a pipe whose write ends only the parent and the workers hold,
+  and it stops at end-of-file (unlinking any leaked semaphores). A local Ray started by
+  ``ray.init`` is Ray's to stop: its GCS server and raylet are started with
+  PR_SET_PDEATHSIG and its actors exit once their raylet has, while Ray's own agents may
+  outlive the parent a while (what was observed, with which Ray: docs/performance.md; only
+  the local engine is tested). A remote cluster kills the actors when the driver's job
+  dies.
 """
 
 from __future__ import annotations

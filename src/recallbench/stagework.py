@@ -92,7 +92,7 @@ def run_tasks(
     fn: Callable[[Any], dict[str, Any]],
     items: Iterable[Any],
     *,
-    system: str,
+    system: Any,
     execution: Execution,
     cache: Mapping[str, Any] | None,
     total: int | None,
@@ -117,11 +117,19 @@ def run_tasks(
     `preload`: every worker starts loading its system's embedder model when it starts (for
     tasks that embed, so that each worker loads it once, while its first tasks are read).
     `own_process`: one local worker is still a process of its own (`make_executor`).
+
+    `system` is the stage's system object, resolved once (`worker.resolve_system`): the
+    in-process worker of the serial engine uses it as it is; a worker process (local or
+    Ray) gets its name and resolves it once, in `worker.init_worker` (a system object need
+    not pickle; a plugin's entry point loads in every worker).
     """
     from recallbench.executor import make_executor
 
+    serial = execution.executor == "local" and execution.workers == 1 and not own_process
     config = {
-        "system": system,
+        "system": system.name,
+        # in this process only (the serial engine runs `init_worker` here): never pickled
+        "instance": system if serial else None,
         "cache": dict(cache) if cache else None,
         "device": execution.device,
         "call_timeout": execution.call_timeout,
@@ -129,7 +137,6 @@ def run_tasks(
         # the system's threads per worker; prep's embedding workers manage their own
         "threads": None if preload else execution.threads,
     }
-    serial = execution.executor == "local" and execution.workers == 1 and not own_process
     by_query = serial and query_total is not None
     # the workers start before the bar: a bar's monitor thread would make local workers
     # spawn instead of fork (see `recallbench.executor.start_method`)
@@ -200,18 +207,25 @@ class Stopwatch:
         return time.perf_counter() - self.start
 
 
-def check_same_options(hyd: Mapping[str, Any], system: Any) -> None:
+def check_same_options(
+    hyd: Mapping[str, Any], system: Any, call_timeout: float | None = None
+) -> None:
     """Refuse (one line) a stage after hydrate (query, the round trip) whose system options
     (what its configuration records under `storekit.OPTIONS_KEYS`: `options`, `index_options`,
     set by the user: index parameters) are not the ones hydrate recorded: transient stores
     are built there, and the result would name hydrate's (a kept store's marker is checked
-    too, when it is reopened)."""
+    too, when it is reopened). The system's `configuration()` is called at the boundary,
+    within `call_timeout` seconds."""
+    from recallbench.boundary import system_boundary
     from recallbench.systems.storekit import configured_options, options_variable
 
     held = configured_options(hyd.get("configuration"))
     if not held:
         return
-    now = configured_options(system.configuration())
+    guard = system_boundary(system, call_timeout)
+    now = configured_options(
+        guard.configuration(guard.call("configuration", None, system.configuration))
+    )
     if now != held:
         raise RecallbenchError(
             f"{hyd['system']}: hydrate ran with options {_shown(held)}, "

@@ -35,8 +35,8 @@ never in the manifest): the workers asked for, never more than the batches there
 process or thread that would embed nothing never starts, so no process loads the model for
 nothing) nor, on the local engine, more than this machine's cores. Locally that is one
 process embedding that many batches at a time, each on a thread of its own (`worker.lanes`):
-one model load, and on 2 cores faster than two processes (which measured 73 texts/s
-against 102 for one process on both cores). On Ray, an actor per worker. Every batch's
+one model load and one copy of the model (the figures that chose this over a process per
+batch: docs/performance.md). On Ray, an actor per worker. Every batch's
 forward pass runs on one torch thread (MiniLM fixes `torch.set_num_threads(1)`; a lane runs
 its ops in its own thread), whichever process or thread runs it: the arithmetic of a batch
 is the same everywhere, which is what keeps the bytes identical. (torch's intra-op threads
@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from recallbench import __version__, progress, worker
-from recallbench.boundary import Boundary
+from recallbench.boundary import system_boundary
 from recallbench.errors import RecallbenchError
 from recallbench.spool import stream_scopes
 from recallbench.stagework import Execution, run_tasks
@@ -263,13 +263,14 @@ def grouped(batches: Iterator[list[str]], size: int) -> Iterator[list[list[str]]
 def make_vector_cache(
     suite_env: Mapping[str, Any],
     cache_dir: Path,
-    system_name: str,
+    system: Any,
     *,
     execution: Execution | None = None,
     sort_by_length: bool = True,
     extend: bool = False,
 ) -> dict[str, Any]:
-    """Write the cache; return its manifest (with `timing`, a local diagnostic).
+    """Write the cache for `system` (the stage's system object, or a name: `recallbench
+    prep` resolves it here, once); return its manifest (with `timing`, a local diagnostic).
 
     Its rows: every distinct text of the spool (queries, then memories, scope after
     scope), then each form the store embeds (its `text_transform`) that is not among the
@@ -288,7 +289,7 @@ def make_vector_cache(
     from recallbench.embedding import text_transforms, thread_safe
 
     execution = execution or Execution()
-    system = get_system_for(system_name)
+    system = embedding_system(system)
     embedder = system.embedder
     cap = getattr(embedder, "max_tokens", None)
     writer = CacheWriter(Path(cache_dir), embedder.identity())
@@ -300,7 +301,7 @@ def make_vector_cache(
     transforms = text_transforms(embedder)  # {} for a store that embeds texts as given
     if kept is not None:
         transforms = joined_transforms(kept.get("text_transforms"), transforms) or {}
-    tally = Truncation(system)  # counted on the same pass over the spool
+    tally = Truncation(system, execution.call_timeout)  # counted on the same pass over the spool
     rows: dict[bytes, int] = {}  # text key -> its row, in order of first appearance
     windows: deque[_Window] = deque()
     placed: deque[tuple[_Window, list[int]]] = deque()  # each batch's window and positions
@@ -311,7 +312,7 @@ def make_vector_cache(
     loads: dict[int, float] = {}  # each embedding process's model load, seconds
 
     row_tokens: list[int] = []  # each text's token count, by row (tokenized once)
-    boundary = Boundary(system.name)
+    boundary = system_boundary(system, execution.call_timeout)
 
     def window_batches(pending: _Pending) -> Iterator[list[str]]:
         texts, tokens = pending.texts, pending.tokens
@@ -399,7 +400,7 @@ def make_vector_cache(
         for result in run_tasks(
             embed_batches,
             grouped(work, plan.threads),
-            system=system_name,
+            system=system,
             execution=replace(execution, workers=plan.processes),
             # the workers load the model while this process reads and tokenizes the spool
             preload=total > 0,
@@ -443,7 +444,7 @@ def make_vector_cache(
             else {**BATCHING, "order": "distinct texts by first appearance (not sorted)"},
             "embedder_build": builds[0] if len(builds) == 1 else builds or None,
             "truncation": tally.report() if kept is None else kept.get("truncation"),
-            "system": system_name,
+            "system": system.name,
             "texts": {"seen": counts["seen"], "distinct": len(rows)},
             "recallbench_version": __version__,
             **(
@@ -477,10 +478,11 @@ def make_vector_cache(
 
 
 def import_vector_cache(
-    suite_env: Mapping[str, Any], cache_dir: Path, system_name: str, source: Path
+    suite_env: Mapping[str, Any], cache_dir: Path, system: Any, source: Path
 ) -> dict[str, Any]:
     """Write a vector cache from a file of vectors made elsewhere (`recallbench prep
-    --import`; its format: `recallbench.cache.read_import`), for a system whose embedder's
+    --import`; its format: `recallbench.cache.read_import`), for `system` (an object or a
+    name, resolved here once), whose embedder's
     identity is the name the file declares: the rows and scopes prep makes (every distinct
     text, then the forms its store embeds, `FORMS`), each text's vector found by its
     sha256, else by the id of the query or memory holding it. Every text a store of the
@@ -490,9 +492,9 @@ def import_vector_cache(
     from recallbench.cache import CacheWriter, read_import, text_key
     from recallbench.embedding import text_transforms
 
-    system = get_system_for(system_name)
+    system = embedding_system(system)
     embedder = system.embedder
-    identity = Boundary(system.name).call("identity", None, embedder.identity)
+    identity = system_boundary(system).call("identity", None, embedder.identity)
     vectors = read_import(Path(source))
     if vectors.embedder != identity:
         raise RecallbenchError(
@@ -558,7 +560,7 @@ def import_vector_cache(
                 "imported": imported,
                 "embedder_build": None,
                 "truncation": None,
-                "system": system_name,
+                "system": system.name,
                 "texts": {"seen": counts["seen"], "distinct": len(rows)},
                 "recallbench_version": __version__,
                 **(
@@ -573,11 +575,11 @@ def import_vector_cache(
         raise
 
 
-def get_system_for(system_name: str) -> Any:
-    """The system whose embedder makes a cache (one line when it has none)."""
-    from recallbench.systems import get_system
-
-    system = get_system(system_name)
+def embedding_system(system: Any) -> Any:
+    """The system whose embedder makes a cache: `system` itself, or the system of that name
+    (resolved once, here); one line when it has no embedder."""
+    if isinstance(system, str):
+        system = worker.resolve_system(system)
     if system.embedder is None:
         raise RecallbenchError(f"{system.name} has no embedder: it needs no vector cache")
     return system
@@ -817,9 +819,7 @@ def vector_cache(
         extend = extendable(manifest, system.embedder)
     except RecallbenchError:
         extend = False  # none yet, or made for other data: ours to remake
-    manifest = make_vector_cache(
-        suite_env, directory, system.name, execution=execution, extend=extend
-    )
+    manifest = make_vector_cache(suite_env, directory, system, execution=execution, extend=extend)
     return chosen, {
         "directory": str(directory),
         "embedder_identity": manifest["embedder_identity"],
@@ -877,11 +877,11 @@ class Truncation:
 
     COUNTS = ("texts", "texts_over_limit", "tokens_total", "tokens_unseen", "tokens_of_long_texts")
 
-    def __init__(self, system: Any) -> None:
+    def __init__(self, system: Any, call_timeout: float | None = None) -> None:
         embedder = getattr(system, "embedder", None)
         limited = embedder is not None and getattr(embedder, "max_tokens", None) is not None
         self._embedder = embedder if limited else None
-        self._name = getattr(system, "name", "?")
+        self._guard = system_boundary(getattr(system, "name", "?"), call_timeout)
         self._total: dict[str, Any] = {}
 
     @property
@@ -891,11 +891,9 @@ class Truncation:
     def add(self, scope: Mapping[str, Any]) -> None:
         if self._embedder is None:
             return
-        from recallbench.boundary import Boundary
         from recallbench.systems.base import truncation_report
 
-        guard = Boundary(self._name)
-        part = guard.call(
+        part = self._guard.call(
             "token_counts",
             f"scope {scope['scope_id']}",
             truncation_report,
@@ -934,11 +932,11 @@ class ContentLoss:
     cannot have seen whole under the input limit the system declares (`System.input_limit`,
     `base.content_cuts`). `report()` is None when it declares none."""
 
-    def __init__(self, system: Any) -> None:
+    def __init__(self, system: Any, call_timeout: float | None = None) -> None:
         from recallbench.systems.base import declared_input_limit
 
         self._limit = declared_input_limit(system)
-        self._name = getattr(system, "name", "?")
+        self._guard = system_boundary(getattr(system, "name", "?"), call_timeout)
         self._total: dict[str, int] = {}
 
     @property
@@ -950,7 +948,7 @@ class ContentLoss:
             return
         from recallbench.systems.base import CONTENT_COUNTS, content_cuts
 
-        part = Boundary(self._name).call(
+        part = self._guard.call(
             "input_limit.token_counts",
             f"scope {scope['scope_id']}",
             content_cuts,

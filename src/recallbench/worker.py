@@ -24,11 +24,12 @@ import os
 import shutil
 import stat
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from recallbench.boundary import Boundary
+from recallbench.boundary import Boundary, system_boundary
 from recallbench.errors import RecallbenchError
 from recallbench.model import Query, Scope
 from recallbench.systems.base import structured as base_structured
@@ -36,6 +37,9 @@ from recallbench.systems.base import structured as base_structured
 _STATE: dict[str, Any] = {}
 if hasattr(os, "register_at_fork"):  # a forked worker builds its own state (init_worker)
     os.register_at_fork(after_in_child=_STATE.clear)
+#: the systems whose `setup()` has run in this process, by id (weakly held): the serial
+#: engine hands a stage's one object to each `init_worker` of the stage, set up once
+_SET_UP: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
 
 class StoreDamaged(RecallbenchError):
@@ -69,10 +73,23 @@ def task_scope(item: Mapping[str, Any]) -> Scope:
     return Scope.from_dict(raw, item.get("queries"))
 
 
+def resolve_system(name: str) -> Any:
+    """The system under test named `name`, from the registry (built-ins and plugins by
+    entry point). Each process resolves it once and carries the object: the parent once
+    per stage run (or command), a worker process once in `init_worker`."""
+    from recallbench.systems import registry
+
+    return registry.get_system(name)
+
+
 def init_worker(config: Mapping[str, Any]) -> None:
     """Build this worker's system and open the vector cache when `config` names one.
 
-    config: {"system": name, "cache": None | {"directory", "embedder_identity", "source"},
+    config: {"system": name, "instance": the parent's system object when this worker runs
+    in the parent's process (the serial engine: it is used as it is, not resolved again),
+    else None (a worker process resolves the name once, here: a system object need not
+    pickle, and a plugin's entry point loads in spawned and Ray workers alike),
+    "cache": None | {"directory", "embedder_identity", "source"},
     "device": where a learned embedder computes (auto, cpu, cuda),
     "call_timeout": None | seconds per call into the system,
     "preload": load the embedder's model now, on a thread of its own, while the worker's
@@ -81,22 +98,26 @@ def init_worker(config: Mapping[str, Any]) -> None:
     "threads": None | BLAS / OpenMP / torch threads for the system (`recallbench.threads`),
     set before the system is built and kept until `close_worker`}
 
-    Then the system's optional `setup()` runs, once, through the boundary: a plugin loads
-    its model there (once per worker process) rather than in every `open_store`.
+    Then the system's optional `setup()` runs, once per system object, through the
+    boundary: a plugin loads its model there (once per worker process) rather than in
+    every `open_store`.
     """
     from recallbench.embedding import use_device
-    from recallbench.systems import get_system
     from recallbench.threads import limit_threads
 
     close_worker()
     settings = contextlib.ExitStack()
     settings.enter_context(limit_threads(config.get("threads")))
     _STATE["settings"] = settings
-    system = get_system(config["system"])
-    guard = Boundary(config["system"], config.get("call_timeout"))
+    system = config.get("instance")
+    if system is None:
+        system = resolve_system(config["system"])
+    guard = system_boundary(config["system"], config.get("call_timeout"))
     setup = getattr(system, "setup", None)
-    if callable(setup):
+    if callable(setup) and _SET_UP.get(id(system)) is not system:
         guard.call("setup", None, setup)
+        with contextlib.suppress(TypeError):  # no weak reference to it: set up each time
+            _SET_UP[id(system)] = system
     loading = None
     if getattr(system, "embedder", None) is not None:
         use_device(system.embedder, config.get("device") or "auto")
@@ -410,7 +431,8 @@ def store_records(scope: Scope, with_structure: bool) -> list[Any]:
 
 def search(store: Any, query: Query, limit: int, where: str) -> Any:
     """`store.search(query text, limit)` through the boundary (unchecked: the caller checks
-    the hits), with `query_date=` for a system that asked for structure."""
+    the hits), with `query_date=` for a system that asked for structure. `query` and
+    `limit` go by position: a store may name the parameter `top_k` (`base.Store.search`)."""
     if base_structured(system()):
         return guard().call("search", where, store.search, query.text, limit, query_date=query.date)
     return guard().call("search", where, store.search, query.text, limit)

@@ -72,6 +72,15 @@ BAD_PLUGINS = WORD_STORE + textwrap.dedent(
         system = WordSystem("cut-declared", CutReadBack)
         system.input_limit = InputLimit(chars=1000)
         return system
+
+
+    class TopKNamed(WordStore):
+        def search(self, query, top_k):  # the seam's name before it said `limit`
+            return WordStore.search(self, query, top_k)
+
+
+    def top_k_named():
+        return WordSystem("top-k-named", TopKNamed)
     """
 )
 POINTS = {
@@ -80,6 +89,7 @@ POINTS = {
     "bad-cut": "cut",
     "bad-cut-read-back": "cut_read_back",
     "cut-declared": "cut_declared",
+    "top-k-named": "top_k_named",
 }
 
 
@@ -162,6 +172,35 @@ def test_a_declared_cut_passes_with_a_note(bad_plugins) -> None:
         "ok    content: the texts read back are the texts ingested (cut 3 of 83 texts to its "
         "declared 1,000 characters)"
     ]
+
+
+def test_a_store_naming_the_search_limit_top_k_passes_every_check(bad_plugins) -> None:
+    """The seam names search's second parameter `limit`; the harness passes it by position,
+    so a plugin written when it was documented as `top_k` keeps working."""
+    code, lines, err = check_plugin("top-k-named")
+    assert code == 0, (lines, err)
+    assert {line.split()[0] for line in lines[1:]} <= {"ok", "n/a"}, lines
+
+
+def test_the_seam_and_the_built_in_stores_name_the_search_limit_limit() -> None:
+    """`Store.search(query, limit)`: it receives the widened limit, not --top-k, and every
+    built-in store and example plugin says so."""
+    import inspect
+    import re
+
+    from recallbench.systems.base import Store
+
+    assert list(inspect.signature(Store.search).parameters)[:3] == ["self", "query", "limit"]
+    root = Path(__file__).parents[2]
+    sources = [*(root / "src/recallbench/systems").glob("*.py")]
+    sources += (root / "examples").glob("plugin-*/src/*/__init__.py")
+    named = re.compile(r"def search\(self, query(: str)?, (\w+)")
+    found = [
+        (str(p.relative_to(root)), m.group(2))
+        for p in sources
+        for m in named.finditer(p.read_text())
+    ]
+    assert len(found) >= 19 and {name for _, name in found} == {"limit"}, found
 
 
 def test_usage_and_unknown_systems_are_one_line() -> None:

@@ -183,7 +183,7 @@ def test_a_top_k_above_vipunes_limit_is_refused_up_front(user_home: Path, tmp_pa
     with pytest.raises(RecallbenchError) as caught:
         store.search("alpha", 10_001)
     assert str(caught.value) == (
-        "vipune search: top_k 10,001, more than the 10,000 vipune returns in one call "
+        "vipune search: limit 10,001, more than the 10,000 vipune returns in one call "
         "(it has no offset to page with)"
     )
     assert len(calls(tmp_path)) == before

@@ -182,3 +182,69 @@ def test_diagnostics_vectors_counts_and_configuration_are_checked() -> None:
     with pytest.raises(SystemCallFailed, match="not JSON"):
         guard.configuration({"x": object()})
     assert isinstance(SystemCallFailed("x"), RecallbenchError)
+
+
+def test_every_boundary_is_built_by_system_boundary() -> None:
+    """One place builds a `Boundary` (`system_boundary`): the workers, the stages' own calls,
+    vector prep and a plugin's decision rules get the same time limit and one-line errors."""
+    from pathlib import Path
+
+    import recallbench
+    from recallbench.boundary import system_boundary
+
+    root = Path(recallbench.__file__).parent
+    built = [
+        f"{path.relative_to(root)}:{number}"
+        for path in sorted(root.rglob("*.py"))
+        for number, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+        if "Boundary(" in line and path.name != "boundary.py"
+    ]
+    assert built == []
+
+    class Named:
+        name = "mine"
+
+    guard = system_boundary(Named(), 0.2)
+    assert (guard.system_name, guard.timeout, guard.subject) == ("mine", 0.2, "system 'mine'")
+    with pytest.raises(SystemCallFailed, match=r"^system 'mine': configuration did not return"):
+        guard.call("configuration", None, time.sleep, 30)
+    rules = system_boundary("mine", None, subject="rules of 'x'")
+    assert (rules.timeout, rules.subject) == (None, "rules of 'x'")
+
+
+SLOW_CONFIGURATION = """
+import time
+
+
+class SlowConfiguration(WordSystem):
+    def configuration(self):
+        time.sleep(5)
+        return super().configuration()
+
+
+def slow_configuration():
+    return SlowConfiguration("slow-configuration")
+"""
+
+
+def test_a_stages_own_calls_into_its_system_take_the_time_limit(tmp_path, monkeypatch) -> None:
+    """hydrate calls `configuration()` in the parent: under --call-timeout as the workers'
+    calls are (before `system_boundary`, the parent's boundary had no limit)."""
+    from conftest import CORPUS, QUERIES
+    from plugintools import WORD_STORE, install_plugin
+
+    from recallbench.spool import SPOOL
+    from recallbench.stages.hydrate import run_hydrate
+    from recallbench.stages.validate import publish_suite, run_validate
+    from recallbench.stagework import Execution
+
+    suite = run_validate("fixtures", {"corpus": CORPUS, "queries": QUERIES}, spool=tmp_path / SPOOL)
+    publish_suite(suite, tmp_path / "suite.json")
+    source = WORD_STORE + SLOW_CONFIGURATION
+    points = {"slow-configuration": "slow_configuration"}
+    slow = r"^system 'slow-configuration': configuration did not return within --call-timeout"
+    with (
+        install_plugin(monkeypatch, tmp_path, "rb_slow_configuration", source, points),
+        pytest.raises(SystemCallFailed, match=slow + r" 0.3 s$"),
+    ):
+        run_hydrate(suite, tmp_path, "slow-configuration", execution=Execution(call_timeout=0.3))

@@ -358,3 +358,17 @@ def test_a_system_without_a_clone_path_gets_n_a(tmp_path: Path) -> None:
     }
     # no equivalence figure: rule 1 cannot fire
     assert decide({**scores["data"], "roundtrip": summary})["rules"][0]["met"] is False
+
+
+def test_each_stage_resolves_its_system_once(tmp_path: Path, monkeypatch) -> None:
+    """hydrate, query and snapshot-roundtrip each look their system up in the registry once
+    per run and carry the object: the serial engine's worker (in this process) uses the
+    stage's, it does not resolve the name again."""
+    from plugintools import count_lookups
+
+    looked_up = count_lookups(monkeypatch)
+    chain = stage_chain(tmp_path / "build")
+    after_hydrate_and_query = list(looked_up)
+    roundtrip(chain)
+    assert after_hydrate_and_query == ["hotmem", "hotmem"]  # hydrate's and query's
+    assert looked_up == ["hotmem"] * 3  # and snapshot-roundtrip's

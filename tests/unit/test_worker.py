@@ -25,3 +25,74 @@ def test_transient_stores_alternate_and_are_removed(tmp_path: Path) -> None:
         assert list(second.iterdir()) == [] and list(first.iterdir()) == []
     finally:
         worker.close_worker()
+
+
+def test_a_worker_resolves_its_system_once_or_uses_the_one_it_is_given(monkeypatch) -> None:
+    """A worker process resolves the system by name once, in init_worker (an object need not
+    pickle); the serial engine's worker, in the parent's process, takes the parent's object
+    ("instance") and resolves nothing."""
+    from plugintools import count_lookups
+
+    from recallbench import worker
+    from recallbench.systems import registry
+
+    real = registry.get_system
+    looked_up = count_lookups(monkeypatch)
+    try:
+        worker.init_worker({"system": "bm25"})
+        assert looked_up == ["bm25"] and worker.system().name == "bm25"
+        parents = real("bm25")
+        worker.init_worker({"system": "bm25", "instance": parents})
+        assert looked_up == ["bm25"] and worker.system() is parents
+    finally:
+        worker.close_worker()
+
+
+def test_search_passes_query_and_limit_by_position(monkeypatch) -> None:
+    """A store may name search's second parameter as it likes (`top_k` in plugins written
+    before the seam said `limit`): the harness passes it by position."""
+    from recallbench import worker
+    from recallbench.boundary import system_boundary
+    from recallbench.model import Query
+
+    class NamedTopK:
+        def search(self, query, top_k):
+            return [query, top_k]
+
+    class Positional:
+        def search(self, query, n, /, *, query_date=None):
+            return [query, n, query_date]
+
+    monkeypatch.setitem(worker._STATE, "guard", system_boundary("mine"))
+    query = Query("q1", "a category", "where", {}, date="d1")
+    monkeypatch.setitem(worker._STATE, "system", object())  # no `structured`
+    assert worker.search(NamedTopK(), query, 7, "scope s") == ["where", 7]
+
+    class Structured:
+        structured = True
+
+    monkeypatch.setitem(worker._STATE, "system", Structured())
+    assert worker.search(Positional(), query, 9, "scope s") == ["where", 9, "d1"]
+
+
+def test_the_serial_engines_workers_set_a_system_up_once() -> None:
+    """The serial engine hands a stage's one system object to each of its `init_worker`
+    calls (prep's embedding, then the stage's tasks): its `setup()` runs once."""
+    from recallbench import worker
+    from recallbench.systems import registry
+
+    class WithSetup:
+        def __init__(self) -> None:
+            self.inner = registry.get_system("bm25")
+            self.name, self.embedder, self.setups = "bm25", None, 0
+
+        def setup(self) -> None:
+            self.setups += 1
+
+    system, other = WithSetup(), WithSetup()
+    try:
+        for given in (system, system, other):
+            worker.init_worker({"system": "bm25", "instance": given})
+        assert (system.setups, other.setups) == (1, 1)
+    finally:
+        worker.close_worker()

@@ -79,12 +79,11 @@ def run_hydrate(
     keep: bool | None = None,
     execution: Execution | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Build (or plan) every scope's store; return the `hydrate` envelope and its timing."""
-    from recallbench.systems import get_system
-
+    """Build (or plan) every scope's store; return the `hydrate` envelope and its timing.
+    The system is resolved once, here, and carried to what needs it."""
     execution = execution or Execution()
     watch = Stopwatch()
-    system = get_system(system_name)
+    system = worker.resolve_system(system_name)
     scopes = suite_env["data"]["counts"]["scopes"]
     keep = scopes == 1 if keep is None else keep
     wants_structure = structured(system)
@@ -99,8 +98,9 @@ def run_hydrate(
     # reads the same cache, and a bad --cache is refused here, not later
     execution, timing["vector_cache"] = vector_cache(execution, system, suite_env, build_dir)
     cache = cache_spec(execution, system, suite_env)
-    tally = Truncation(system)
-    loss = ContentLoss(system)  # what the store declares it cannot see of a long text
+    tally = Truncation(system, execution.call_timeout)
+    # what the store declares it cannot see of a long text
+    loss = ContentLoss(system, execution.call_timeout)
     if keep:
         resolved = root.resolve()  # once, not per scope
         items = (
@@ -116,7 +116,7 @@ def run_hydrate(
         for result in run_tasks(
             hydrate_scope,
             items,
-            system=system_name,
+            system=system,
             execution=execution,
             cache=cache,
             total=scopes,
@@ -145,10 +145,10 @@ def run_hydrate(
     if not keep and recount:
         for _ in counted(stream_scopes(suite_env), *recount):
             pass
-    from recallbench.boundary import Boundary
+    from recallbench.boundary import system_boundary
     from recallbench.systems.registry import provider
 
-    guard = Boundary(system_name)
+    guard = system_boundary(system, execution.call_timeout)
     provided_by = provider(system_name)
     data = {
         "system": system.name,

@@ -308,13 +308,11 @@ def run_query(
 
         suite = suite_env["data"]
         dataset_measures(suite["dataset"], top_k, suite["options"], ks)
-    from recallbench.systems import get_system
-
     execution = execution or Execution()
     watch = Stopwatch()
     hyd = hydrate_env["data"]
-    system = get_system(hyd["system"])
-    check_same_options(hyd, system)
+    system = worker.resolve_system(hyd["system"])  # once: carried to what needs it
+    check_same_options(hyd, system, execution.call_timeout)
     kept = hyd["mode"] == "kept"
     levels = [lv["name"] for lv in suite_env["data"]["levels"]]
     root = stores_root(build_dir) if kept else safe_child(Path(build_dir), WORK_DIR)
@@ -351,7 +349,7 @@ def run_query(
         for result in run_tasks(
             query_scope,
             items,
-            system=hyd["system"],
+            system=system,
             execution=execution,
             cache=cache,
             total=counts["scopes"] * slices,

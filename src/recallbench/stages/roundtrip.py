@@ -241,7 +241,7 @@ def _requery(
     done: Mapping[str, Any],
     queries: int,
     slices: int,
-    system: str,
+    system: Any,
     execution: Execution,
     cache: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
@@ -284,7 +284,6 @@ def run_roundtrip(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Round-trip the sampled scopes; return the `roundtrip` envelope and its timing."""
     from recallbench.errors import RecallbenchError
-    from recallbench.systems import get_system
 
     if sample < 1:
         raise RecallbenchError(f"--sample must be at least 1, got {sample}")
@@ -293,8 +292,8 @@ def run_roundtrip(
     require_made_from(runs_env, suite_env, hydrate_env)
     watch = Stopwatch()
     hyd, runs = hydrate_env["data"], runs_env["data"]
-    system = get_system(hyd["system"])
-    check_same_options(hyd, system)  # transient sources are rebuilt here
+    system = worker.resolve_system(hyd["system"])  # once: carried to what needs it
+    check_same_options(hyd, system, execution.call_timeout)  # transient sources are rebuilt here
     work = safe_child(Path(build_dir), ROUNDTRIP_DIR)
     if work.exists():
         shutil.rmtree(work)
@@ -363,7 +362,7 @@ def run_roundtrip(
     for result in run_tasks(
         roundtrip_scope,
         items,
-        system=hyd["system"],
+        system=system,
         execution=execution,
         cache=cache,
         total=len(chosen),
@@ -404,7 +403,7 @@ def run_roundtrip(
     index = suite_env["data"]["scopes"]
     for done in pending_requery:
         item, queries = held[done["index"]], index[done["index"]]["queries"]
-        per_query.update(_requery(item, done, queries, slices, hyd["system"], execution, cache))
+        per_query.update(_requery(item, done, queries, slices, system, execution, cache))
     identical = sum(1 for d in per_query.values() if d["identical"])
     checks = [
         {**c, "reasons": sorted(c["reasons"]), "all_rejected": c["rejected"] == c["scopes"]}

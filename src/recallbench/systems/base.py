@@ -17,7 +17,7 @@ stage then reports "n/a: <system> has no clone path" rather than failing):
 * `System.structured` (plugin API 1.1): the system wants structure. Its records then carry
   the dataset's turns (`Turn`) and session date where the dataset has them, and its
   stores' `search` is called with `query_date=` (the question's date, or None). A system
-  without the attribute gets neither: records as before, `search(query, top_k)`.
+  without the attribute gets neither: records as before, `search(query, limit)`.
 
 This module is what a plugin implements and what the harness calls; the helpers the
 built-in systems share (and a plugin may use) are in `recallbench.systems.kit`. A plugin
@@ -152,10 +152,14 @@ class Store(Protocol):
     def ingest(self, records: Sequence[StoreRecord]) -> int:
         """Store all records; return how many the store now holds. Ids must be new."""
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
-        """The system's production search, at most `top_k` results in its own order.
+    def search(self, query: str, limit: int) -> list[Hit]:
+        """The system's production search, at most `limit` results in its own order.
 
-        A `structured` system's stores are called as `search(query, top_k,
+        `limit` is how many hits the harness asks for, which may exceed the run's top-k: the
+        query stage widens it (doubling it) until every level of the dataset has k ids
+        among the hits. The harness passes `query` and `limit` by position, so a store may
+        name the parameter as it likes (`top_k` in plugins written before it was named
+        `limit`). A `structured` system's stores are called as `search(query, limit,
         query_date=DATE)` (DATE: the question's date as the dataset writes it, or None)."""
 
     def count(self) -> int:

@@ -55,14 +55,14 @@ class BM25Store(RecordsStore):
             return np.zeros(len(self._records), dtype=float)
         return np.asarray(self._index.get_scores(tokens), dtype=float)
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
+    def search(self, query: str, limit: int) -> list[Hit]:
         tokens = tokenize(query)
         if not self._records or not tokens:  # nothing stored, or nothing to look for
             return []
         with self._system._inside():
             scores = self._scores(tokens)
             # score descending, then memory id ascending
-            order = np.lexsort((self._ids, -scores))[:top_k]
+            order = np.lexsort((self._ids, -scores))[:limit]
         return self._hits(scores, order)
 
     def lexical_matches(self, query: str) -> tuple[str, list[str]]:

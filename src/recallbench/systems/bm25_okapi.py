@@ -62,12 +62,12 @@ class OkapiStore(RecordsStore):
     def _scores(self, query: str) -> np.ndarray:
         return np.asarray(self._index.get_scores(tokenize(query)))
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
+    def search(self, query: str, limit: int) -> list[Hit]:
         if self._index is None:
             return []
         with self._system._inside():
             scores = self._scores(query)
-            order = rank(scores)[:top_k]
+            order = rank(scores)[:limit]
         return self._hits(scores, order)
 
     def lexical_matches(self, query: str) -> tuple[str, list[str]]:

@@ -116,15 +116,15 @@ class ChromaStore(ReadsBack):
                 )
             return self._collection.count()
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
+    def search(self, query: str, limit: int) -> list[Hit]:
         self._vectors.check(query)
         with self._system._inside():
             n = self._collection.count()
-            if n == 0 or top_k <= 0:
+            if n == 0 or limit <= 0:
                 return []
             result = self._collection.query(
                 query_embeddings=[self._vectors.one(query)],
-                n_results=min(top_k, n),
+                n_results=min(limit, n),
                 include=["distances", "metadatas"],
             )
         ids, distances, metas = result["ids"][0], result["distances"][0], result["metadatas"][0]

@@ -151,7 +151,7 @@ class DenseStore:
         vectors = self._embed([r.text for r in records])
         return self._add(list(records), vectors)
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
+    def search(self, query: str, limit: int) -> list[Hit]:
         if not self._records:
             return []
         q = self._embed([query])[0].astype(np.float64)
@@ -159,7 +159,7 @@ class DenseStore:
             # row by row, the same arithmetic for every row (a BLAS matrix-vector product
             # may not), so equal vectors score exactly equal and fall to the id order
             scores = np.sum(self._vectors.astype(np.float64) * q, axis=1)
-            order = np.lexsort((self._ids, -scores))[:top_k]  # score desc, then id asc
+            order = np.lexsort((self._ids, -scores))[:limit]  # score desc, then id asc
         return [
             Hit(self._records[i].memory_id, round(float(scores[i]), 6), self._records[i].identifier)
             for i in order

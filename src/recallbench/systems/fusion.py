@@ -1,6 +1,7 @@
 """Reciprocal rank fusion (RRF) over any registered systems, and the `hybrid-rrf` reference.
 
-Each child system is searched to its depth (at least `top_k`) and the lists are fused:
+Each child system is searched to its depth (at least the search's limit) and the lists are
+fused:
 
     score(d) = sum over children c of 1 / (k + rank_c(d))      (ranks from 1)
 
@@ -105,17 +106,17 @@ class FusionStore:
             )
         return counts[0]
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
+    def search(self, query: str, limit: int) -> list[Hit]:
         system = self._system
         lists = []
         identifiers: dict[str, str] = {}
         for child, store in zip(system.children, self.stores, strict=True):
-            hits = store.search(query, max(system.depth[child.name], top_k))
+            hits = store.search(query, max(system.depth[child.name], limit))
             lists.append([h.memory_id for h in hits])
             for h in hits:
                 identifiers.setdefault(h.memory_id, h.identifier)
         with system._inside():
-            fused = rrf(lists, system.k)[:top_k]
+            fused = rrf(lists, system.k)[:limit]
         return [Hit(d, score, identifiers[d]) for d, score in fused]
 
     def lexical_matches(self, query: str) -> tuple[str, list[str]]:

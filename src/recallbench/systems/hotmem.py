@@ -139,12 +139,12 @@ class HotMemStore:
             )
         return total
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
+    def search(self, query: str, limit: int) -> list[Hit]:
         with self._system._inside():
             rows = hm_search.search_memories(
                 self.db,
                 query,
-                top_k=top_k,
+                top_k=limit,
                 embedder=self._embedder,
                 reranker=self._system.reranker,
             )

@@ -135,16 +135,16 @@ class LangGraphStore(ReadsBack):
                     )
             return len(self._items())
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
+    def search(self, query: str, limit: int) -> list[Hit]:
         self._source.check(query)
         with self._system._inside():
-            if top_k <= 0 or not self._store.search(NAMESPACE, limit=1):
+            if limit <= 0 or not self._store.search(NAMESPACE, limit=1):
                 return []
             if self._system.langmem:
-                rows = json.loads(self._search.invoke({"query": query, "limit": top_k}))
+                rows = json.loads(self._search.invoke({"query": query, "limit": limit}))
                 found = [(r["key"], r["score"]) for r in rows]
             else:
-                items = self._store.search(NAMESPACE, query=query, limit=top_k)
+                items = self._store.search(NAMESPACE, query=query, limit=limit)
                 found = [(i.key, i.score) for i in items]
                 identifiers = {i.key: i.value["identifier"] for i in items}
         hits = []

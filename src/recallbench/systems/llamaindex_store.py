@@ -126,12 +126,12 @@ class LlamaIndexStore(ReadsBack):
             self.flush()
             return len(self._docs())
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
+    def search(self, query: str, limit: int) -> list[Hit]:
         self._source.check(query)
         with self._system._inside():
-            if not self._docs() or top_k <= 0:
+            if not self._docs() or limit <= 0:
                 return []
-            found = self._index.as_retriever(similarity_top_k=top_k).retrieve(query)
+            found = self._index.as_retriever(similarity_top_k=limit).retrieve(query)
         return node_hits(found)
 
     def _count(self) -> int:

@@ -199,12 +199,12 @@ class Mem0Store(ReadsBack):
         with self._system._inside():
             return len(self._all())
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
+    def search(self, query: str, limit: int) -> list[Hit]:
         self._vectors.check(query)
         with self._system._inside():
-            if top_k <= 0:
+            if limit <= 0:
                 return []
-            found = self._memory.search(query, filters={"user_id": USER}, top_k=top_k, **SEARCH)[
+            found = self._memory.search(query, filters={"user_id": USER}, top_k=limit, **SEARCH)[
                 "results"
             ]
         return [

@@ -319,15 +319,15 @@ class MilvusStore(ReadsBack):
                 )
             return self._count()
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
+    def search(self, query: str, limit: int) -> list[Hit]:
         self._vectors.check(query)
         with self._system._inside():
-            if top_k <= 0 or self._count() == 0:
+            if limit <= 0 or self._count() == 0:
                 return []
             found = self._client.search(
                 COLLECTION,
                 [self._vectors.one(query)],
-                limit=top_k,
+                limit=limit,
                 output_fields=["identifier"],
                 search_params={
                     "metric_type": METRIC,

@@ -85,10 +85,12 @@ EF_SEARCH_RULE = (
 COSINE_OPS = "vector_cosine_ops"
 
 
-def ef_search_for(options: dict[str, Any], top_k: int) -> int:
-    """The session's `hnsw.ef_search` for a search of `top_k`: the option raised to top-k
-    (pgvector 0.6 returns at most ef_search rows), at most pgvector's `EF_SEARCH_LIMIT`."""
-    return min(max(int(options.get("ef_search", PGVECTOR_HNSW["ef_search"])), top_k),
+def ef_search_for(options: dict[str, Any], limit: int) -> int:
+    """The session's `hnsw.ef_search` for a search of at most `limit` hits: the option
+    raised to the limit (pgvector 0.6 returns at most ef_search rows), at most pgvector's
+    `EF_SEARCH_LIMIT`. (The configuration's rule says `top_k` for the limit: recorded in
+    every result, it keeps its words.)"""
+    return min(max(int(options.get("ef_search", PGVECTOR_HNSW["ef_search"])), limit),
                EF_SEARCH_LIMIT)  # fmt: skip
 
 
@@ -202,10 +204,10 @@ def server_description() -> str:
     )
 
 
-def _set_session(execute: Any, options: dict[str, Any], top_k: int) -> int:
-    """The session's pgvector search settings for a search of `top_k` (see the module
-    docstring); returns the ef_search used."""
-    ef_search = ef_search_for(options, top_k)
+def _set_session(execute: Any, options: dict[str, Any], limit: int) -> int:
+    """The session's pgvector search settings for a search of at most `limit` hits (see the
+    module docstring); returns the ef_search used."""
+    ef_search = ef_search_for(options, limit)
     execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(ef_search),))
     if "probes" in options:
         execute("SELECT set_config('ivfflat.probes', %s, false)", (str(options["probes"]),))
@@ -312,11 +314,11 @@ class PostgresLangGraphStore(ServerBacked, LangGraphStore):
             self.close()
             raise
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
-        if self._conn is not None and top_k > 0:
+    def search(self, query: str, limit: int) -> list[Hit]:
+        if self._conn is not None and limit > 0:
             with self._system._inside():
-                _set_session(self._conn.execute, self._system.options, top_k)
-        return super().search(query, top_k)
+                _set_session(self._conn.execute, self._system.options, limit)
+        return super().search(query, limit)
 
     def flush(self) -> None:
         """PostgreSQL commits every `put` (autocommit): nothing to flush."""
@@ -488,15 +490,15 @@ class PGVectorLlamaStore(ServerBacked, ReadsBack):
                 self._index.insert_nodes(nodes)
             return len(self._nodes())
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
+    def search(self, query: str, limit: int) -> list[Hit]:
         self._source.check(query)
         with self._system._inside():
-            if top_k <= 0:
+            if limit <= 0:
                 return []
             kwargs: dict[str, Any] = {}
             if self._system.hnsw:
-                kwargs["hnsw_ef_search"] = ef_search_for(self._system.options, top_k)
-            retriever = self._index.as_retriever(similarity_top_k=top_k, vector_store_kwargs=kwargs)
+                kwargs["hnsw_ef_search"] = ef_search_for(self._system.options, limit)
+            retriever = self._index.as_retriever(similarity_top_k=limit, vector_store_kwargs=kwargs)
             found = retriever.retrieve(query)
         return node_hits(found)
 
@@ -634,11 +636,11 @@ class Mem0PgvectorStore(ServerBacked, Mem0Store):
             self._memory.vector_store.create_col()
         self._check_index()
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
-        if self._pool is not None and self._system.options["hnsw"] and top_k > 0:
+    def search(self, query: str, limit: int) -> list[Hit]:
+        if self._pool is not None and self._system.options["hnsw"] and limit > 0:
             with self._system._inside(), self._pool.connection() as conn:
-                _set_session(conn.execute, self._system.options, top_k)
-        return super().search(query, top_k)
+                _set_session(conn.execute, self._system.options, limit)
+        return super().search(query, limit)
 
     def close(self) -> None:
         try:

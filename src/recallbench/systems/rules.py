@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from recallbench.boundary import Boundary, SystemCallFailed, kind_of
+from recallbench.boundary import Boundary, SystemCallFailed, kind_of, system_boundary
 from recallbench.datasets import base
 from recallbench.errors import RecallbenchError
 
@@ -205,7 +205,7 @@ def decide_run(
     evidence = {**scores, "roundtrip": base.roundtrip_summary(roundtrip)}
     if chosen.source.kind == "dataset":  # recallbench's own code: no boundary to cross
         return chosen.decide(evidence), chosen.source
-    guard = Boundary(str(system), call_timeout, subject=chosen.source.subject())
+    guard = system_boundary(str(system), call_timeout, subject=chosen.source.subject())
     where = f"{system} on {dataset}"
     copied = orjson.loads(orjson.dumps(evidence))  # theirs to change, not the scores
     made = guard.call("decide", where, chosen.decide, copied)

@@ -79,12 +79,12 @@ class TxtaiStore(ReadsBack):
             self.flush()
             return self._embeddings.count()
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
+    def search(self, query: str, limit: int) -> list[Hit]:
         self._source.check(query)
         with self._system._inside():
-            if top_k <= 0 or not self._embeddings.count():
+            if limit <= 0 or not self._embeddings.count():
                 return []
-            rows = self._embeddings.search(query, limit=top_k)
+            rows = self._embeddings.search(query, limit=limit)
         return [Hit(r["id"], round(float(r["score"]), 6), self._identifiers[r["id"]]) for r in rows]
 
     def _count(self) -> int:

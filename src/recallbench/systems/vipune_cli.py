@@ -231,10 +231,10 @@ class VipuneStore:
         self._save()
         return self.count()
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
-        if top_k <= 0 or not self._ids or is_blank(query):
+    def search(self, query: str, limit: int) -> list[Hit]:
+        if limit <= 0 or not self._ids or is_blank(query):
             return []  # vipune refuses a blank query: it has no hits
-        check_limit("search", top_k, "top_k")
+        check_limit("search", limit, "limit")
         size = len(query.strip(RUST_WHITESPACE).encode("utf-8", "surrogatepass"))
         if size > MAX_TEXT_BYTES:
             raise RecallbenchError(
@@ -242,7 +242,7 @@ class VipuneStore:
                 "bytes vipune accepts"
             )
         hybrid = ["--hybrid"] if self._system.hybrid else []
-        reply = self._run("search", *hybrid, "--recency", RECENCY, "-l", str(top_k), "--", query)
+        reply = self._run("search", *hybrid, "--recency", RECENCY, "-l", str(limit), "--", query)
         hits = []
         for row in reply.get("results", []):
             memory_id = self._ids[str(row["id"])]

@@ -77,7 +77,7 @@ class DoryStore:
                 self.by_node[node_id] = r.memory_id
         return self.count()
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
+    def search(self, query: str, limit: int) -> list[Hit]:
         from dory import activation
         from dory import store as dory_store
 
@@ -97,7 +97,7 @@ class DoryStore:
                 hits.append((self.by_node[node], 0.0, node))
         return [
             Hit(memory_id, float(score), self._identifier(node))
-            for memory_id, score, node in hits[:top_k]
+            for memory_id, score, node in hits[:limit]
         ]
 
     def _active(self, node_id: str) -> bool:

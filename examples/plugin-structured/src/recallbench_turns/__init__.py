@@ -97,7 +97,7 @@ class TurnPairStore:
         (self.directory / RECORDS_FILE).write_bytes(jsonl_bytes(self.records))
         return len(self.records)
 
-    def search(self, query: str, top_k: int, *, query_date: str | None = None) -> list[Hit]:
+    def search(self, query: str, limit: int, *, query_date: str | None = None) -> list[Hit]:
         tokens = tokenize(query)
         if not self.records or not tokens:
             return []
@@ -115,7 +115,7 @@ class TurnPairStore:
                     continue  # dated after the question
                 ranked.append((-round(float(best[n]), 4), record.memory_id, record.identifier))
             ranked.sort()
-        return [Hit(memory_id, -score, ident) for score, memory_id, ident in ranked[:top_k]]
+        return [Hit(memory_id, -score, ident) for score, memory_id, ident in ranked[:limit]]
 
     def count(self) -> int:
         return len(self.records)

@@ -16,7 +16,7 @@ prep cache (`open_store(vectors=...)`) feeds this store too.
 
 Order: LanceDB's score for the search path (`_relevance_score`, `_score`, or 1 - cosine
 distance), descending; ties by memory id ascending. To make that tie-break exact, every
-search asks LanceDB for as many results as the table holds and cuts to `top_k` after
+search asks LanceDB for as many results as the table holds and cuts to `limit` after
 sorting. The store is a LanceDB database in `<store dir>/lance` (one table, `memories`)
 plus a small marker file; its memory ids are stored as given and never interpreted.
 No clone path: the stages report "n/a" for the round trip.
@@ -129,9 +129,9 @@ class LanceDBStore:
         table = self._table.to_arrow()
         return [table.column(name).to_pylist() for name in names]
 
-    def search(self, query: str, top_k: int) -> list[Hit]:
+    def search(self, query: str, limit: int) -> list[Hit]:
         n = self.count()
-        if n == 0 or top_k <= 0:
+        if n == 0 or limit <= 0:
             return []
         mode = self._system.mode
         vector = self._vectors([query])[0] if mode != "fts" else None
@@ -155,7 +155,7 @@ class LanceDBStore:
                 builder = builder.select(["memory_id", "identifier", key])
             table = builder.limit(n).to_arrow().select(["memory_id", "identifier", key])
             rows = table.to_pylist()
-        ranked = sorted(rows, key=lambda r: (-sign * r[key], r["memory_id"]))[:top_k]
+        ranked = sorted(rows, key=lambda r: (-sign * r[key], r["memory_id"]))[:limit]
         return [
             Hit(
                 r["memory_id"],
