@@ -155,6 +155,23 @@ def script_json(obj: Any) -> str:
     return text
 
 
+def html_text(text: Any) -> str:
+    """`text` for an HTML page whose template engine escapes markup (report.html,
+    compare.html: Jinja2's autoescaping, `markupsafe.escape`): control, format and
+    surrogate characters (bidi overrides, zero-width characters, NUL) as ``U+XXXX``;
+    newline and tab kept (a text shown with its line breaks). Not escaped for markup
+    here: always through the autoescaping renderer."""
+    text = str(text)
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(
+        f"U+{ord(ch):04X}"
+        if ch not in "\n\t" and unicodedata.category(ch) in ("Cc", "Cf", "Cs")
+        else ch
+        for ch in text
+    )
+
+
 def html(text: Any) -> str:
     """`text` as HTML text or a quoted attribute value that shows exactly that text:
     control, format and surrogate characters as ``U+XXXX``, ``& < > " '`` as character
