@@ -9,13 +9,17 @@ elements when such a query is opened. The bytes of the page and of its data file
 function of the documents, the validated texts and the plots only (no clock, no timings, no
 paths), so the same inputs give byte-identical files.
 
-The static parts (headline tables, configuration, dataset facts, the decision) are rendered
-by Jinja2 templates (`templates/`) with autoescaping on, after every control and format
-character of a string (bidi overrides, zero-width characters) is replaced by its visible
-``U+XXXX`` form. The per-query part is data: JSON inside a ``<script type="application/json">``
-element and in each data file, written by `escape.script_json` (so no text can close the
-element), drawn by plain JavaScript that inserts every string as text (``textContent``),
-never as markup.
+The static parts of report.html (configuration, dataset facts, the metric tables, the
+worst queries, the round trip, the decision) are the report's sections
+(`report.run_sections`, the same as report.md's, without their local parts: the clock and
+the timings), drawn by the template ``_sections.html`` (`report.sections.html_sections`);
+compare.html's are the comparison's (`report.comparison.compare_sections`). The Jinja2
+templates (`templates/`) autoescape, after every control and format character of a string
+(bidi overrides, zero-width characters) is replaced by its visible ``U+XXXX`` form
+(`escape.html_text`). The per-query part is data: JSON inside a
+``<script type="application/json">`` element and in each data file, written by
+`escape.script_json` (so no text can close the element), drawn by plain JavaScript that
+inserts every string as text (``textContent``), never as markup.
 
 Texts come from the validated scope spool: report.html's are read one scope at a time
 (`stream_report_records`), compare.html's are collected per run (`collect_texts`): the text

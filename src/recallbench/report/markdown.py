@@ -1,10 +1,12 @@
-"""The Markdown report: a view of the result document plus the local timing sidecars.
+"""report.md: `render_markdown` writes the sections of `report.run_sections` as Markdown,
+and the helpers those sections (and report.html, compare, the baseline) share to format a
+result's figures: `value_text`, `cell_text`, `format_setting`, `column_groups`,
+`rate_rows`, `worst_queries`, `search_depth_note`.
 
 Everything a figure needs (its metric name, its denominator) comes from the result; long
-lists are cut to their first ten with a count. Every string from the result (ids, labels,
-names, a plugin's configuration keys and values, notes) passes through `recallbench.escape`'s
-Markdown rule where it is written here (`md` for text and table cells, `code` for code
-spans), so no character of the data can add a heading, a link, raw HTML or a table cell.
+lists are cut to their first ten with a count. Nothing here escapes: every string reaches
+an output through the section renderers (`report.sections`), which apply
+`recallbench.escape`'s rule for it.
 """
 
 from __future__ import annotations
