@@ -261,7 +261,7 @@ def truncation_section(result: Mapping[str, Any]) -> list[Section]:
         f"{value_text(t['share_unseen'], pct=True)} of all {t['tokens_total']:,} stored tokens). "
         "A long text is ranked by its opening only."
     )
-    return [Section("embedder-limit", "Embedder input limit", paragraphs=((text,),))]
+    return [Section("embedder-limit", "Embedder input limit", paragraphs=(text,))]
 
 
 def content_loss_section(result: Mapping[str, Any]) -> list[Section]:
@@ -306,7 +306,7 @@ def worst_queries_section(result: Mapping[str, Any]) -> Section:
         expected = Cut(tuple(fmt("{i} ({g})", i=i, g=g) for i, g in q["expected"].items()), 5)
         returned = joined([fmt("{i} ({g})", i=h["id"], g=h["grade"]) for h in q["returned"]])
         category = labels.get(q["category"], q["category"])
-        rows.append([q["query_id"], category, Lit(value_text(value)), (expected,), returned])
+        rows.append([q["query_id"], category, Lit(value_text(value)), expected, returned])
     header = (
         "query",
         "category",
@@ -318,23 +318,26 @@ def worst_queries_section(result: Mapping[str, Any]) -> Section:
 
 
 def misses_section(result: Mapping[str, Any]) -> Section:
-    """Why each relevant item was missed (the first `3 * LIST_LIMIT` reasons)."""
+    """Why each relevant item was missed: one bullet per reason, the first
+    `3 * LIST_LIMIT` (every one is in results.json)."""
+    title = "Why relevant items were missed"
     labels = result["dataset"]["category_labels"]
-    misses = [
-        (q["query_id"], q["category"], why) for q in result["queries"] for why in q["why_missed"]
-    ]
-    limit = 3 * LIST_LIMIT
+    misses = [(q, why) for q in result["queries"] for why in q["why_missed"]]
     if not misses:
-        return Section(
-            "missed", "Why relevant items were missed", paragraphs=("No relevant item was missed.",)
+        return Section("missed", title, paragraphs=("No relevant item was missed.",))
+    limit = 3 * LIST_LIMIT
+    bullets: list[Text] = [
+        fmt(
+            "{query} ({category}): {why}",
+            query=Code(q["query_id"]),
+            category=labels.get(q["category"], q["category"]),
+            why=why,
         )
-    items: list[Text] = [
-        fmt("{q} ({label}): {why}", q=Code(qid), label=labels.get(cat, cat), why=why)
-        for qid, cat, why in misses[:limit]
+        for q, why in misses[:limit]
     ]
     if len(misses) > limit:
-        items.append((Lit(f"... and {len(misses) - limit} more; all in results.json"),))
-    return Section("missed", "Why relevant items were missed", bullets=tuple(items))
+        bullets.append(Lit(f"... and {len(misses) - limit} more; all in results.json"))
+    return Section("missed", title, bullets=tuple(bullets))
 
 
 def observations(result: Mapping[str, Any]) -> list[Text]:
@@ -455,7 +458,7 @@ def roundtrip_section(result: Mapping[str, Any]) -> Section:
             for qid, d in list(drift.items())[:LIST_LIMIT]
         ]
         if len(drift) > LIST_LIMIT:
-            items.append((Lit(f"... and {len(drift) - LIST_LIMIT} more; all in results.json"),))
+            items.append(Lit(f"... and {len(drift) - LIST_LIMIT} more; all in results.json"))
         body.append(Bullets(tuple(items)))
     else:
         body.append(Para("No query changed order or score after the round trip."))
@@ -560,7 +563,7 @@ def conclusion_section(result: Mapping[str, Any], rules: Any = None) -> Section:
     )
     if d["rule"] is None:  # no rule written for this system: the figures, not advice
         body: list[Any] = [
-            Para((Strong(d["recommendation"]),)),
+            Para(Strong(d["recommendation"])),
             Para(measured_line(result)),
             *source,
         ]
@@ -574,7 +577,7 @@ def conclusion_section(result: Mapping[str, Any], rules: Any = None) -> Section:
             ]
         )
         if r["fired"]:
-            state: Text = (Strong("fired"),)
+            state: Text = Strong("fired")
         elif r["met"]:
             state = "also met, but an earlier rule fired first"
         else:
@@ -584,7 +587,7 @@ def conclusion_section(result: Mapping[str, Any], rules: Any = None) -> Section:
         )
         lines.append(line + ((Lit(" ("), *measured, Lit(")")) if measured else ()))
     headline = Strong(fmt("Rule {rule} fired: {rec}", rule=d["rule"], rec=d["recommendation"]))
-    body = [Para((headline,)), Lines(tuple(lines)), Bullets(tuple(d["guardrails"])), *source]
+    body = [Para(headline), Lines(tuple(lines)), Bullets(tuple(d["guardrails"])), *source]
     return Section("conclusion", "Conclusion", body=tuple(body))
 
 
