@@ -218,3 +218,15 @@ def test_spans_of_keeps_what_a_describe_function_marks() -> None:
     spans = spans_of(describe)
     assert markdown_text(spans) == "`rules|x`, from dist\\* 1.0"
     assert terminal_text(spans) == "rules|x, from dist* 1.0"
+
+
+def test_the_worked_example_in_architecture_md_is_the_code() -> None:
+    """docs/architecture.md's "Adding a report section" shows `misses_section` as it is."""
+    import inspect
+    from pathlib import Path
+
+    from recallbench.report.run_sections import misses_section
+
+    docs = (Path(__file__).parents[2] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    example = docs.split("## Adding a report section", 1)[1].split("```python\n", 1)[1]
+    assert example.split("```", 1)[0] == inspect.getsource(misses_section)
