@@ -1,9 +1,9 @@
 """A report section as data, written once and rendered for every output.
 
 A `Section` is a title and a body of blocks: paragraphs (`Para`), a `Table`, bullet points
-(`Bullets`), consecutive lines (`Lines`) and figures (`Figure`). The legacy fields
-(`paragraphs`, `table`, `bullets`, `after`) are the common shape of a body, read as blocks
-in that order before `body`. Every text is `Text`: a plain string is data, escaped whole
+(`Bullets`), consecutive lines (`Lines`) and figures (`Figure`). The shorthand fields
+`paragraphs`, `table` and `bullets` come first, then the blocks of `body`, then the
+paragraphs of `after` (`Section.blocks`). Every text is `Text`: a plain string is data, escaped whole
 by the renderer for its output; a tuple of spans mixes data (`str`) with the builder's own
 wording (`Lit`), bold (`Strong`), code (`Code`) and a long list cut in the Markdown and
 the terminal (`Cut`). The renderers here turn a list of sections into Markdown
@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import string
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from recallbench.escape import html_text, markdown_code, terminal
@@ -172,7 +172,8 @@ Block = Para | Table | Bullets | Lines | Figure
 
 @dataclass(frozen=True)
 class Section:
-    """One section: `key` (the HTML anchor), a title and its blocks (`blocks`)."""
+    """One section: `key` (its anchor in an HTML page), a title, its level (2: ``##``) and
+    its blocks (`blocks`)."""
 
     key: str
     title: Text
@@ -183,7 +184,7 @@ class Section:
     after: tuple[Text, ...] = ()
     level: int = 2
     #: blocks after the ones above
-    body: tuple[Block, ...] = field(default=())
+    body: tuple[Block, ...] = ()
     #: local diagnostics (timings): Markdown and the terminal only, never an HTML page
     local: bool = False
 
@@ -213,9 +214,14 @@ def table(
 # --- rendering a text ------------------------------------------------------------------------
 
 
-def _plain(text: Text, escape: Callable[[str], str], code: Callable[[str], str]) -> str:
+def _plain(
+    text: Text,
+    escape: Callable[[str], str],
+    code: Callable[[str], str],
+    bold: Callable[[str], str],
+) -> str:
     """A text for Markdown or the terminal: data through `escape`, code spans through
-    `code`, `Lit` verbatim, a `Cut` shortened."""
+    `code`, bold text through `bold`, `Lit` verbatim, a `Cut` shortened."""
     if isinstance(text, str):
         return escape(text)
     if not isinstance(text, tuple):  # one span
@@ -227,25 +233,23 @@ def _plain(text: Text, escape: Callable[[str], str], code: Callable[[str], str])
         elif isinstance(span, Lit):
             out.append(span.text)
         elif isinstance(span, Strong):
-            inner = _plain(span.text, escape, code)
-            out.append(f"**{inner}**" if escape is md else inner)
+            out.append(bold(_plain(span.text, escape, code, bold)))
         elif isinstance(span, Code):
             out.append(code(span.text))
         else:
-            out.append(
-                cut([_plain(item, escape, code) for item in span.items], span.limit, span.where)
-            )
+            items = [_plain(item, escape, code, bold) for item in span.items]
+            out.append(cut(items, span.limit, span.where))
     return "".join(out)
 
 
 def markdown_text(text: Text) -> str:
     """A text as inline Markdown (data escaped by `escape.markdown`)."""
-    return _plain(text, md, markdown_code)
+    return _plain(text, md, markdown_code, lambda inner: f"**{inner}**")
 
 
 def terminal_text(text: Text) -> str:
     """A text as one terminal line (every part escaped by `escape.terminal`)."""
-    return _plain(text, terminal, terminal)
+    return _plain(text, terminal, terminal, lambda inner: inner)
 
 
 def html_markup(text: Text) -> Any:
