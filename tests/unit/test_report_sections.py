@@ -128,6 +128,7 @@ def test_local_parts_stay_out_of_the_html_page(lane: Run) -> None:
     assert "| query stage wall time | 1.50 s (local executor, 1 worker(s)) |" in markdown
     page = render_report_html(lane.result, no_texts("memory"), version="9.9.9").decode("utf-8")
     assert "Generated" not in page and "query stage wall time" not in page
+    assert '<section id="report">' not in page  # no banner: nothing under the page's heading
     assert '<section id="conclusion">\n<h2>Conclusion</h2>' in page
 
 

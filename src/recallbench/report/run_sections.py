@@ -145,7 +145,10 @@ def dataset_section(result: Mapping[str, Any]) -> Section:
         ]
         body.append(Bullets(tuple(drops)))
     if result["summary"]:
-        rows = [(key.replace("_", " "), format_setting(v)) for key, v in result["summary"].items()]
+        # in key order: `run`'s result has the reader's order, the one read back from
+        # results.json sorted keys; both write the same report
+        summary = sorted(result["summary"].items())
+        rows = [(key.replace("_", " "), format_setting(v)) for key, v in summary]
         body.append(table(("dataset figure", "value"), rows))
     return Section("dataset", "Dataset", body=tuple(body))
 

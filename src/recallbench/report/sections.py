@@ -345,7 +345,8 @@ def html_sections(
 ) -> list[dict]:
     """The sections as the template `_sections.html` reads them, every text as markup
     (`html_markup`); local sections and paragraphs left out; a figure inline when
-    `images` has its bytes (by path), else left out."""
+    `images` has its bytes (by path), else left out. A level-1 section's title is the
+    page's own heading (the template draws only its blocks, and nothing when it has none)."""
     images = images or {}
     out = []
     for s in sections:
@@ -387,6 +388,8 @@ def html_sections(
                     blocks[-1]["images"].append(figure)
                 else:
                     blocks.append({"kind": "figures", "images": [figure]})
+        if s.level == 1 and not blocks:  # the page's own heading is the title: nothing to add
+            continue
         out.append(
             {"key": s.key, "title": html_markup(s.title), "level": s.level, "blocks": blocks}
         )
