@@ -21,7 +21,7 @@ from recallbench.datasets.fixtures.reader import CATEGORIES
 from recallbench.datasets.longmemeval import generator as longmemeval_generator
 from recallbench.errors import ArtifactError
 from recallbench.pipeline import Run, run_pipeline
-from recallbench.report.markdown import MAX_COLUMNS, cell_text, render_markdown
+from recallbench.report.markdown import MAX_COLUMNS, cell_text
 from recallbench.report.result import (
     RESULT_SCHEMA,
     RESULT_SCHEMA_VERSION,
@@ -30,6 +30,7 @@ from recallbench.report.result import (
     mean_measures,
     per_query_values,
 )
+from recallbench.report.run_sections import render_markdown
 from recallbench.report.sections import LIST_LIMIT, cut
 from recallbench.stages.report import build_report
 from recallbench.stages.roundtrip import run_roundtrip

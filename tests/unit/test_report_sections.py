@@ -13,7 +13,7 @@ from markupsafe import Markup
 
 from recallbench.pipeline import Run
 from recallbench.report.html import no_texts, render_report_html
-from recallbench.report.markdown import render_markdown
+from recallbench.report.run_sections import render_markdown
 from recallbench.report.sections import (
     Bullets,
     Code,

@@ -1,12 +1,11 @@
-"""report.md: `render_markdown` writes the sections of `report.run_sections` as Markdown,
-and the helpers those sections (and report.html, compare, the baseline) share to format a
-result's figures: `value_text`, `cell_text`, `format_setting`, `column_groups`,
-`rate_rows`, `worst_queries`, `search_depth_note`.
+"""The figures of a result as the reports write them, shared by the report's sections
+(`report.run_sections`), compare and the baseline: `value_text`, `cell_text`,
+`format_setting`, `column_groups`, `rate_rows`, `worst_queries`, `search_depth_note`,
+`is_generated`. report.md itself is `run_sections.render_markdown`.
 
-Everything a figure needs (its metric name, its denominator) comes from the result; long
-lists are cut to their first ten with a count. Nothing here escapes: every string reaches
-an output through the section renderers (`report.sections`), which apply
-`recallbench.escape`'s rule for it.
+Everything a figure needs (its metric name, its denominator) comes from the result. Nothing
+here escapes: every string reaches an output through the section renderers
+(`report.sections`), which apply `recallbench.escape`'s rule for it.
 """
 
 from __future__ import annotations
@@ -158,24 +157,3 @@ def worst_queries(result: Mapping[str, Any], n: int = 5) -> list[dict[str, Any]]
 
     graded = [q for q in result["queries"] if q["expected"]]
     return sorted(graded, key=lambda q: (*(number(q, m) for m in names), q["query_id"]))[:n]
-
-
-def render_markdown(
-    result: Mapping[str, Any],
-    timings: Mapping[str, Any],
-    generated_at: str,
-    version: str,
-    plots: Sequence[tuple[str, str]] = (),
-    rules: Any = None,
-    source: str = "",
-) -> str:
-    """The human-readable report: the sections of `report.run_sections.run_sections`
-    (built from the result document and the timings) as Markdown (`sections.to_markdown`).
-    `plots` are (path relative to the report, caption) of the images the Metrics section
-    links to; `rules` (a `systems.rules.RulesSource`, None when no rule applies) is where
-    the decision rules came from, which the Conclusion names; `source`: where the code
-    under test came from (`source.describe_source`)."""
-    from recallbench.report.run_sections import run_sections
-    from recallbench.report.sections import to_markdown
-
-    return to_markdown(run_sections(result, timings, generated_at, version, plots, rules, source))

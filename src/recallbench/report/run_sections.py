@@ -41,6 +41,7 @@ from recallbench.report.sections import (
     fmt,
     spans_of,
     table,
+    to_markdown,
 )
 
 
@@ -603,7 +604,8 @@ def run_sections(
     rules: Any = None,
     source: str = "",
 ) -> list[Section]:
-    """Every section of `run`'s report, in order (see `markdown.render_markdown`)."""
+    """Every section of `run`'s report, in order: report.md is their Markdown
+    (`render_markdown`), report.html draws them too (`html.render_report_page`)."""
     return [
         head_section(result, generated_at, version),
         configuration_section(result, source),
@@ -618,3 +620,21 @@ def run_sections(
         cost_section(timings),
         conclusion_section(result, rules),
     ]
+
+
+def render_markdown(
+    result: Mapping[str, Any],
+    timings: Mapping[str, Any],
+    generated_at: str,
+    version: str,
+    plots: Sequence[tuple[str, str]] = (),
+    rules: Any = None,
+    source: str = "",
+) -> str:
+    """report.md: the sections of `run_sections` (built from the result document and the
+    timings) as Markdown (`sections.to_markdown`). `plots` are (path relative to the
+    report, caption) of the images the Metrics section links to; `rules` (a
+    `systems.rules.RulesSource`, None when no rule applies) is where the decision rules
+    came from, which the Conclusion names; `source`: where the code under test came from
+    (`source.describe_source`)."""
+    return to_markdown(run_sections(result, timings, generated_at, version, plots, rules, source))
