@@ -135,7 +135,7 @@ def rate_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _primary_ranked(result: Mapping[str, Any]) -> list[str]:
+def primary_ranked(result: Mapping[str, Any]) -> list[str]:
     """The primary level's mean measures at the run's top-k (for ordering worst queries)."""
     k = result["run"]["top_k"]
     primary = result["dataset"]["levels"][0]["name"]
@@ -149,7 +149,8 @@ def _primary_ranked(result: Mapping[str, Any]) -> list[str]:
 
 
 def worst_queries(result: Mapping[str, Any], n: int = 5) -> list[dict[str, Any]]:
-    names = _primary_ranked(result)
+    """The `n` graded queries lowest on the `primary_ranked` measures (ties: by id)."""
+    names = primary_ranked(result)
 
     def number(q: Mapping[str, Any], name: str) -> float:
         v = value_of(q["metrics"].get(name))

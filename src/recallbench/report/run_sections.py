@@ -15,11 +15,11 @@ from typing import Any
 
 from recallbench.measures import RELEVANT_GRADE, from_record, select, value_of
 from recallbench.report.markdown import (
-    _primary_ranked,
     cell_text,
     column_groups,
     format_setting,
     is_generated,
+    primary_ranked,
     rate_rows,
     search_depth_note,
     value_text,
@@ -27,6 +27,7 @@ from recallbench.report.markdown import (
 )
 from recallbench.report.sections import (
     LIST_LIMIT,
+    Block,
     Bullets,
     Code,
     Cut,
@@ -51,13 +52,13 @@ def joined(items: Sequence[Text], sep: str = ", ") -> tuple[Span, ...]:
     for i, item in enumerate(items):
         if i:
             out.append(Lit(sep))
-        out.extend((item,) if isinstance(item, str) else item)
+        out.extend(item if isinstance(item, tuple) else (item,))
     return tuple(out)
 
 
 def head_section(result: Mapping[str, Any], generated_at: str, version: str) -> Section:
     """The report's title, the synthetic-data banner, when and by what it was made."""
-    body: list[Any] = []
+    body: list[Block] = []
     if is_generated(result):
         body.append(
             Para(
@@ -119,7 +120,7 @@ def configuration_section(result: Mapping[str, Any], source: str = "") -> Sectio
             fmt("{k} / {mode}", k=result["run"]["top_k"], mode=result["run"]["store_mode"]),
         )
     )
-    body: list[Any] = [table(("setting", "value"), rows)]
+    body: list[Block] = [table(("setting", "value"), rows)]
     if not ds["identity"]["known"]:
         body.append(Para(fmt("Warning: {label}.", label=ds["identity"]["label"]), quote=True))
     depth_note = search_depth_note(result)
@@ -131,7 +132,7 @@ def configuration_section(result: Mapping[str, Any], source: str = "") -> Sectio
 def dataset_section(result: Mapping[str, Any]) -> Section:
     """The reader's notes, the queries dropped before scoring and the dataset's figures."""
     ds, counts = result["dataset"], result["counts"]
-    body: list[Any] = [Bullets(tuple(ds["notes"]))]
+    body: list[Block] = [Bullets(tuple(ds["notes"]))]
     if counts["dropped"]:
         body.append(Para("Dropped before scoring (not in any denominator):"))
         drops = [
@@ -303,7 +304,7 @@ def content_loss_section(result: Mapping[str, Any]) -> list[Section]:
 def worst_queries_section(result: Mapping[str, Any]) -> Section:
     """The five graded queries ranked worst by the primary measure at top-k."""
     labels = result["dataset"]["category_labels"]
-    names = _primary_ranked(result)[:1]
+    names = primary_ranked(result)[:1]
     rows = []
     for q in worst_queries(result):
         value = value_of(q["metrics"].get(names[0])) if names else None
@@ -419,7 +420,7 @@ def roundtrip_section(result: Mapping[str, Any]) -> Section:
     title = "Snapshot -> verify -> clean hydrate"
     if not rt["available"]:
         return Section("roundtrip", title, paragraphs=(fmt("{reason}.", reason=rt["reason"]),))
-    body: list[Any] = []
+    body: list[Block] = []
     sample = rt["sample"]
     if sample["scopes_sampled"] < sample["scopes_total"]:
         body.append(
@@ -566,7 +567,7 @@ def conclusion_section(result: Mapping[str, Any], rules: Any = None) -> Section:
         [] if rules is None else [Para(fmt("Decision rules: {src}.", src=spans_of(rules.describe)))]
     )
     if d["rule"] is None:  # no rule written for this system: the figures, not advice
-        body: list[Any] = [
+        body: list[Block] = [
             Para(Strong(d["recommendation"])),
             Para(measured_line(result)),
             *source,
