@@ -129,6 +129,7 @@ def test_local_parts_stay_out_of_the_html_page(lane: Run) -> None:
     page = render_report_html(lane.result, no_texts("memory"), version="9.9.9").decode("utf-8")
     assert "Generated" not in page and "query stage wall time" not in page
     assert '<section id="report">' not in page  # no banner: nothing under the page's heading
+    assert "<details>\n<summary>Definitions of the measures</summary>\n<ul>" in page
     assert '<section id="conclusion">\n<h2>Conclusion</h2>' in page
 
 
@@ -145,7 +146,10 @@ def sample_sections() -> list[Section]:
                 Para(fmt("Warning: {w}.", w=HOSTILE), quote=True),
                 Para("now", local=True),
                 table(("name", "value"), [(HOSTILE, Lit("0.500 [0.1, 0.9]"))]),
-                Bullets((fmt("ids: {ids}", ids=Cut(tuple(f"q{i}" for i in range(4)), limit=2)),)),
+                Bullets(
+                    (fmt("ids: {ids}", ids=Cut(tuple(f"q{i}" for i in range(4)), limit=2)),),
+                    fold="the ids",
+                ),
                 Lines(("1. first", "2. second")),
                 Figure("plots/a.svg", "A <plot>"),
             ),
@@ -205,6 +209,7 @@ def test_each_span_and_block_renders_for_html() -> None:
     assert str(first) == f"<strong>{hostile}</strong> and 0.50: <code>a`b</code>"
     assert str(one["blocks"][2]["rows"][0][0]) == hostile
     assert str(one["blocks"][3]["entries"][0]) == "ids: q0, q1, q2, q3"
+    assert one["blocks"][3]["fold"] == "the ids"  # folded in a <details> element
     assert one["blocks"][5]["images"][0]["src"] == "data:image/svg+xml;base64,PHN2Zy8+"
     assert all(b["kind"] != "figures" for b in html_sections(sample_sections())[0]["blocks"])
 

@@ -181,7 +181,12 @@ def metrics_sections(
                     na=Code("n/a"),
                 ),
             ),
-            bullets=tuple(fmt("{at}: {d}", at=Code(at), d=d) for at, d in definitions.items()),
+            body=(
+                Bullets(
+                    tuple(fmt("{at}: {d}", at=Code(at), d=d) for at, d in definitions.items()),
+                    fold="Definitions of the measures",
+                ),
+            ),
         )
     ]
     measures = result["run"]["measures"]

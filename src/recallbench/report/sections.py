@@ -149,6 +149,9 @@ class Bullets:
     """Bullet points (Markdown keeps the blank line after an empty list)."""
 
     items: tuple[Text, ...]
+    #: HTML shows the list folded under this summary (a ``<details>`` element); Markdown
+    #: and the terminal list it as usual
+    fold: str = ""
 
 
 @dataclass(frozen=True)
@@ -372,9 +375,8 @@ def html_sections(
                 )
             elif isinstance(block, Bullets):
                 if block.items:
-                    blocks.append(
-                        {"kind": "bullets", "entries": [html_markup(b) for b in block.items]}
-                    )
+                    entries = [html_markup(b) for b in block.items]
+                    blocks.append({"kind": "bullets", "entries": entries, "fold": block.fold})
             elif isinstance(block, Lines):
                 blocks.append({"kind": "lines", "entries": [html_markup(i) for i in block.items]})
             elif block.path in images:
