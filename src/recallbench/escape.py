@@ -1,8 +1,9 @@
-"""Escaping where data meets an output: one rule per output kind.
+"""Escaping where data meets an output: every rule for every output kind lives here.
 
 Every string that comes from a dataset, a store, a plugin or a path is data. Each output
-kind has one function here that makes such a string safe for it, and the writers of that
-output call it where the string meets the output, never at their callers' sites.
+kind has its rule here, and the writer of that output applies it where the string meets
+the output (the report sections' renderers, `report.sections`, for report.md, report.html,
+compare.md, compare.html and the terminal tables), never at their callers' sites.
 
 - `terminal(text)`: one line on a terminal (the summary table, messages).
 - `markdown(text)`: inline Markdown text (a paragraph, a list item, a heading, a table
@@ -14,7 +15,11 @@ output call it where the string meets the output, never at their callers' sites.
 - `plot_text(text)`: a string matplotlib draws (labels, titles, legends, tick labels).
 - `script_json(obj)`: JSON that stands inside a ``<script>`` element of a page or in a
   JavaScript file the page loads (report.html's data files).
-- `html(text)`: text inside an HTML element or a quoted attribute (protocols.html).
+- HTML has two rules, by who escapes the markup: `html_text(text)` for the pages drawn by
+  Jinja2 templates with autoescaping (report.html, compare.html: invisible characters
+  shown as ``U+XXXX``, line breaks kept; the autoescaping escapes ``& < > " '``), and
+  `html(text)` for a page written without a template engine (protocols.html: both at
+  once, line breaks shown too).
 - `path_text(path)`: a path as valid text, for a label or a document (its bytes that are
   not UTF-8 as ``\\xNN``).
 """
@@ -29,13 +34,15 @@ from typing import Any
 _INVISIBLE = ("Cc", "Cf", "Cs", "Zl", "Zp")
 
 
-def _visible_controls(text: str) -> str:
-    """Every control, format or surrogate character and line separator (line breaks, ESC,
-    NUL, bidi overrides, zero-width characters, U+2028, U+2029) as ``U+XXXX``."""
+def _visible_controls(text: str, keep: str = "", hidden: tuple[str, ...] = _INVISIBLE) -> str:
+    """Every character of the `hidden` categories (default: control, format or surrogate
+    characters and line separators: line breaks, ESC, NUL, bidi overrides, zero-width
+    characters, U+2028, U+2029) but those in `keep` as ``U+XXXX``."""
     if text.isascii() and text.isprintable():
         return text
     return "".join(
-        f"U+{ord(ch):04X}" if unicodedata.category(ch) in _INVISIBLE else ch for ch in text
+        f"U+{ord(ch):04X}" if ch not in keep and unicodedata.category(ch) in hidden else ch
+        for ch in text
     )
 
 
@@ -153,6 +160,15 @@ def script_json(obj: Any) -> str:
         if ch in text:
             text = text.replace(ch, esc)
     return text
+
+
+def html_text(text: Any) -> str:
+    """`text` for an HTML page whose template engine escapes markup (report.html,
+    compare.html: Jinja2's autoescaping, `markupsafe.escape`): control, format and
+    surrogate characters (bidi overrides, zero-width characters, NUL) as ``U+XXXX``;
+    newline and tab kept (a text shown with its line breaks). Not escaped for markup
+    here: always through the autoescaping renderer."""
+    return _visible_controls(str(text), keep="\n\t", hidden=("Cc", "Cf", "Cs"))
 
 
 def html(text: Any) -> str:

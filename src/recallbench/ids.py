@@ -1,4 +1,4 @@
-"""The id grammar (document, query and memory ids) and escaping of text for outputs.
+"""The id grammar (document, query and memory ids) and the ids a store sees.
 
 An id is acceptable when it is 1 to 200 characters long and contains none of:
 
@@ -12,8 +12,10 @@ An id is acceptable when it is 1 to 200 characters long and contains none of:
 and does not start with ``#`` (a comment in TREC files).
 
 ``id_problem`` says what is wrong (or None); ``trec_safe`` guards the TREC writer;
-``md_cell`` is `recallbench.escape.markdown_cell` (Markdown escaping lives there); ``opaque_id`` is the id a
-store sees for a dataset's unit (a hash revealing neither the scope nor the unit).
+``opaque_id`` is the id a store sees for a dataset's unit (a hash revealing neither the
+scope nor the unit). Nothing here escapes text: ``md_cell`` is only another name for
+`recallbench.escape.markdown_cell`, kept importable (every escaping rule is in
+`recallbench.escape`).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def trec_safe(value: str) -> str:
     return value
 
 
-#: kept importable: the Markdown rule lives in `recallbench.escape` (one rule per output kind)
+#: kept importable: the Markdown rule lives in `recallbench.escape` (every escaping rule does)
 md_cell = markdown_cell
 
 

@@ -684,7 +684,7 @@ def test_locomo_category_labels_in_the_markdown_and_the_html(locomo_build: Path)
     worst = report.split("## Five worst queries")[1].split("## ")[0]
     rows = [x for x in worst.splitlines() if x.startswith("| ") and not x.startswith("| query")]
     assert rows and all(x.split(" | ")[1] in labels.values() for x in rows)
-    from recallbench.report.markdown import render_markdown
+    from recallbench.report.run_sections import render_markdown
 
     missed = copy.deepcopy(result)  # BM25 misses nothing here: give one query a miss line
     first = missed["queries"][0]

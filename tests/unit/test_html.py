@@ -256,6 +256,9 @@ def test_compare_of_saved_results_reads_the_texts_beside_them(tmp_path: Path) ->
 
 
 def test_visible_and_json_for_script() -> None:
+    from recallbench import escape
+
+    assert visible is escape.html_text  # the page's rule is escape's, not one of its own
     assert visible("a\u202eb\u200bc\x00d\ne\tf") == "aU+202EbU+200BcU+0000d\ne\tf"
     assert visible("plain <b> & 'quotes'") == "plain <b> & 'quotes'"
     text = json_for_script({"t": "</script><!-- & \u2028"})

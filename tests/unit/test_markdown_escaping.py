@@ -29,7 +29,7 @@ from recallbench import escape, ids
 from recallbench.compare import compare_results
 from recallbench.compare import render_markdown as render_compare
 from recallbench.pipeline import Run
-from recallbench.report.markdown import render_markdown
+from recallbench.report.run_sections import render_markdown
 
 RENDERERS = markdown_renderers()
 

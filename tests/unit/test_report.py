@@ -21,13 +21,7 @@ from recallbench.datasets.fixtures.reader import CATEGORIES
 from recallbench.datasets.longmemeval import generator as longmemeval_generator
 from recallbench.errors import ArtifactError
 from recallbench.pipeline import Run, run_pipeline
-from recallbench.report.markdown import (
-    LIST_LIMIT,
-    MAX_COLUMNS,
-    cell_text,
-    cut,
-    render_markdown,
-)
+from recallbench.report.markdown import MAX_COLUMNS, cell_text
 from recallbench.report.result import (
     RESULT_SCHEMA,
     RESULT_SCHEMA_VERSION,
@@ -36,6 +30,8 @@ from recallbench.report.result import (
     mean_measures,
     per_query_values,
 )
+from recallbench.report.run_sections import render_markdown
+from recallbench.report.sections import LIST_LIMIT, cut
 from recallbench.stages.report import build_report
 from recallbench.stages.roundtrip import run_roundtrip
 from recallbench.stages.score import run_score
@@ -342,8 +338,9 @@ def test_slot_rates_are_apart_from_the_bold_overall_row(lane: Run) -> None:
         "| duplicate_slot_rate@5 | memory | near_duplicate_diversity (6 queries) | 33.3% (10/30) | "
     )
     html = lane.html.decode("utf-8")
-    assert '<tr class="overall">' in html
-    bold = html.split('<tr class="overall">')[1].split("</tr>")[0]
+    row = '<tr><th scope="row"><strong>overall</strong></th>'
+    assert row in html
+    bold = html.split(row)[1].split("</tr>")[0]
     assert "35/35" not in bold and "%" not in bold
     assert (
         '<th scope="row">fp_rate@5</th><td>memory</td><td>negative_or_no_answer (7 queries)</td>'
@@ -489,15 +486,22 @@ def test_configuration_rows_do_not_depend_on_key_order(lane: Run) -> None:
 
 def test_a_top_k_past_the_systems_search_depth_is_said(lane: Run) -> None:
     """A system whose configuration records a `search_depth_limit` (pgvector's HNSW stores:
-    their index returns at most 1000 rows) gets a warning in report.md and a row in
-    report.html when top-k passes it, and neither at or below it."""
-    from recallbench.report.html import _config_rows
+    their index returns at most 1000 rows) gets a warning in report.md's and report.html's
+    configuration when top-k passes it, and neither at or below it."""
+    from markupsafe import escape
+
+    from recallbench.report.run_sections import configuration_section
+    from recallbench.report.sections import html_sections
+
+    def html_configuration(result: dict[str, Any]) -> str:
+        (config,) = html_sections([configuration_section(result)])
+        return "".join(str(b["text"]) for b in config["blocks"] if b["kind"] == "quote")
 
     result = copy.deepcopy(lane.result)
     result["system"]["search_depth_limit"] = 1000
     result["run"]["top_k"] = 1000
     assert "> Warning: top-k" not in render(result)
-    assert "search depth" not in dict(_config_rows(result))
+    assert "Warning" not in html_configuration(result)
     result["run"]["top_k"] = 1001
     note = (
         "top-k 1001 is above the 1,000 hits hotmem's index can return (search depth limit): "
@@ -505,7 +509,7 @@ def test_a_top_k_past_the_systems_search_depth_is_said(lane: Run) -> None:
         "are approximate at that depth"
     )
     assert f"> Warning: {note}." in section(render(result), "Configuration")
-    assert dict(_config_rows(result))["search depth"] == note
+    assert html_configuration(result) == str(escape(f"Warning: {note}."))
 
 
 # --- long lists and characters that would break a table ----------------------------------

@@ -9,13 +9,17 @@ elements when such a query is opened. The bytes of the page and of its data file
 function of the documents, the validated texts and the plots only (no clock, no timings, no
 paths), so the same inputs give byte-identical files.
 
-The static parts (headline tables, configuration, dataset facts, the decision) are rendered
-by Jinja2 templates (`templates/`) with autoescaping on, after every control and format
-character of a string (bidi overrides, zero-width characters) is replaced by its visible
-``U+XXXX`` form. The per-query part is data: JSON inside a ``<script type="application/json">``
-element and in each data file, written by `escape.script_json` (so no text can close the
-element), drawn by plain JavaScript that inserts every string as text (``textContent``),
-never as markup.
+The static parts of report.html (configuration, dataset facts, the metric tables, the
+worst queries, the round trip, the decision) are the report's sections
+(`report.run_sections`, the same as report.md's, without their local parts: the clock and
+the timings), drawn by the template ``_sections.html`` (`report.sections.html_sections`);
+compare.html's are the comparison's (`report.comparison.compare_sections`). The Jinja2
+templates (`templates/`) autoescape, after every control and format character of a string
+(bidi overrides, zero-width characters) is replaced by its visible ``U+XXXX`` form
+(`escape.html_text`). The per-query part is data: JSON inside a
+``<script type="application/json">`` element and in each data file, written by
+`escape.script_json` (so no text can close the element), drawn by plain JavaScript that
+inserts every string as text (``textContent``), never as markup.
 
 Texts come from the validated scope spool: report.html's are read one scope at a time
 (`stream_report_records`), compare.html's are collected per run (`collect_texts`): the text
@@ -30,7 +34,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -39,9 +42,9 @@ from typing import Any
 
 import orjson
 
+from recallbench.escape import html_text
 from recallbench.measures import (
     RELEVANT_GRADE,
-    from_record,
     preferred_measures,
     select,
     value_of,
@@ -53,21 +56,8 @@ ALL_TEXTS_BYTES = 8 * 2**20
 #: characters of a text shown before its "show all" button
 SHORT_TEXT = 480
 
-_CONTROL = re.compile(r"[^\n\t\x20-\x7e]")
-
-
-def visible(text: Any) -> str:
-    """`text` as a string whose control, format and surrogate characters (bidi overrides,
-    zero-width characters, NUL; not newline and tab) are shown as ``U+XXXX``."""
-    text = str(text)
-    if not _CONTROL.search(text):
-        return text
-    return "".join(
-        f"U+{ord(ch):04X}"
-        if ch not in "\n\t" and unicodedata.category(ch) in ("Cc", "Cf", "Cs")
-        else ch
-        for ch in text
-    )
+#: the page's rule for text (control and format characters as U+XXXX), `escape.html_text`
+visible = html_text
 
 
 def json_for_script(obj: Any) -> str:
@@ -399,12 +389,6 @@ def _text_note(stats: TextStats, data_dir: str) -> str:
     )
 
 
-def _fmt(x: float | None, pct: bool = False) -> str:
-    if x is None:
-        return "n/a"
-    return f"{x * 100:.1f}%" if pct else f"{x:.3f}"
-
-
 def table_measures(result: Mapping[str, Any]) -> list[str]:
     """The headline measures of the per-query table: recall@1 and the primary level's mean
     measures at the run's cutoff (at most five), as the summary table on stdout shows."""
@@ -622,151 +606,6 @@ def deep_ranks(runs_env: Mapping[str, Any] | None, level: str) -> dict[str, dict
 # --- report.html -----------------------------------------------------------------------------
 
 
-def _config_rows(result: Mapping[str, Any], source: str = "") -> list[tuple[str, str]]:
-    from recallbench.report.markdown import format_setting, search_depth_note
-
-    ds, counts, system = result["dataset"], result["counts"], result["system"]
-    rows = [
-        ("system" if key == "name" else key.replace("_", " "), format_setting(v))
-        for key, v in sorted(system.items(), key=lambda kv: (kv[0] != "name", kv[0]))
-    ]
-    if source:
-        rows.append(("system source", source))
-    rows.append(("dataset", f"{ds['dataset']}: {ds['identity']['label']}"))
-    rows.append(
-        (
-            "files",
-            ", ".join(
-                f"{f['name']} ({f['size_bytes']:,} bytes, sha256 {f['sha256'][:12]}...)"
-                for f in ds["identity"]["files"]
-            ),
-        )
-    )
-    if ds["options"]:
-        rows.append(("reader options", format_setting(ds["options"])))
-    rows += [
-        (
-            "scopes / memories / queries",
-            f"{counts['scopes']:,} / {counts['memories']:,} / {counts['queries']:,} scored of "
-            f"{counts['queries_raw']:,}",
-        ),
-        ("top-k / stores", f"{result['run']['top_k']} / {result['run']['store_mode']}"),
-    ]
-    depth_note = search_depth_note(result)
-    if depth_note:
-        rows.append(("search depth", depth_note))
-    return rows
-
-
-def _cell(
-    cell: Mapping[str, Any] | None, measure: Mapping[str, Any], interval: Any
-) -> tuple[str, str]:
-    """An aggregate cell as (value, its interval and the counts behind it), as the Markdown
-    writes it."""
-    from recallbench.report.markdown import cell_text
-
-    main, _, sub = cell_text(cell, measure, interval).partition(" ")
-    return main, sub
-
-
-def _metric_tables(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The tables of means as report.md has them (`markdown.column_groups`: at most
-    `markdown.MAX_COLUMNS` measures each, so they fit a 1280 px window); the pooled slot
-    rates are apart (`markdown.rate_rows`)."""
-    from recallbench.report.markdown import column_groups
-    from recallbench.report.result import mean_measures, system_intervals
-
-    measures = result["run"]["measures"]
-    labels = result["dataset"]["category_labels"]
-    counts = result["counts"]["per_category"]
-    intervals = system_intervals(result, mean_measures(result))
-    tables = []
-    for level in result["dataset"]["levels"]:
-        means = [m for m in measures if m["level"] == level["name"] and not m["pooled"]]
-        groups = column_groups(means)
-        for cols in groups:
-            overall = result["metrics"]["overall"]
-            rows = [
-                {
-                    "label": "overall",
-                    "overall": True,
-                    "queries": result["counts"]["queries"],
-                    "cells": [
-                        _cell(overall[m["name"]], m, intervals[None][m["name"]]) for m in cols
-                    ],
-                }
-            ]
-            for cat in result["dataset"]["categories"]:
-                cells = result["metrics"]["per_category"][cat]
-                rows.append(
-                    {
-                        "label": labels.get(cat, cat),
-                        "overall": False,
-                        "queries": counts.get(cat, {}).get("scored", 0),
-                        "cells": [
-                            _cell(cells[m["name"]], m, intervals[cat][m["name"]]) for m in cols
-                        ],
-                    }
-                )
-            title = f"{level['name']} level ({level['description'] or level['name']})"
-            if len(groups) > 1:
-                title += ", k = " + ", ".join(dict.fromkeys(str(m["k"]) for m in cols))
-            tables.append({"title": title, "columns": [m["name"] for m in cols], "rows": rows})
-    return tables
-
-
-def _definitions(result: Mapping[str, Any]) -> list[tuple[str, str]]:
-    seen: dict[str, str] = {}
-    for m in result["run"]["measures"]:
-        seen.setdefault(from_record(m).at_k, m["definition"])
-    return list(seen.items())
-
-
-def _decision(result: Mapping[str, Any], source: Any = None) -> dict[str, Any]:
-    """The Conclusion: the decision of `result`, and where its rules came from (`source`,
-    a `systems.rules.RulesSource`; None when no rule applies)."""
-    from recallbench.report.summary import measured_line
-
-    d = result["decision"]
-    rules = []
-    for r in d.get("rules") or []:
-        state = "fired" if r["fired"] else ("also met" if r["met"] else "not met")
-        measured = ", ".join(
-            f"{name} = {_fmt(v) if isinstance(v, float) else v}"
-            for name, v in r["measured"].items()
-        )
-        rules.append(
-            {"rule": r["rule"], "condition": r["condition"], "state": state, "m": measured}
-        )
-    return {
-        "headline": (
-            d["recommendation"]
-            if d["rule"] is None
-            else f"Rule {d['rule']} fired: {d['recommendation']}"
-        ),
-        "rules": rules,
-        "guardrails": list(d.get("guardrails") or []),
-        # no rule written for this system: the conclusion is the measured figures
-        "figures": measured_line(result) if d["rule"] is None else "",
-        "source": "" if source is None else f"Decision rules: {source.describe()}.",
-    }
-
-
-def _roundtrip_line(result: Mapping[str, Any]) -> str:
-    rt = result["roundtrip"]
-    if not rt["available"]:
-        return f"{rt['reason']}."
-    eq, rec = rt["equivalence"], rt["records"]
-    return (
-        f"Logical top-{result['run']['top_k']} equivalence after snapshot -> verify -> clean "
-        f"hydrate: {eq['numerator']}/{eq['denominator']} queries identical "
-        f"({_fmt(eq['value'], pct=True)}); records: source {rec['source']}, clone "
-        f"{rec['clone']}; {len(rt['drift'])} queries drifted; corrupted packages rejected: "
-        f"{sum(1 for c in rt['corruption_checks'] if c['all_rejected'])} of "
-        f"{len(rt['corruption_checks'])}."
-    )
-
-
 @dataclass
 class Page:
     """An HTML page (report.html or compare.html), the data files beside it (`data_dir`,
@@ -820,6 +659,7 @@ def render_report_page(
     scratch: Path | None = None,
     rules: Any = None,
     source: str = "",
+    sections: Sequence[Any] | None = None,
 ) -> Page:
     """report.html and its data files: the result document, its plots inline, the per-query
     table, the texts of the first queries inline and the others in data files
@@ -828,7 +668,8 @@ def render_report_page(
     `scratch`: where the data files are staged (the build directory). `rules`: where the
     decision rules came from (`systems.rules.RulesSource`), named in the Conclusion;
     `source`: where the code under test came from (`source.describe_source`), a
-    configuration row."""
+    configuration row; `sections`: the report's sections as report.md has them
+    (`report.run_sections`; default: made here from the result)."""
     from recallbench.report import REPORT_DATA_DIR
 
     deep = deep or {}
@@ -865,7 +706,7 @@ def render_report_page(
     ]
     page_data = report_page_data(result, rows, inline, data, fingerprint, level)
     html = _render_report(
-        result, page_data, inline, stats, plots, fingerprint, version, rules, source
+        result, page_data, inline, stats, plots, fingerprint, version, rules, source, sections
     )
     return Page(html, data, REPORT_DATA_DIR, stats)
 
@@ -897,22 +738,22 @@ def _render_report(
     version: str,
     rules: Any = None,
     source: str = "",
+    sections: Sequence[Any] | None = None,
 ) -> bytes:
+    """report.html: the report's sections (`sections`, else `run_sections` of the result;
+    the local ones, timings and the clock, left out) with the plots inline, then the
+    per-query table and the texts."""
     from recallbench.report import REPORT_DATA_DIR
-    from recallbench.report.markdown import is_generated, rate_rows
     from recallbench.report.plots import caption
+    from recallbench.report.sections import html_sections
 
+    if sections is None:
+        from recallbench.report.run_sections import run_sections
+
+        links = [(name, caption(name)) for name in plots or {}]
+        sections = run_sections(result, {}, "", version, links, rules, source)
     ds = result["dataset"]
     labels = ds["category_labels"]
-    drops = [
-        {
-            "reason": reason,
-            "count": n,
-            "rule": ds["drop_rules"].get(reason, reason),
-            "ids": [x["query_id"] for x in result["drops"] if x["reason"] == reason],
-        }
-        for reason, n in result["counts"]["dropped"].items()
-    ]
     page = (
         _environment()
         .get_template("report.html")
@@ -922,27 +763,8 @@ def _render_report(
             dataset=ds["dataset"],
             version=version,
             fingerprint=fingerprint,
-            config=_config_rows(result, source),
-            warning=None if ds["identity"]["known"] else ds["identity"]["label"],
-            synthetic=ds["identity"]["label"] if is_generated(result) else None,
-            rates=rate_rows(result),
-            notes=ds["notes"],
-            drops=drops,
-            # in key order: the document read back from results.json has its keys sorted
-            summary=[
-                (key.replace("_", " "), _format_setting(v))
-                for key, v in sorted(result["summary"].items())
-            ],
-            definitions=_definitions(result),
-            tables=_metric_tables(result),
-            images=[_image(n, svg, caption(n)) for n, svg in (plots or {}).items()],
-            truncation=result["truncation"],
-            content_loss=result.get("content_loss"),  # only for a declared input limit
-            content_loss_system=result["system"]["name"],
-            roundtrip=_roundtrip_line(result),
-            decision=_decision(result, rules),
+            sections=html_sections(sections, plots),
             categories=[(c, labels.get(c, c)) for c in ds["categories"]],
-            measures=data["measures"],
             text_note=_text_note(stats, REPORT_DATA_DIR),
             level=stats.level,
             top_k=result["run"]["top_k"],
@@ -953,12 +775,6 @@ def _render_report(
         )
     )
     return page.encode("utf-8")
-
-
-def _format_setting(value: Any) -> str:
-    from recallbench.report.markdown import format_setting
-
-    return format_setting(value)
 
 
 # --- compare.html ----------------------------------------------------------------------------

@@ -85,6 +85,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from recallbench.escape import plot_text as pt  # noqa: E402
 from recallbench.measures import RELEVANT_GRADE, Recall, select  # noqa: E402
 from recallbench.report import COMPARE_PLOTS_DIR, REPORT_PLOTS_DIR  # noqa: E402, F401
+from recallbench.report.markdown import value_text  # noqa: E402
 
 #: file name -> the Markdown image text of each plot
 CAPTIONS = {
@@ -130,10 +131,6 @@ def _svg(fig: Figure) -> bytes:
 
 def _color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
-
-
-def _fmt(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
 
 
 def headline_measures(result: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -526,7 +523,7 @@ def compare_bars(doc: Mapping[str, Any]) -> bytes:
                         ecolor="#333333", elinewidth=0.8, capsize=1.5,
                     )  # fmt: skip
                 end = max(v or 0.0, ci[1] if ci is not None else 0.0)
-                ax.text(end + 0.01, y, _fmt(v), va="center", ha="left", fontsize=6.5)
+                ax.text(end + 0.01, y, value_text(v), va="center", ha="left", fontsize=6.5)
         ax.set_xlabel("overall mean over the paired queries (n), with its 95% interval")
         fig.legend(loc="outside right upper", ncols=1)
         fig.suptitle(

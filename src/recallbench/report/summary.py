@@ -177,11 +177,11 @@ def measured_line(result: Mapping[str, Any]) -> str:
     """The report's conclusion when no rule applies: the measured headline figures (the
     overall row of the table, with its level and n) and the round trip, not advice. Plain
     text; its callers escape it for their output."""
+    from recallbench.report.markdown import value_text
+
     n, _, level = scored_queries(result)
     overall = next(values for category, _, _, values in headline_rows(result) if category is None)
-    figures = ", ".join(
-        f"{name} {'n/a' if v is None else f'{v:.3f}'}" for name, v in overall.items()
-    )
+    figures = ", ".join(f"{name} {value_text(v)}" for name, v in overall.items())
     rt = result["roundtrip"]
     trip = (
         f"round trip {rt['equivalence']['numerator']}/{rt['equivalence']['denominator']} "

@@ -1,11 +1,13 @@
 """report: the result envelope (results.json), the Markdown report and its plots beside it,
 and the HTML report (report.html) beside report.md.
 
-The result document is `report.result.build_result` of the upstream artifacts; the Markdown
-(`report.markdown`) adds the local timings from the sidecars; the plots (`report.plots`) are
-SVG files under `report-plots/` beside report.md, linked from it and listed (file, sha256) in
-the envelope's top-level `plots`, outside its fingerprinted `data` (their bytes depend on the
-matplotlib version). report.html (`report.html`) is the result with the plots inline, the
+The result document is `report.result.build_result` of the upstream artifacts; the report's
+sections (`report.run_sections`) are built once from it and the local timings of the
+sidecars, and rendered as report.md (`report.sections.to_markdown`) and in report.html. The
+plots (`report.plots`) are SVG files under `report-plots/` beside report.md, linked from it
+and listed (file, sha256) in the envelope's top-level `plots`, outside its fingerprinted
+`data` (their bytes depend on the matplotlib version). report.html (`report.html`) is the
+sections without their local parts (the clock, the timings), the plots inline, the
 per-query table and the texts of its first queries; the texts of the others, read scope by
 scope from the validated spool, go to data files in report-data/ beside it
 (`report.pagedata`), written as they fill (staged in the build directory), so the stage
@@ -34,9 +36,10 @@ from recallbench.artifacts import (
     timing_path,
 )
 from recallbench.plugin import PLUGIN_API
-from recallbench.report.markdown import render_markdown
 from recallbench.report.pagedata import DataFiles
 from recallbench.report.result import build_result
+from recallbench.report.run_sections import run_sections
+from recallbench.report.sections import to_markdown
 from recallbench.source import describe_source
 from recallbench.systems.rules import Decided, decide_envelopes
 
@@ -189,9 +192,11 @@ def build_report(
         env["plots"] = plot_list(svgs)  # beside `data`, not fingerprinted
     when = generated_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     links = [(name, caption(name)) for name in svgs]
-    markdown = render_markdown(
+    # the report's sections, built once: report.md and report.html both draw them
+    sections = run_sections(
         result, timings or {}, when, __version__, links, rules=rules, source=source_text
     )
+    markdown = to_markdown(sections)
     page = b""
     data = None
     timing: dict[str, Any] = {"markdown_bytes": len(markdown.encode("utf-8"))}
@@ -209,6 +214,7 @@ def build_report(
             scratch=scratch,
             rules=rules,
             source=source_text,
+            sections=sections,
         )
         page, data, stats = made.html, made.data, made.stats
         timing["html"] = {
