@@ -332,9 +332,10 @@ def test_a_plugins_own_rules_are_recorded_and_named_in_the_report(run, tmp_path:
     ) in conclusion
     page = (build / "report.html").read_text(encoding="utf-8").split('id="conclusion"')[1]
     assert (
-        "<p>Decision rules: rb-ruled, from the plugin boundary-rb 0.2.0 (entry point "
-        "rb-ruled = boundary_rb:RULES_RULED).</p>"
+        "<p>Decision rules: <code>rb-ruled</code>, from the plugin boundary-rb 0.2.0 (entry point "
+        "<code>rb-ruled = boundary_rb:RULES_RULED</code>).</p>"
     ) in page
+    assert "<p></p>" not in page  # no rules of the system's own: no empty paragraph
 
 
 def test_rules_that_never_return_end_at_the_call_timeout(run, tmp_path: Path) -> None:

@@ -378,7 +378,9 @@ def html_sections(
                     entries = [html_markup(b) for b in block.items]
                     blocks.append({"kind": "bullets", "entries": entries, "fold": block.fold})
             elif isinstance(block, Lines):
-                blocks.append({"kind": "lines", "entries": [html_markup(i) for i in block.items]})
+                if block.items:  # no empty paragraph for no lines
+                    entries = [html_markup(i) for i in block.items]
+                    blocks.append({"kind": "lines", "entries": entries})
             elif block.path in images:
                 figure = {
                     "name": block.path,
