@@ -56,7 +56,7 @@ $(STAMP): pyproject.toml examples/plugin-system/pyproject.toml examples/plugin-d
 
 # The system under test (STORE= installs a working copy; one line names it), the seven
 # stages, one command each, in the order `recallbench stages` prints (its one definition is
-# recallbench.artifacts.STAGES), then the TREC export and the baseline gate, which writes the
+# recallbench.builddir.artifacts.STAGES), then the TREC export and the baseline gate, which writes the
 # block for a pull request (BUILD/baseline-diff.md) and names it when the result differs.
 # The core install suffices: HotMem on the fixtures needs none of the extras.
 eval: $(CORE_STAMP)

@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 from common import RB, ROOT, add_cache_options, machine, measured, warm_caches, write_json
 
-from recallbench.vectorprep import PLAN_ENV
+from recallbench.engine.vectorprep import PLAN_ENV
 
 LEARNED = ("minilm", "hybrid-rrf", "hotmem-minilm")
 
@@ -91,8 +91,8 @@ PLAIN_BATCH = 32
 def distinct_texts(build: Path) -> list[str]:
     """The distinct memory and query texts of the validated dataset in `build`, in the order
     prep gives them rows (first appearance in the scope spool)."""
-    from recallbench.artifacts import read_artifact
-    from recallbench.spool import stream_scopes
+    from recallbench.builddir.artifacts import read_artifact
+    from recallbench.builddir.scopespool import stream_scopes
 
     env = read_artifact(build, "suite")
     env["spool_path"] = str(build / env["data"]["spool"]["file"])
@@ -133,7 +133,7 @@ def plain_encode(build: Path, threads: int, out: Path, like_prep: bool = False) 
     if like_prep:
         from concurrent.futures import ThreadPoolExecutor
 
-        from recallbench.vectorprep import dispatch_order, plan_batches
+        from recallbench.engine.vectorprep import dispatch_order, plan_batches
 
         batches = plan_batches(texts, 0, tokens, limit)
         order = dispatch_order(batches, tokens, limit)

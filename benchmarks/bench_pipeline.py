@@ -6,9 +6,9 @@ round: page cache, and .pyc files, cached in build/pycache even where the enviro
 PYTHONDONTWRITEBYTECODE; `--no-bytecode-cache` measures without). Within a round every variant runs once, one after the
 other, so a ratio compares runs made under the same machine load:
 
-  - a bare interpreter (`python -c pass`) and `python -c "import recallbench.cli"`,
+  - a bare interpreter (`python -c pass`) and `python -c "import recallbench.cli.main"`,
   - stage by stage: one `recallbench <stage>` process per stage, in the order of
-    `recallbench.artifacts.STAGE_NAMES`, into a fresh build directory; each stage's
+    `recallbench.builddir.artifacts.STAGE_NAMES`, into a fresh build directory; each stage's
     process wall and CPU time, and their sum,
   - the in-process chain as one process: `recallbench run` and `scripts/retrieval_eval.py`,
   - `make eval` (the seven stages, export-trec and check-baseline) into a temp BUILD,
@@ -47,7 +47,7 @@ from common import (  # noqa: E402
     write_json,
 )
 
-from recallbench.artifacts import STAGE_NAMES  # noqa: E402
+from recallbench.builddir.artifacts import STAGE_NAMES  # noqa: E402
 
 PY = sys.executable
 FIXTURES = ROOT / "benchmarks" / "retrieval"
@@ -99,7 +99,7 @@ def whole(cmd: list[str], check: bool = True) -> tuple[float, float]:
 def in_process(runs: int) -> tuple[float, float]:
     """Median wall seconds of `run_pipeline` here (imports done) and of the time inside
     HotMem in those runs (sum of the stages' seconds_inside_system)."""
-    from recallbench.pipeline import run_pipeline
+    from recallbench.commands.pipeline import run_pipeline
 
     paths = {"corpus": FIXTURES / "corpus.jsonl", "queries": FIXTURES / "queries.jsonl"}
     walls, inside = [], []
@@ -162,7 +162,7 @@ def main() -> None:
 
     variants = {
         "bare": lambda: timed([PY, "-c", "pass"]),
-        "import_cli": lambda: timed([PY, "-c", "import recallbench.cli"]),
+        "import_cli": lambda: timed([PY, "-c", "import recallbench.cli.main"]),
         "run": lambda: whole([RB, "--build-dir", "{BUILD}", "-q", "run"]),
         "script": lambda: whole([PY, str(ROOT / "scripts" / "retrieval_eval.py"), "-q"]),
         # timed whatever check-baseline says (a baseline being regenerated fails it)
@@ -220,7 +220,7 @@ def main() -> None:
     print(f"  {'process':<44} {'wall ms':>8} {'CPU ms':>8}")
     rows = [
         ("python -c pass", figures["bare"]),
-        ("python -c 'import recallbench.cli'", figures["import_cli"]),
+        ("python -c 'import recallbench.cli.main'", figures["import_cli"]),
         *[(f"  recallbench {s}", figures["per_stage"][s]) for s in STAGE_NAMES],
         ("stage by stage (7 processes, sum)", sbs),
         ("recallbench run (one process)", figures["run"]),

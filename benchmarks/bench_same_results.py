@@ -37,13 +37,13 @@ from common import ROOT, machine
 
 KINDS = ("suite", "hydrate", "runs", "roundtrip", "scores", "results", "decision")
 
-#: the CLI's entry point, wherever the revision keeps it (recallbench.cli before issue 39)
+#: the CLI's entry point, wherever the revision keeps it (recallbench.cli.main before issue 39)
 LAUNCH = (
     "import sys\n"
     "try:\n"
     "    from recallbench.cli.main import console_main\n"
     "except ImportError:\n"
-    "    from recallbench.cli import console_main\n"
+    "    from recallbench.cli.main import console_main\n"
     "sys.argv[0] = 'recallbench'\n"
     "console_main()\n"
 )

@@ -215,7 +215,7 @@ def cell(
 
 def dense_systems() -> set[str]:
     """The systems whose vectors must come from `prep`'s cache."""
-    from recallbench.embedding import needs_cache
+    from recallbench.core.embedding import needs_cache
     from recallbench.systems import get_system
 
     return {

@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.artifacts import publish
-from recallbench.baseline import load_result
-from recallbench.compare import compare_results, run_compared
-from recallbench.options import fixture_dir
+from recallbench.builddir.artifacts import publish
+from recallbench.cli.options import fixture_dir
+from recallbench.commands.baseline import load_result
+from recallbench.commands.compare import compare_results, run_compared
 from recallbench.report.plots import compare_plots, report_plots
 
 #: the systems of the docs' comparison plot (the field's references beside HotMem)

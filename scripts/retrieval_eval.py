@@ -35,7 +35,8 @@ import click
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # runs from a checkout without an activated venv
 
-from recallbench.commandline import (  # noqa: E402
+from recallbench.cli.options import DatasetCommand, absolute_path, run_command_options  # noqa: E402
+from recallbench.cli.shared import (  # noqa: E402
     OneLineErrors,
     build_written,
     echo_closing,
@@ -43,11 +44,10 @@ from recallbench.commandline import (  # noqa: E402
     run_copies,
     run_guarded,
 )
-from recallbench.measures import RELEVANT_GRADE, select  # noqa: E402
-from recallbench.options import DatasetCommand, absolute_path, run_command_options  # noqa: E402
+from recallbench.metrics.measures import RELEVANT_GRADE, select  # noqa: E402
 
 if TYPE_CHECKING:
-    from recallbench.stagework import Execution
+    from recallbench.engine.tasks import Execution
 
 FIXTURES = ROOT / "benchmarks" / "retrieval"
 
@@ -181,7 +181,7 @@ def main(
     )
 
     def body() -> None:
-        from recallbench.outputs import check_run_outputs
+        from recallbench.commands.outputpaths import check_run_outputs
 
         check_run_outputs(
             build_dir,
@@ -192,10 +192,10 @@ def main(
             ("--write-baseline", write_baseline),
             inputs=(("the --check-baseline file", check_baseline),),
         )
-        from recallbench import progress
-        from recallbench.artifacts import dumps, publish
-        from recallbench.baseline import gate
-        from recallbench.pipeline import run_pipeline, write_run
+        from recallbench.builddir.artifacts import dumps, publish
+        from recallbench.commands.baseline import gate
+        from recallbench.commands.pipeline import run_pipeline, write_run
+        from recallbench.core import progress
 
         progress.configure(quiet)
 
@@ -218,7 +218,7 @@ def main(
         # (report.html's data files staged in it among them) are published
         with contextlib.ExitStack() as stack:
             if build_dir is not None:
-                from recallbench.workspace import claimed_build_dir
+                from recallbench.commands.claim import claimed_build_dir
 
                 with claimed_build_dir(build_dir, "scripts/retrieval_eval.py"):
                     run = evaluate(build_dir)
@@ -253,6 +253,6 @@ def main(
 
 
 if __name__ == "__main__":
-    from recallbench.exiting import run_then_exit
+    from recallbench.core.exiting import run_then_exit
 
     run_then_exit(main)  # the process ends without the interpreter's teardown

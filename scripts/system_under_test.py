@@ -18,7 +18,7 @@ ACTION is one of:
 
 The stamp is JSON: {"distribution": ..., "path": the working copy's absolute path}. Errors
 are one line on stderr, exit 2. It runs before the project is installed, so it imports
-only the standard library and `recallbench.source` (stdlib only) from src/.
+only the standard library and `recallbench.core.source` (stdlib only) from src/.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from recallbench.escape import terminal  # noqa: E402
-from recallbench.source import (  # noqa: E402
+from recallbench.core.escape import terminal  # noqa: E402
+from recallbench.core.source import (  # noqa: E402
     canonical_name,
     describe_source,
     installed_directory,

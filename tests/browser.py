@@ -146,7 +146,7 @@ def docs_screenshot(out: Path = DOCS_SHOT) -> Path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from conftest import run_fixtures
 
-    from recallbench.pipeline import write_run
+    from recallbench.commands.pipeline import write_run
 
     with tempfile.TemporaryDirectory(prefix="recallbench-shot-") as work:
         build = Path(work) / "build"

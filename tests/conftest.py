@@ -12,9 +12,9 @@ import orjson
 import pytest
 from click.testing import CliRunner, Result
 
-from recallbench.artifacts import STAGES
-from recallbench.cli import main
-from recallbench.pipeline import Run, run_pipeline
+from recallbench.builddir.artifacts import STAGES
+from recallbench.cli.main import main
+from recallbench.commands.pipeline import Run, run_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "benchmarks" / "retrieval"
@@ -23,7 +23,7 @@ QUERIES = FIXTURES / "queries.jsonl"
 BASELINE = FIXTURES / "baseline.json"
 
 #: the stage commands in pipeline order, each with the artifact file it writes (one definition:
-#: recallbench.artifacts.STAGES)
+#: recallbench.builddir.artifacts.STAGES)
 STAGE_OUTPUTS: tuple[tuple[str, str], ...] = tuple((s.command, s.file) for s in STAGES)
 
 
@@ -127,7 +127,7 @@ def needs_extras(item: pytest.Item, tests: Path) -> bool:
 @functools.cache
 def learned_systems() -> frozenset[str]:
     """Registered systems whose vectors come from a batch-dependent (learned) embedder."""
-    from recallbench.embedding import needs_cache
+    from recallbench.core.embedding import needs_cache
     from recallbench.systems import get_system
     from recallbench.systems.registry import system_names
 
@@ -232,7 +232,7 @@ def run_generated_longmemeval(work: Path, questions: int = 120, **kwargs) -> Run
 
 
 @pytest.fixture(scope="session")
-def lane(tmp_path_factory: pytest.TempPathFactory) -> Run:
+def fixture_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """One in-process run of the whole fixture suite (read-only): `.result` is the result
     document, `.envelopes` every artifact, `.markdown` the report."""
-    return run_fixtures(tmp_path_factory.mktemp("lane"))
+    return run_fixtures(tmp_path_factory.mktemp("fixture_run"))

@@ -10,8 +10,8 @@ import orjson
 import pytest
 from click.testing import CliRunner, Result
 
-from recallbench.cache import FILES, MANIFEST, rows_dir
-from recallbench.cli import main
+from recallbench.cli.main import main
+from recallbench.engine.vectorcache import FILES, MANIFEST, rows_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "benchmarks" / "retrieval"

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from recallbench.errors import RecallbenchError
+from recallbench.core.errors import RecallbenchError
 
 #: worker-local state, set by `remember` (one copy per worker process)
 STATE: dict[str, Any] = {}

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 from conftest import CORPUS, QUERIES
 
-from recallbench.pipeline import Run
+from recallbench.commands.pipeline import Run
 
 HOSTILE_ID = "q-<img/src=x/onerror=alert(1)>\"'&amp;"
 HOSTILE_MEMORY = "mem-<b>\"fin'</b>-001"
@@ -41,7 +41,7 @@ def hostile_suite(directory: Path) -> tuple[Path, Path]:
 
 
 def run_pipeline_on(build: Path, corpus: Path, queries: Path, **kwargs: Any) -> Run:
-    from recallbench.pipeline import run_pipeline
+    from recallbench.commands.pipeline import run_pipeline
 
     return run_pipeline("fixtures", {"corpus": corpus, "queries": queries}, build, **kwargs)
 

@@ -101,7 +101,7 @@ def run_args(build: Path | str, system: str, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "recallbench.cli",
+        "recallbench.cli.main",
         "--build-dir",
         str(build),
         "run",

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 from click.testing import CliRunner
 
-from recallbench.cli import main
+from recallbench.cli.main import main
 from recallbench.report.systems_figures import figures_table
 from recallbench.systems.registry import describe_systems
 

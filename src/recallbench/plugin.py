@@ -9,7 +9,7 @@ here, never from recallbench's internal modules:
   (`InputLimit`), what a clone path returns and raises (`PackageInfo`, `Corruption`,
   `SnapshotRejected`), `MissingVector`, `VectorLookup`, the protocols it implements
   (`System`, `Store`, `LexicalStore`, `ClonePath`, `Embedder`) and `TimedCalls`;
-* the kit (`recallbench.systems.kit`): `records_digest`, manifest-checked packages,
+* the kit (`recallbench.systems.packaging`): `records_digest`, manifest-checked packages,
   the generic corruptions, JSON-lines records and `RecordsClone`;
 * `RecallbenchError` (a one-line user error) and `get_system` (to borrow a built-in's
   embedder, as the LanceDB example does).
@@ -23,7 +23,7 @@ when something is added that a plugin may opt into (docs/own-store.md keeps the 
 
 from __future__ import annotations
 
-from recallbench.errors import RecallbenchError
+from recallbench.core.errors import RecallbenchError
 from recallbench.systems import get_system
 from recallbench.systems.base import (
     ClonePath,
@@ -42,7 +42,7 @@ from recallbench.systems.base import (
     Turn,
     VectorLookup,
 )
-from recallbench.systems.kit import (
+from recallbench.systems.packaging import (
     MANIFEST,
     RECORDS_FILE,
     RecordsClone,

@@ -16,12 +16,12 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from recallbench.cli import main
+from recallbench.cli.main import main
+from recallbench.cli.options import DEFAULT_TOP_K, dataset_inputs
+from recallbench.core.errors import RecallbenchError
 from recallbench.datasets import base
 from recallbench.datasets.base import DATASETS, DatasetOption, DatasetSpec, dataset_spec
 from recallbench.datasets.tables import END, START, index_table, options_table, readme_table
-from recallbench.errors import RecallbenchError
-from recallbench.options import DEFAULT_TOP_K, dataset_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASET_COMMANDS = ("validate", "run", "compare")
@@ -222,7 +222,7 @@ def test_listing_the_datasets_imports_no_reader() -> None:
     code = (
         "import sys\n"
         "from click.testing import CliRunner\n"
-        "from recallbench.cli import main\n"
+        "from recallbench.cli.main import main\n"
         "for command in ('validate', 'run', 'compare'):\n"
         "    assert CliRunner().invoke(main, [command, '--help']).exit_code == 0\n"
         "loaded = sorted(m for m in sys.modules if m.startswith('recallbench.datasets.'))\n"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from recallbench.cli import main
+from recallbench.cli.main import main
 from recallbench.datasets.locomo.generator import generate as generate_locomo
 from recallbench.datasets.longmemeval.generator import generate as generate_longmemeval
 
@@ -300,7 +300,7 @@ def test_the_stage_commands_take_the_preset(locomo_file: Path, tmp_path: Path) -
 
 
 def test_the_docs_table_of_presets_is_the_generated_one() -> None:
-    from recallbench.presets import PRESETS, presets_table
+    from recallbench.commands.presets import PRESETS, presets_table
 
     docs = (Path(__file__).parents[2] / "docs" / "protocols.md").read_text(encoding="utf-8")
     assert presets_table() in docs

@@ -1,5 +1,5 @@
 """What `run` keeps in memory outside the report does not grow with the results: the query
-stage's rows go to disk as they come back (`rows.RowSpool`) and are read back one at a
+stage's rows go to disk as they come back (`queryrows.RowSpool`) and are read back one at a
 time by the round trip, score and the report. Measured with tracemalloc (bytes still allocated after a stage returns, its output kept):
 no timing is asserted."""
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from recallbench.builddir.scopespool import SPOOL
 from recallbench.datasets.longmemeval.generator import generate
-from recallbench.spool import SPOOL
 from recallbench.stages.hydrate import run_hydrate
 from recallbench.stages.query import run_query
 from recallbench.stages.validate import place_spool, run_validate

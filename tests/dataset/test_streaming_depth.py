@@ -15,10 +15,10 @@ from typing import Any
 import orjson
 import pytest
 
+from recallbench.core.errors import RecallbenchError
 from recallbench.datasets.jsonstream import MAX_DEPTH, NestedTooDeep, _DepthScan
 from recallbench.datasets.locomo.generator import generate as generate_locomo
 from recallbench.datasets.longmemeval.generator import generate as generate_longmemeval
-from recallbench.errors import RecallbenchError
 
 DEEP = 100_000
 PLACEHOLDER = "@@NESTED@@"
@@ -121,7 +121,7 @@ PROBE = textwrap.dedent(
     import resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # old code: MemoryError
     from pathlib import Path
-    from recallbench.errors import RecallbenchError
+    from recallbench.core.errors import RecallbenchError
     dataset, path = sys.argv[1], Path(sys.argv[2])
     try:
         if dataset == "longmemeval":

@@ -24,7 +24,7 @@ import pytest
 from conftest import CORPUS, ROOT, cli, load_json, run_fixtures, run_generated_longmemeval
 from hostile import HOSTILE_ID, HOSTILE_TEXT, hostile_suite, run_pipeline_on
 
-from recallbench.pipeline import write_run
+from recallbench.commands.pipeline import write_run
 
 
 @pytest.fixture(scope="module")
@@ -391,9 +391,9 @@ def test_hostile_report_md_and_compare_md_stay_text_in_the_browser(
     )
     from selenium.common.exceptions import NoAlertPresentException
 
-    from recallbench.compare import compare_results
-    from recallbench.compare import render_markdown as render_compare
-    from recallbench.escape import terminal
+    from recallbench.commands.compare import compare_results
+    from recallbench.commands.compare import render_markdown as render_compare
+    from recallbench.core.escape import terminal
 
     install_hostile_plugin(monkeypatch)
     corpus, queries = hostile_suite(tmp_path / "data")
@@ -458,7 +458,7 @@ def test_a_longmemeval_report_fits_1280_px_and_flags_synthetic_data(
         data, shape="s", questions=12, seed=1, sessions_per_question=6, session_chars=300
     )
     build = tmp_path / "build"
-    from recallbench.pipeline import run_pipeline
+    from recallbench.commands.pipeline import run_pipeline
 
     run = run_pipeline(
         "longmemeval", {"data": data}, build, options={"unit": "turn"}, system="bm25", top_k=10

@@ -14,8 +14,8 @@ import pytest
 from click.testing import Result
 from conftest import CORPUS, QUERIES, cli, copy_build
 
-from recallbench.lock import LOCK_NAME
-from recallbench.spool import STRUCTURE_SPOOL
+from recallbench.builddir.lock import LOCK_NAME
+from recallbench.builddir.scopespool import STRUCTURE_SPOOL
 
 
 def one_line_error(result: Result, command: str) -> str:
@@ -122,9 +122,9 @@ def test_a_vector_cache_behind_a_symlink_in_the_build_is_never_written_or_cleane
 ) -> None:
     """BUILD/vectors/<embedder> a symlink: the cache writer refuses it; the rows-* clean-up
     used to delete the outside directory's rows-* folders."""
-    from recallbench.cache import CacheWriter
-    from recallbench.errors import RecallbenchError
-    from recallbench.lock import build_lock
+    from recallbench.builddir.lock import build_lock
+    from recallbench.core.errors import RecallbenchError
+    from recallbench.engine.vectorcache import CacheWriter
 
     build = tmp_path / "build"
     (build / "vectors").mkdir(parents=True)

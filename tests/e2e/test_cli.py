@@ -30,12 +30,12 @@ from conftest import (
 )
 from signalling import default_signals, run_signalled, signal_when
 
-from recallbench.artifacts import STAGE_NAMES, read_artifact
-from recallbench.cli import main
+from recallbench.builddir.artifacts import STAGE_NAMES, read_artifact
+from recallbench.builddir.lock import LOCK_NAME, build_lock
+from recallbench.builddir.scopespool import SPOOL
+from recallbench.cli.main import main
 from recallbench.datasets.fixtures.reader import load_fixture_scope
-from recallbench.lock import LOCK_NAME, build_lock
-from recallbench.spool import SPOOL
-from recallbench.systems.kit import records_digest
+from recallbench.systems.packaging import records_digest
 
 ALL_COMMANDS = (
     *STAGE_NAMES,
@@ -86,7 +86,7 @@ def recallbench(*args: str | Path, timeout: float = 120) -> subprocess.Completed
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "NO_PROGRESS": "1"}
     env.pop("RECALLBENCH_BUILD_DIR", None)
     return subprocess.run(
-        [sys.executable, "-m", "recallbench.cli", *map(str, args)],
+        [sys.executable, "-m", "recallbench.cli.main", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -791,7 +791,7 @@ def interrupt_when(
     its work, past start-up; seen while it was stopped, so it cannot have finished since:
     tests/signalling.py), and return the finished process."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "NO_PROGRESS": "1"}
-    args = [sys.executable, "-m", "recallbench.cli", *map(str, args)]
+    args = [sys.executable, "-m", "recallbench.cli.main", *map(str, args)]
     return run_signalled(args, env, ready, signal.SIGINT, timeout)
 
 

@@ -22,13 +22,13 @@ import pytest
 import pytrec_eval
 from click.testing import CliRunner, Result
 
-from recallbench.cli import main
+from recallbench.cli.main import main
+from recallbench.commands.pipeline import run_pipeline
+from recallbench.core.ids import opaque_id
+from recallbench.core.model import Scope, level_ranking
 from recallbench.datasets.longmemeval.generator import generate
 from recallbench.datasets.longmemeval.reader import open_source as open_longmemeval
-from recallbench.ids import opaque_id
-from recallbench.measures import value_of
-from recallbench.model import Scope, level_ranking
-from recallbench.pipeline import run_pipeline
+from recallbench.metrics.measures import value_of
 
 ROOT = Path(__file__).resolve().parents[2]
 TOP_K = 5  # LoCoMo runs: measures at k = 1 and 5

@@ -104,7 +104,7 @@ def test_the_example_plugin_compares_with_the_reference(tmp_path: Path) -> None:
     paired statistics, bm25 the reference."""
     from click.testing import CliRunner
 
-    from recallbench.cli import main
+    from recallbench.cli.main import main
 
     readme = ROOT / "examples" / "plugin-system" / "README.md"
     line = next(

@@ -24,9 +24,9 @@ from embeddingpath import (
     validated_with_cache,
 )
 
-from recallbench.cache import MANIFEST, CacheWriter, VectorCache
-from recallbench.cli import main
-from recallbench.errors import RecallbenchError
+from recallbench.cli.main import main
+from recallbench.core.errors import RecallbenchError
+from recallbench.engine.vectorcache import MANIFEST, CacheWriter, VectorCache
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_prep_writes_the_same_cache_for_any_workers_and_engine(
 ) -> None:
     """1 process x 1 thread (the reference), 1 process x 2 threads (2 local workers' plan),
     2 processes x 1 thread and 2 Ray actors: the same bytes."""
-    from recallbench.vectorprep import PLAN_ENV
+    from recallbench.engine.vectorprep import PLAN_ENV
 
     reference = cache_bytes(fixture_cache["cache"])
     for name, extra, plan, summary in (
@@ -112,7 +112,7 @@ def _hold_a_writer(cache: Path) -> subprocess.Popen:
     """A process holding a CacheWriter open on `cache` (lock held, rows half-written)."""
     code = (
         "import sys, time\n"
-        "from recallbench.cache import CacheWriter\n"
+        "from recallbench.engine.vectorcache import CacheWriter\n"
         "w = CacheWriter(sys.argv[1], 'x@1')\n"
         "w.add_scope([0]); w.add([b'k' * 32], b'\\0' * 4, 1)\n"
         "print('ready', flush=True)\n"
@@ -155,7 +155,7 @@ def test_hydrate_checks_the_cache_with_transient_stores_too(fixture_cache, tmp_p
 
 
 def test_the_batches_depend_on_the_texts_alone() -> None:
-    from recallbench.vectorprep import BATCH_TEXTS, plan_batches
+    from recallbench.engine.vectorprep import BATCH_TEXTS, plan_batches
 
     texts = [f"text {i}" for i in range(150)]
     tokens = [(i * 7) % 13 + 1 for i in range(150)]
@@ -169,7 +169,7 @@ def test_the_batches_depend_on_the_texts_alone() -> None:
 
 
 def test_long_texts_go_in_small_batches_within_the_token_budget() -> None:
-    from recallbench.vectorprep import BATCH_TOKENS, plan_batches
+    from recallbench.engine.vectorprep import BATCH_TOKENS, plan_batches
 
     tokens = [300] * 20 + [100] * 50 + [5000]  # 300 and 5000 capped at 256
     texts = [f"t{i}" for i in range(len(tokens))]
@@ -211,9 +211,9 @@ def test_a_stage_remakes_a_build_cache_of_other_batches(fixture_cache, tmp_path)
     that differ in the last bits) is remade by the stage that finds it, never reused."""
     import shutil
 
-    from recallbench.embedding import cache_dir_name
+    from recallbench.core.embedding import cache_dir_name
+    from recallbench.engine.vectorprep import BATCHING
     from recallbench.systems import get_system
-    from recallbench.vectorprep import BATCHING
 
     build = tmp_path / "build"
     shutil.copytree(fixture_cache["build"], build)

@@ -29,7 +29,7 @@ from embeddingpath import (
     validated_with_cache,
 )
 
-from recallbench.cache import FILES, MANIFEST
+from recallbench.engine.vectorcache import FILES, MANIFEST
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import orjson
 
-from recallbench.stagework import Execution
-from recallbench.vectorprep import (
+from recallbench.engine.tasks import Execution
+from recallbench.engine.vectorprep import (
     BATCH_TEXTS,
     dispatch_order,
     embedding_plan,
@@ -85,7 +85,7 @@ def test_the_build_record_unpickles_without_torch() -> None:
 
 
 CHECK = (
-    "import sys; from recallbench.cli import main\n"
+    "import sys; from recallbench.cli.main import main\n"
     "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
     "assert 'torch' not in sys.modules, 'this process imported torch'\n"
     "assert 'sentence_transformers' not in sys.modules, 'this process loaded the model'\n"
@@ -96,7 +96,7 @@ def _validated(build: Path) -> None:
     validate = [
         sys.executable,
         "-m",
-        "recallbench.cli",
+        "recallbench.cli.main",
         "--build-dir",
         str(build),
         "-q",
@@ -150,7 +150,7 @@ def test_a_stage_that_embeds_nothing_never_loads_the_model(tmp_path) -> None:
     _validated(build)
     rb = ["--build-dir", str(build), "-q"]
     made = subprocess.run(
-        [sys.executable, "-m", "recallbench.cli", *rb, "hydrate", "--system", "minilm"],
+        [sys.executable, "-m", "recallbench.cli.main", *rb, "hydrate", "--system", "minilm"],
         capture_output=True,
         text=True,
         timeout=900,

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import cli, copy_build
 
-from recallbench.artifacts import read_artifact
-from recallbench.cli import main
+from recallbench.builddir.artifacts import read_artifact
+from recallbench.cli.main import main
 
 RESTRICTED = "ndcg(categories=exact_lexical)@5"
 

@@ -26,11 +26,11 @@ from conftest import (
     run_fixtures,
 )
 
-from recallbench.lock import LOCK_NAME
-from recallbench.pipeline import write_run
+from recallbench.builddir.lock import LOCK_NAME
+from recallbench.builddir.scopespool import SPOOL
+from recallbench.commands.pipeline import write_run
 from recallbench.report import REPORT_DATA_DIR
 from recallbench.report.plots import REPORT_PLOTS_DIR
-from recallbench.spool import SPOOL
 
 Listing = dict[str, tuple[int, int]]
 

@@ -22,7 +22,7 @@ from conftest import (
 )
 
 from recallbench import __version__
-from recallbench.artifacts import (
+from recallbench.builddir.artifacts import (
     ARTIFACTS,
     SCHEMA_VERSION,
     STAGE_NAMES,
@@ -33,12 +33,12 @@ from recallbench.artifacts import (
     read_artifact,
     read_timing,
 )
+from recallbench.builddir.lock import LOCK_NAME
+from recallbench.builddir.scopespool import SPOOL
+from recallbench.commands.pipeline import Run
 from recallbench.datasets.fixture_rules import POLICY_NAME
 from recallbench.datasets.fixtures.reader import LEVEL, load_fixture_scope
-from recallbench.lock import LOCK_NAME
-from recallbench.pipeline import Run
-from recallbench.spool import SPOOL
-from recallbench.systems.kit import records_digest
+from recallbench.systems.packaging import records_digest
 
 ENVELOPE_KINDS = ("suite", "hydrate", "runs", "roundtrip", "scores", "results", "decision")
 SCOPE = "00000"  # the fixture suite's one scope, as stores/ and roundtrip/ name it
@@ -113,15 +113,17 @@ def test_envelopes_name_their_upstream_fingerprints(staged_build: Path) -> None:
     }
 
 
-def test_each_artifact_records_the_inputs_its_stage_declares(staged_build: Path, lane: Run) -> None:
+def test_each_artifact_records_the_inputs_its_stage_declares(
+    staged_build: Path, fixture_run: Run
+) -> None:
     """Through the CLI (`load_inputs`) and in process (`run_pipeline`), each stage's
     artifact is made from exactly the artifacts its `Stage.inputs` declares."""
     for s in STAGES:
-        for made in (read_artifact(staged_build, s.kind), lane.envelopes[s.kind]):
+        for made in (read_artifact(staged_build, s.kind), fixture_run.envelopes[s.kind]):
             assert sorted(k for k in made["inputs"] if k in ARTIFACTS) == sorted(s.inputs), (
                 s.command
             )
-    assert list(lane.envelopes) == [s.kind for s in STAGES]
+    assert list(fixture_run.envelopes) == [s.kind for s in STAGES]
 
 
 def test_the_stages_write_only_their_declared_outputs(staged_build: Path) -> None:

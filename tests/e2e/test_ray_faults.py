@@ -83,7 +83,7 @@ def environment(plugin_path: Path, marks: Path) -> dict[str, str]:
 
 
 def recallbench(build: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build), *args]
+    return [sys.executable, "-m", "recallbench.cli.main", "--build-dir", str(build), *args]
 
 
 def session_processes(session: int) -> list[str]:

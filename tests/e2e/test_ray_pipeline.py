@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from recallbench.artifacts import dumps
+from recallbench.builddir.artifacts import dumps
+from recallbench.commands.pipeline import run_pipeline
 from recallbench.datasets.longmemeval.generator import generate
-from recallbench.pipeline import run_pipeline
-from recallbench.stagework import Execution
+from recallbench.engine.tasks import Execution
 
 KINDS = ("suite", "hydrate", "runs", "roundtrip", "scores", "results", "decision")
 

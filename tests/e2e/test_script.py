@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import BASELINE, CORPUS, QUERIES, ROOT, load_json
 
-from recallbench.artifacts import dumps, envelope_fingerprint
+from recallbench.builddir.artifacts import dumps, envelope_fingerprint
 from recallbench.report.plots import REPORT_PLOTS_DIR
 
 SCRIPT = "scripts/retrieval_eval.py"
@@ -194,7 +194,7 @@ def test_longmemeval_lane_through_the_script(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "recallbench.cli",
+            "recallbench.cli.main",
             "-q",
             "longmemeval",
             "generate",
@@ -273,7 +273,7 @@ def test_the_script_takes_runs_options_declared_once() -> None:
 
     import click
 
-    from recallbench.cli import main as cli_main
+    from recallbench.cli.main import main as cli_main
 
     spec = importlib.util.spec_from_file_location("retrieval_eval", ROOT / SCRIPT)
     module = importlib.util.module_from_spec(spec)

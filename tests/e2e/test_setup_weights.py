@@ -115,8 +115,8 @@ sys.addaudithook(_hook)
 #: what `make eval` runs, in one process: the seven stages, export-trec, check-baseline
 PIPELINE = """
 import sys
-from recallbench.artifacts import STAGES
-from recallbench.cli import main
+from recallbench.builddir.artifacts import STAGES
+from recallbench.cli.main import main
 build = sys.argv[1]
 for command in [*(s.command for s in STAGES), "export-trec", "check-baseline"]:
     try:
@@ -257,7 +257,7 @@ def test_a_store_that_is_not_a_hotmem_checkout_is_refused(tmp_path: Path) -> Non
 def test_the_system_under_test_is_named_and_a_gone_copy_forgotten(tmp_path: Path) -> None:
     """Without STORE: one line naming the HotMem measured; a recorded working copy whose
     directory is gone is forgotten, in one line (nothing is installed either way)."""
-    from recallbench.source import describe_source, installed_source
+    from recallbench.core.source import describe_source, installed_source
 
     stamp = tmp_path / "stamp"
     now = describe_source(installed_source("hotmem"))

@@ -16,14 +16,14 @@ from click.testing import CliRunner
 from conftest import CORPUS, QUERIES
 from plugintools import install_plugin
 
-from recallbench.cache import export_vectors, read_manifest
-from recallbench.cli import main
-from recallbench.errors import RecallbenchError
-from recallbench.pipeline import run_pipeline
-from recallbench.spool import SPOOL, stream_scopes
+from recallbench.builddir.scopespool import SPOOL, stream_scopes
+from recallbench.cli.main import main
+from recallbench.commands.pipeline import run_pipeline
+from recallbench.core.errors import RecallbenchError
+from recallbench.engine.tasks import Execution
+from recallbench.engine.vectorcache import export_vectors, read_manifest
+from recallbench.engine.vectorprep import import_vector_cache, make_vector_cache
 from recallbench.stages.validate import place_spool, run_validate
-from recallbench.stagework import Execution
-from recallbench.vectorprep import import_vector_cache, make_vector_cache
 
 #: MiniLM's store under another embedder name: it has no model of its own here (its
 #: `embed_texts` refuses), so its vectors can only come from a cache
@@ -299,7 +299,7 @@ def test_a_cache_extended_with_another_roles_forms_counts_each_form_once(
     once for both: the same rows and the same count of form rows (the extension added the
     old cache's form count to forms it had embedded anew, all of them, so a later extension
     would have copied form rows as text rows)."""
-    import recallbench.embedding as embedding
+    import recallbench.core.embedding as embedding
 
     corpus, queries = tmp_path / "corpus.jsonl", tmp_path / "queries.jsonl"
     for source, target, field in ((CORPUS, corpus, "fact"), (QUERIES, queries, "query")):

@@ -137,7 +137,7 @@ def test_the_fixture_suite_runs_bm25_with_a_token_less_query(tmp_path: Path) -> 
     with no hits and scored as a miss, instead of a traceback."""
     from click.testing import CliRunner
 
-    from recallbench.cli import main
+    from recallbench.cli.main import main
 
     root = Path(__file__).resolve().parents[2] / "benchmarks" / "retrieval"
     lines = (root / "queries.jsonl").read_text(encoding="utf-8").splitlines()

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 from plugintools import WORD_STORE, dist_plugin
 
-from recallbench.cli import main
+from recallbench.cli.main import main
 from recallbench.systems import registry
 
 BAD_PLUGINS = WORD_STORE + textwrap.dedent(

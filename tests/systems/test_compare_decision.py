@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 from conftest import cli
 
-from recallbench.compare import COST_FIGURES
+from recallbench.commands.compare import COST_FIGURES
 
 SYSTEMS = ("bm25", "minilm", "chroma", "mem0", "langgraph-postgres")
 DENSE = ["minilm", "chroma", "mem0", "langgraph-postgres"]

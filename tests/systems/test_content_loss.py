@@ -13,8 +13,8 @@ import pytest
 from conftest import CORPUS, QUERIES
 from plugintools import WORD_STORE, install_plugin
 
-from recallbench.errors import RecallbenchError
-from recallbench.pipeline import run_pipeline
+from recallbench.commands.pipeline import run_pipeline
+from recallbench.core.errors import RecallbenchError
 from recallbench.systems.base import InputLimit, content_cuts
 
 #: a word-overlap store over the first 90 characters of each text, declared (by characters,

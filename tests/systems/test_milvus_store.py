@@ -23,8 +23,8 @@ from signalling import default_signals, signal_when
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
-from recallbench.cli import main  # noqa: E402
-from recallbench.errors import RecallbenchError  # noqa: E402
+from recallbench.cli.main import main  # noqa: E402
+from recallbench.core.errors import RecallbenchError  # noqa: E402
 from recallbench.systems import get_system  # noqa: E402
 from recallbench.systems.base import StoreRecord  # noqa: E402
 
@@ -102,7 +102,7 @@ def test_a_store_whose_index_is_not_the_recorded_one_is_refused_when_opened(
     store opens, not taken from its marker: a store whose marker says nlist 8 (an older
     marker, or an edited one) but whose index Milvus built with nlist 4 is refused in one
     line naming both."""
-    from recallbench.systems.storekit import MARKER
+    from recallbench.systems.adapters import MARKER
 
     monkeypatch.setenv("RECALLBENCH_INDEX_MILVUS", "index_type=IVF_FLAT,nlist=4")
     store = get_system("milvus").open_store(tmp_path / "s")
@@ -289,7 +289,7 @@ def test_a_run_ended_while_milvus_serves_leaves_no_server(
     cli(build, "validate")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build), "-q", "hydrate"]
+        [sys.executable, "-m", "recallbench.cli.main", "--build-dir", str(build), "-q", "hydrate"]
         + ["--system", "milvus", "--cache", str(fixture_runs["root"] / "cache")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -341,7 +341,7 @@ def test_a_worker_killed_while_its_milvus_serves_leaves_no_server(tmp_path: Path
     cli(build, "validate", "--dataset", "longmemeval", "--data", data)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build), "-q", "hydrate"]
+        [sys.executable, "-m", "recallbench.cli.main", "--build-dir", str(build), "-q", "hydrate"]
         + ["--system", "milvus", "--keep-stores", "--workers", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

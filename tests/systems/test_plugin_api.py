@@ -10,7 +10,8 @@ import warnings
 from pathlib import Path
 
 import recallbench.plugin as plugin
-from recallbench.systems import base, kit
+from recallbench.systems import base
+from recallbench.systems import packaging as kit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,9 +50,9 @@ def test_every_name_of_the_plugin_surface_imports_and_is_documented() -> None:
     assert module.PLUGIN_API == "1.1"
 
 
-def test_the_results_envelope_records_the_plugin_api(lane) -> None:
+def test_the_results_envelope_records_the_plugin_api(fixture_run) -> None:
     """Beside the result document (not in it), so the baseline does not change."""
-    results = lane.envelopes["results"]
+    results = fixture_run.envelopes["results"]
     assert results["provenance"]["plugin_api"] == plugin.PLUGIN_API
     assert "plugin_api" not in repr(results["data"])
 

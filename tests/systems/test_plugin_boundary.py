@@ -260,7 +260,7 @@ def test_a_plugin_that_changes_directory_moves_no_artifact(
 def test_a_file_a_plugin_never_closed_is_complete_after_the_fast_exit(
     plugin_path: Path, tmp_path: Path, workers: str
 ) -> None:
-    """Issue 38: the console's fast exit (`recallbench.exiting`) skipped the teardown that
+    """Issue 38: the console's fast exit (`recallbench.core.exiting`) skipped the teardown that
     closes (and so flushes) the files a plugin opened and never closed: its log was empty
     after `run`, complete after Python's own exit. Each process (the command, and each
     worker) now closes them before it ends: one line per search, as many as searches."""
@@ -381,7 +381,7 @@ def test_sigterm_while_a_prep_worker_embeds_is_one_line(plugin_path: Path, tmp_p
     build, embedding = tmp_path / "build", tmp_path / "embedding"
     embedding.mkdir()
     env = {**plugin_env(plugin_path), "RB_EMBEDDING": str(embedding)}
-    base = [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build)]
+    base = [sys.executable, "-m", "recallbench.cli.main", "--build-dir", str(build)]
     validate = [*base, "validate", "--corpus", str(CORPUS), "--queries", str(QUERIES)]
     assert subprocess.run(validate, env=env, capture_output=True).returncode == 0
     args = [*base, "prep", "--cache", str(tmp_path / "cache"), "--system", "rb-embedder"]

@@ -36,8 +36,8 @@ from click.testing import CliRunner, Result
 from conftest import CORPUS, QUERIES
 from signalling import default_signals, signal_when
 
-from recallbench.cli import main
-from recallbench.errors import RecallbenchError
+from recallbench.cli.main import main
+from recallbench.core.errors import RecallbenchError
 from recallbench.systems.registry import describe_systems
 
 PG_SYSTEMS = (
@@ -123,7 +123,7 @@ def _env(tmp: Path) -> dict[str, str]:
 
 
 def _run(build: Path, system: str, *extra: str | Path) -> list[str]:
-    return [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build), "run",
+    return [sys.executable, "-m", "recallbench.cli.main", "--build-dir", str(build), "run",
             "--corpus", str(CORPUS), "--queries", str(QUERIES), "--system", system,
             *map(str, extra)]  # fmt: skip
 
@@ -188,7 +188,7 @@ def test_a_killed_run_leaves_no_server_process(
 def _two_worker_run(build: Path, tmp: Path, kill_data: dict[str, Path]) -> subprocess.Popen:
     """`run` of `llamaindex-pgvector` with two workers on the generated LongMemEval file (one
     store, so one server, per question), TMPDIR `tmp`, started as a shell would start it."""
-    args = [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build), "run",
+    args = [sys.executable, "-m", "recallbench.cli.main", "--build-dir", str(build), "run",
             "--dataset", "longmemeval", "--data", str(kill_data["lme"]),
             "--system", "llamaindex-pgvector", "--workers", "2",
             "--cache", str(kill_data["lme_cache"])]  # fmt: skip
@@ -249,7 +249,7 @@ def _listing(root: Path) -> dict[str, tuple[int, int]]:
     """Every path under `root` with its size and mtime, but the process's own torch
     compile cache (made when the embedder is first imported, removed at the process's
     exit: `embedding.torch_cache_in_scratch`)."""
-    from recallbench.embedding import TORCH_SCRATCH_PREFIX
+    from recallbench.core.embedding import TORCH_SCRATCH_PREFIX
 
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
@@ -611,7 +611,7 @@ def test_a_kept_store_is_refused_under_other_options_and_its_index_is_read_back(
     database holding the ivfflat index (an exact scan recorded, an approximate one run) is
     refused when the store opens."""
     from recallbench.systems import get_system
-    from recallbench.systems.storekit import MARKER
+    from recallbench.systems.adapters import MARKER
 
     variable = "RECALLBENCH_INDEX_LANGGRAPH_POSTGRES"
     monkeypatch.setenv(variable, "kind=ivfflat")
@@ -643,9 +643,9 @@ def test_query_and_the_round_trip_refuse_index_options_other_than_hydrates(
     """The stage check reads every store's options (`index_options` as well as Milvus's
     `options`): a PostgreSQL store's transient stores, built by query and rebuilt by the
     round trip, are refused under other options than hydrate recorded (no server starts)."""
-    from recallbench.artifacts import envelope, inputs_of
+    from recallbench.builddir.artifacts import envelope, inputs_of
+    from recallbench.engine.tasks import check_same_options
     from recallbench.stages.roundtrip import run_roundtrip
-    from recallbench.stagework import check_same_options
     from recallbench.systems import get_system
 
     variable = "RECALLBENCH_INDEX_LANGGRAPH_POSTGRES"
@@ -673,7 +673,7 @@ def test_a_kept_store_of_another_system_is_refused_in_one_line(tmp_path: Path) -
     the same count and digest) is refused by its marker, before any server starts, with the
     command that rebuilds it."""
     from recallbench.systems import get_system
-    from recallbench.systems.storekit import MARKER, claim
+    from recallbench.systems.adapters import MARKER, claim
 
     claim(tmp_path / "s", "llamaindex-pgvector-hnsw", options=dict(m=16))
     with pytest.raises(RecallbenchError) as refused:
@@ -803,7 +803,7 @@ def test_a_socket_path_too_long_in_bytes_not_characters_moves_to_a_temporary_dir
     sandbox: dict[str, Path],
 ) -> None:
     """The socket path's length is counted in bytes (Milvus's check is the same function,
-    `storekit.fits_unix_socket`): a store path whose socket would be at most 107 characters
+    `adapters.fits_unix_socket`): a store path whose socket would be at most 107 characters
     but more than 107 bytes (each `é` is two) gets a socket in TMPDIR, removed when the
     server stops."""
     from recallbench.systems.postgres_server import SOCKET_FILE, PostgresServer
@@ -824,7 +824,7 @@ def test_a_socket_path_too_long_in_bytes_not_characters_moves_to_a_temporary_dir
 
 FULL_DISK = """
 import sys
-from recallbench.errors import RecallbenchError
+from recallbench.core.errors import RecallbenchError
 from recallbench.systems.postgres_server import PostgresServer
 try:
     PostgresServer(sys.argv[1]).start()

@@ -342,7 +342,7 @@ def test_sigterm_during_run_exits_143_and_removes_its_work(
     validate = [
         sys.executable,
         "-m",
-        "recallbench.cli",
+        "recallbench.cli.main",
         "--build-dir",
         str(build),
     ]
@@ -489,7 +489,7 @@ def test_sighup_during_compare_removes_its_work_directories(
     args = [
         sys.executable,
         "-m",
-        "recallbench.cli",
+        "recallbench.cli.main",
         "--build-dir",
         str(build),
         "compare",
@@ -515,7 +515,7 @@ def test_sighup_during_query_with_workers_exits_129_and_removes_its_work(
     the parent hangs up, stops them and removes the transient stores, instead of a dead
     worker reading as a crash."""
     build = tmp_path / "build"
-    base = [sys.executable, "-m", "recallbench.cli", "--build-dir", str(build)]
+    base = [sys.executable, "-m", "recallbench.cli.main", "--build-dir", str(build)]
     env = _env(plugin_path)
     _validate_and_hydrate_slow(base, env)
     before = sorted(p.name for p in build.iterdir())

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import BASELINE, load_json, run_fixtures
 
-from recallbench.errors import RecallbenchError
+from recallbench.core.errors import RecallbenchError
 from recallbench.systems import get_system, registry
 
 
@@ -41,7 +41,7 @@ def test_minilm_finds_paraphrases_the_hash_embedder_misses(tmp_path: Path) -> No
 
 
 def test_a_cached_longmemeval_run_never_loads_the_model(tmp_path: Path) -> None:
-    rb = [sys.executable, "-m", "recallbench.cli", "--build-dir", str(tmp_path / "b"), "-q"]
+    rb = [sys.executable, "-m", "recallbench.cli.main", "--build-dir", str(tmp_path / "b"), "-q"]
     data = tmp_path / "d.json"
     steps = [
         [
@@ -67,7 +67,7 @@ def test_a_cached_longmemeval_run_never_loads_the_model(tmp_path: Path) -> None:
         proc = subprocess.run([*rb, *step], capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr
     check = (
-        "import sys; from recallbench.cli import main\n"
+        "import sys; from recallbench.cli.main import main\n"
         "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
         "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules\n"
     )

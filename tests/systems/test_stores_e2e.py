@@ -19,7 +19,7 @@ import orjson
 import pytest
 from click.testing import CliRunner, Result
 
-from recallbench.cli import main
+from recallbench.cli.main import main
 
 STORES = ("chroma", "txtai", "llamaindex", "langgraph", "langmem", "mem0")
 

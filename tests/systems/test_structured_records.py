@@ -13,9 +13,9 @@ import orjson
 import pytest
 from plugintools import WORD_STORE, install_plugin
 
-from recallbench.model import Turn
-from recallbench.pipeline import run_pipeline
-from recallbench.spool import SPOOL, STRUCTURE_SPOOL
+from recallbench.builddir.scopespool import SPOOL, STRUCTURE_SPOOL
+from recallbench.commands.pipeline import run_pipeline
+from recallbench.core.model import Turn
 
 #: two word-overlap stores that note what they are given (in `SEEN`, read by the tests);
 #: `plain` is written as a plugin of plugin API 1 is (no `query_date` parameter: a call with
@@ -178,7 +178,7 @@ def test_a_plain_run_never_reads_or_builds_the_structure(
 def test_a_structured_system_is_refused_without_its_structure_spool(spies, data, tmp_path) -> None:
     """hydrate refuses it in either mode, before any store is built (a transient plan
     would otherwise fail only at query); a system that does not ask runs without it."""
-    from recallbench.errors import ArtifactError
+    from recallbench.core.errors import ArtifactError
     from recallbench.stages.hydrate import run_hydrate
     from recallbench.stages.validate import place_spool, run_validate
 

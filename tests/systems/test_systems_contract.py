@@ -1,6 +1,6 @@
 """The contract every registered system keeps: built-ins, semantic ones and installed plugins.
 
-The checks are `recallbench check-plugin`'s (`recallbench.checkplugin`), run here on the
+The checks are `recallbench check-plugin`'s (`recallbench.commands.checkplugin`), run here on the
 contract's small data (`checkplugin.contract_data`), one test per check and system. The one
 check left out here is `other-process` (a second Python process per system); `recallbench
 check-plugin` runs it, and `tests/systems/test_check_plugin.py` runs the whole command on
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from recallbench import checkplugin
-from recallbench.errors import RecallbenchError
+from recallbench.commands import checkplugin
+from recallbench.core.errors import RecallbenchError
 from recallbench.systems import get_system
 from recallbench.systems.base import truncation_report
 from recallbench.systems.registry import find_binary, system_names

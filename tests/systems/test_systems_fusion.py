@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from recallbench.errors import RecallbenchError
+from recallbench.core.errors import RecallbenchError
 from recallbench.systems import get_system
 from recallbench.systems.base import Hit, StoreRecord, TimedCalls
 from recallbench.systems.fusion import FusionSystem, rrf, rrf_system

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from recallbench.errors import RecallbenchError
+from recallbench.core.errors import RecallbenchError
 from recallbench.systems import DEFAULT_SYSTEM, get_system, registry
 from recallbench.systems.registry import (
     BUILTIN,
@@ -280,7 +280,7 @@ def test_the_systems_command_lists_every_system_on_its_own_aligned_line() -> Non
     distribution that provides it."""
     from click.testing import CliRunner
 
-    from recallbench.cli import main
+    from recallbench.cli.main import main
 
     result = CliRunner().invoke(main, ["systems"])
     assert result.exit_code == 0, result.output
@@ -344,7 +344,7 @@ def test_systems_json_is_the_listing_for_machines(entry_points) -> None:
 
     from click.testing import CliRunner
 
-    from recallbench.cli import main
+    from recallbench.cli.main import main
 
     entry_points({"gone": "no_such_module_xyz:make", "fake": "fake_rb_plugin:good"})
     result = CliRunner().invoke(main, ["systems", "--json"])
@@ -408,8 +408,8 @@ def test_index_options_for_a_system_that_takes_none_are_refused(
     silently ignored (the run looked configured, its index was the default). For every
     built-in that takes no index options the variable is one line naming those that do,
     before the system is built; each of those reads it (a bad value is its own error)."""
+    from recallbench.systems.adapters import index_options_variable
     from recallbench.systems.registry import INDEX_OPTION_SYSTEMS
-    from recallbench.systems.storekit import index_options_variable
 
     assert set(INDEX_OPTION_SYSTEMS) < set(BUILTIN)
     for name in BUILTIN:

@@ -59,7 +59,7 @@ def test_hotmem_digest_reads_inside_and_hashes_outside(
     from recallbench.systems import get_system
     from recallbench.systems import hotmem as hm
     from recallbench.systems.base import StoreRecord
-    from recallbench.systems.kit import records_digest
+    from recallbench.systems.packaging import records_digest
 
     system = get_system("hotmem")
     store = system.open_store(tmp_path / "store")

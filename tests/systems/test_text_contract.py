@@ -19,8 +19,8 @@ import orjson
 import pytest
 from click.testing import CliRunner, Result
 
-from recallbench.cli import main
-from recallbench.embedding import covers, text_transforms, transformed
+from recallbench.cli.main import main
+from recallbench.core.embedding import covers, text_transforms, transformed
 from recallbench.systems.registry import describe_systems
 
 FIXTURES = Path(__file__).resolve().parents[2] / "benchmarks" / "retrieval"

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from recallbench.errors import RecallbenchError
+from recallbench.core.errors import RecallbenchError
 from recallbench.systems import vipune_cli
 from recallbench.systems.base import StoreRecord
 from recallbench.systems.vipune_cli import VipuneSystem

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from plugintools import WORD_STORE, dist_plugin
 
-from recallbench.pipeline import run_pipeline
-from recallbench.stagework import Execution
+from recallbench.commands.pipeline import run_pipeline
+from recallbench.engine.tasks import Execution
 from recallbench.systems import registry
 
 #: a word-overlap store whose system notes, in $RB_SETUP_LOG, each setup (process, thread

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from recallbench.boundary import Boundary, SystemCallFailed
-from recallbench.errors import RecallbenchError
-from recallbench.signals import Terminated
+from recallbench.core.errors import RecallbenchError
+from recallbench.core.signals import Terminated
 from recallbench.systems.base import Hit, SnapshotRejected, StoreRecord
+from recallbench.systems.boundary import Boundary, SystemCallFailed
 
 #: what a scope stored: id -> its record (the identifier a hit must carry back)
 STORED = {"m1": StoreRecord("m1", "a", "one"), "m2": StoreRecord("m2", "b", "two")}
@@ -190,7 +190,7 @@ def test_every_boundary_is_built_by_system_boundary() -> None:
     from pathlib import Path
 
     import recallbench
-    from recallbench.boundary import system_boundary
+    from recallbench.systems.boundary import system_boundary
 
     root = Path(recallbench.__file__).parent
     built = [
@@ -233,10 +233,10 @@ def test_a_stages_own_calls_into_its_system_take_the_time_limit(tmp_path, monkey
     from conftest import CORPUS, QUERIES
     from plugintools import WORD_STORE, install_plugin
 
-    from recallbench.spool import SPOOL
+    from recallbench.builddir.scopespool import SPOOL
+    from recallbench.engine.tasks import Execution
     from recallbench.stages.hydrate import run_hydrate
     from recallbench.stages.validate import publish_suite, run_validate
-    from recallbench.stagework import Execution
 
     suite = run_validate("fixtures", {"corpus": CORPUS, "queries": QUERIES}, spool=tmp_path / SPOOL)
     publish_suite(suite, tmp_path / "suite.json")

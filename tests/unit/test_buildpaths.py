@@ -1,4 +1,4 @@
-"""Build-directory checks (`recallbench.buildpaths`): root-like, home, current directory and
+"""Build-directory checks (`recallbench.builddir.paths`): root-like, home, current directory and
 its parents, files and symlinks refused; `safe_child` refuses a symlinked child."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from recallbench import buildpaths
-from recallbench.buildpaths import check_build_dir, safe_child
-from recallbench.errors import RecallbenchError
+from recallbench.builddir import paths
+from recallbench.builddir.paths import check_build_dir, safe_child
+from recallbench.core.errors import RecallbenchError
 
 
 @pytest.mark.parametrize("value", ["", "  ", ".", "./", "/", "//", "/.."])
@@ -100,7 +100,7 @@ def test_safe_child(tmp_path: Path) -> None:
     for bad in ("../x", "/etc/passwd", ""):
         with pytest.raises(ValueError):
             safe_child(build, bad)
-    assert buildpaths.safe_child(build, "other") == build / "other"
+    assert paths.safe_child(build, "other") == build / "other"
 
 
 def test_make_dirs_below_a_claimed_directory_never_follows_a_symlink(tmp_path: Path) -> None:
@@ -109,19 +109,19 @@ def test_make_dirs_below_a_claimed_directory_never_follows_a_symlink(tmp_path: P
     build.mkdir()
     elsewhere.mkdir()
     (build / "timings").symlink_to(elsewhere, target_is_directory=True)
-    buildpaths.claim_root(build)
+    paths.claim_root(build)
     try:
         with pytest.raises(RecallbenchError, match=r"build/timings is a symlink"):
-            buildpaths.make_dirs(build / "timings" / "deeper")
+            paths.make_dirs(build / "timings" / "deeper")
         with pytest.raises(RecallbenchError, match=r"build/timings is a symlink"):
-            buildpaths.check_target(build / "timings" / "results.json")
-        made = buildpaths.make_dirs(build / "a" / "b")
+            paths.check_target(build / "timings" / "results.json")
+        made = paths.make_dirs(build / "a" / "b")
         assert made == [build / "a", build / "a" / "b"]
     finally:
-        buildpaths.release_root(build)
+        paths.release_root(build)
     assert list(elsewhere.iterdir()) == []
     # not claimed: a directory the user named, whose links are the user's
-    assert buildpaths.make_dirs(build / "timings" / "deeper") == [build / "timings" / "deeper"]
+    assert paths.make_dirs(build / "timings" / "deeper") == [build / "timings" / "deeper"]
 
 
 def test_check_target_refuses_a_linked_file_anywhere(tmp_path: Path) -> None:
@@ -130,14 +130,14 @@ def test_check_target_refuses_a_linked_file_anywhere(tmp_path: Path) -> None:
     (tmp_path / "sym").symlink_to(real)
     os.link(real, tmp_path / "hard")
     with pytest.raises(RecallbenchError, match="is a symlink"):
-        buildpaths.check_target(tmp_path / "sym")
+        paths.check_target(tmp_path / "sym")
     with pytest.raises(RecallbenchError, match="is a hard link"):
-        buildpaths.check_target(tmp_path / "hard")
-    buildpaths.check_target(tmp_path / "new.txt")  # a new file is fine
+        paths.check_target(tmp_path / "hard")
+    paths.check_target(tmp_path / "new.txt")  # a new file is fine
 
 
 def test_check_outputs_compares_resolved_paths_and_inodes(tmp_path: Path) -> None:
-    from recallbench.outputs import Place, check_outputs
+    from recallbench.commands.outputpaths import Place, check_outputs
 
     data = tmp_path / "data.jsonl"
     data.write_text("{}\n")

@@ -1,5 +1,5 @@
 """Every setting of a run is resolved once, in one place, whichever command reads it: the
-execution options become one `stagework.Execution` in their option decorator, and every
+execution options become one `tasks.Execution` in their option decorator, and every
 command (and scripts/retrieval_eval.py) receives that value."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import ROOT
 
-from recallbench import stagework
-from recallbench.cli import main
-from recallbench.stagework import Execution
+from recallbench.cli.main import main
+from recallbench.engine import tasks
+from recallbench.engine.tasks import Execution
 
 SCRIPT = ROOT / "scripts" / "retrieval_eval.py"
 EXECUTION_FLAGS = (
@@ -37,7 +37,7 @@ class Received(Exception):
 
 @pytest.fixture
 def received(monkeypatch: pytest.MonkeyPatch) -> list[Execution]:
-    """Every `Execution` built through `recallbench.stagework.Execution` from now on; each
+    """Every `Execution` built through `recallbench.engine.tasks.Execution` from now on; each
     build then stops the command (`Received`)."""
     built: list[Execution] = []
 
@@ -45,7 +45,7 @@ def received(monkeypatch: pytest.MonkeyPatch) -> list[Execution]:
         built.append(Execution(*args, **kwargs))
         raise Received
 
-    monkeypatch.setattr(stagework, "Execution", recording)
+    monkeypatch.setattr(tasks, "Execution", recording)
     return built
 
 
@@ -106,7 +106,7 @@ def test_the_scripts_help_lists_each_execution_option_once() -> None:
 def test_a_command_declares_execution_instead_of_the_options(tmp_path: Path) -> None:
     """The options decorator's contract on a command of its own: `execution` replaces the
     six parameters, each option's value in its field (--threads 0: the libraries' own)."""
-    from recallbench.options import execution_options
+    from recallbench.cli.options import execution_options
 
     got: list[Any] = []
 
@@ -153,7 +153,7 @@ def test_one_resolver_of_top_k_and_the_cutoffs(
     unit: str | None,
     expected: tuple[int, tuple[int, ...] | None],
 ) -> None:
-    from recallbench.presets import resolve_top_k
+    from recallbench.commands.presets import resolve_top_k
 
     assert resolve_top_k(preset, dataset, top_k, ks, unit) == expected
 
@@ -169,7 +169,7 @@ def test_one_resolver_of_top_k_and_the_cutoffs(
 def test_the_resolver_refuses_what_contradicts_the_preset(
     preset: str, dataset: str, top_k: int | None, ks: tuple[int, ...] | None, message: str
 ) -> None:
-    from recallbench.presets import resolve_top_k
+    from recallbench.commands.presets import resolve_top_k
 
     with pytest.raises(click.UsageError, match=re.escape(message)):
         resolve_top_k(preset, dataset, top_k, ks)
@@ -201,15 +201,15 @@ def recorder(monkeypatch: pytest.MonkeyPatch, target: Any, name: str, seen: list
 def test_query_run_compare_and_the_script_resolve_the_same_top_k(
     hydrated: Path, monkeypatch: pytest.MonkeyPatch, given: list[str]
 ) -> None:
-    import recallbench.compare
-    import recallbench.pipeline
+    import recallbench.commands.compare
+    import recallbench.commands.pipeline
     import recallbench.stages.query
-    from recallbench.presets import resolve_top_k
+    from recallbench.commands.presets import resolve_top_k
 
     seen: list[tuple[int | None, tuple[int, ...] | None]] = []
     recorder(monkeypatch, recallbench.stages.query, "run_query", seen)
-    recorder(monkeypatch, recallbench.pipeline, "run_pipeline", seen)
-    recorder(monkeypatch, recallbench.compare, "run_compared", seen)
+    recorder(monkeypatch, recallbench.commands.pipeline, "run_pipeline", seen)
+    recorder(monkeypatch, recallbench.commands.compare, "run_compared", seen)
     build = ["--build-dir", str(hydrated)]
     for name in ("query", "run", "compare"):
         assert isinstance(invoke(main, [*build, name, *given]), Received), name
@@ -226,7 +226,7 @@ def test_run_pipeline_resolves_top_k_as_the_commands_do(
     from conftest import CORPUS, QUERIES
 
     import recallbench.stages.query
-    from recallbench.pipeline import run_pipeline
+    from recallbench.commands.pipeline import run_pipeline
 
     seen: list[tuple[int | None, tuple[int, ...] | None]] = []
     recorder(monkeypatch, recallbench.stages.query, "run_query", seen)
@@ -253,20 +253,22 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def test_the_script_imports_nothing_from_the_cli() -> None:
+    """The script shares the CLI's options and plumbing (`cli.options`, `cli.shared`), never
+    the `recallbench` command's own module."""
     imported = imported_modules(SCRIPT)
-    assert "recallbench.commandline" in imported  # what it shares with `recallbench run`
-    assert not {name for name in imported if name.startswith("recallbench.cli")}, imported
+    assert "recallbench.cli.shared" in imported  # what it shares with `recallbench run`
+    assert not {name for name in imported if name.startswith("recallbench.cli.main")}, imported
 
 
 @pytest.mark.parametrize(
     "line",
     [
-        "import recallbench.cli",
-        "from recallbench import cli",
-        "def f():\n    from recallbench.cli import main",
+        "import recallbench.cli.main",
+        "from recallbench.cli import main",
+        "def f():\n    from recallbench.cli.main import console_main",
     ],
 )
 def test_imported_modules_sees_every_form_of_import(tmp_path: Path, line: str) -> None:
     source = tmp_path / "x.py"
     source.write_text(line + "\n", encoding="utf-8")
-    assert "recallbench.cli" in imported_modules(source)
+    assert "recallbench.cli.main" in imported_modules(source)

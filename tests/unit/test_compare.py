@@ -11,8 +11,9 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from recallbench.cli import main
-from recallbench.compare import (
+from recallbench.builddir.lock import LOCK_NAME
+from recallbench.cli.main import main
+from recallbench.commands.compare import (
     compare_results,
     headline,
     paired_stats,
@@ -20,11 +21,10 @@ from recallbench.compare import (
     render_markdown,
     result_labels,
 )
+from recallbench.commands.pipeline import run_pipeline
+from recallbench.core.errors import RecallbenchError
 from recallbench.datasets.locomo import generator as locomo_generator
 from recallbench.datasets.longmemeval import generator as longmemeval_generator
-from recallbench.errors import RecallbenchError
-from recallbench.lock import LOCK_NAME
-from recallbench.pipeline import run_pipeline
 from recallbench.report.result import per_query_values
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -308,7 +308,7 @@ def test_compare_refuses_results_from_different_files(
 def _saved_result(path: Path, change=None) -> Path:
     """A fingerprint-valid results.json (the envelope `recallbench report` writes) holding
     the baseline's result document, changed by `change`."""
-    from recallbench.artifacts import dumps, envelope
+    from recallbench.builddir.artifacts import dumps, envelope
 
     doc = orjson.loads(BASELINE.read_bytes())
     if change is not None:
@@ -457,8 +457,8 @@ def test_run_comparison_is_compare_over_plain_values(tmp_path: Path) -> None:
     """compare's orchestration (`compare.run_comparison`) without the command: the saved
     results put in order, every file written, the figures returned; the command writes
     the same compare.json and compare.md."""
-    from recallbench.baseline import load_result_envelope
-    from recallbench.compare import run_comparison
+    from recallbench.commands.baseline import load_result_envelope
+    from recallbench.commands.compare import run_comparison
 
     old = _saved_result(tmp_path / "old" / "results.json")
     new = _saved_result(tmp_path / "new" / "results.json")

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from recallbench.artifacts import envelope, inputs_of
+from recallbench.builddir.artifacts import envelope, inputs_of
+from recallbench.commands.pipeline import Run
+from recallbench.core.errors import ArtifactError
 from recallbench.datasets.base import dataset_policy, roundtrip_summary
 from recallbench.datasets.fixture_rules import ACTIONS, GUARDRAILS, decide
 from recallbench.datasets.fixtures import reader as fixtures
-from recallbench.errors import ArtifactError
-from recallbench.pipeline import Run
 from recallbench.stages import decide as decide_stage
 from recallbench.systems.rules import decision
 
@@ -365,10 +365,10 @@ def test_run_decide_refuses_a_round_trip_of_other_runs() -> None:
         decide_stage.run_decide(suite_env, scores_env, stale)
 
 
-def test_the_lane_decision_is_the_result_decision(lane: Run) -> None:
-    made = lane.envelopes["decision"]
-    envs = lane.envelopes
-    assert made["data"] == lane.result["decision"]
+def test_the_lane_decision_is_the_result_decision(fixture_run: Run) -> None:
+    made = fixture_run.envelopes["decision"]
+    envs = fixture_run.envelopes
+    assert made["data"] == fixture_run.result["decision"]
     assert made["inputs"] == inputs_of(envs["suite"], envs["scores"], envs["roundtrip"])
     summary = roundtrip_summary(envs["roundtrip"]["data"])
     assert made["data"] == decide({**envs["scores"]["data"], "roundtrip": summary})
@@ -548,7 +548,7 @@ def test_rules_for_a_system_another_package_provides_are_refused(
     --system bm25` printed "rule 9: FAKE"). Only the distribution that provides a system may
     declare its rules; anything else is one line naming both, before any rule runs."""
     from recallbench import __version__
-    from recallbench.errors import RecallbenchError
+    from recallbench.core.errors import RecallbenchError
 
     ran: list[str] = []
     mine_installed(installed(lambda e: ran.append("ran"), systems=("mine", system)))
@@ -620,7 +620,7 @@ def test_a_plugins_rules_run_at_the_boundary(mine_installed, decide_fn: Any, pro
     49-54-line tracebacks, rules that never returned hung `run` whatever --call-timeout, and
     a NaN they returned reached `run --json` as a bare `NaN`. Each is one line naming the
     rules, their distribution and what they did."""
-    from recallbench.boundary import SystemCallFailed
+    from recallbench.systems.boundary import SystemCallFailed
 
     with pytest.raises(SystemCallFailed) as failed:
         _decided_by(decide_fn, mine_installed, timeout=0.3)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 
-from recallbench.compare import compare_results, identical_rankings, truncation_groups
+from recallbench.commands.compare import compare_results, identical_rankings, truncation_groups
 from recallbench.report.comparison import compare_sections, decision_sections, differing_keys
 from recallbench.report.sections import to_markdown, to_terminal
 

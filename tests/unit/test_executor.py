@@ -25,8 +25,8 @@ import psutil
 import pytest
 from signalling import default_signals
 
-from recallbench.errors import RecallbenchError
-from recallbench.executor import (
+from recallbench.core.errors import RecallbenchError
+from recallbench.engine.executor import (
     EXECUTORS,
     RAY_MISSING,
     ProcessExecutor,
@@ -163,7 +163,7 @@ def test_workers_fork_only_from_a_single_threaded_parent() -> None:
     as soon as another thread runs (a fork would copy any lock that thread holds)."""
     code = (
         "import threading, time\n"
-        "from recallbench.executor import start_method\n"
+        "from recallbench.engine.executor import start_method\n"
         "print(start_method())\n"
         "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
         "print(start_method())\n"
@@ -295,7 +295,7 @@ def test_ray_starts_and_stops_its_own_local_ray(tmp_path: Path) -> None:
         """
         import ray
         import executor_tasks as tasks
-        from recallbench.executor import make_executor
+        from recallbench.engine.executor import make_executor
 
         with make_executor("ray", 2) as ex:
             cpus = ray.cluster_resources()["CPU"]
@@ -337,7 +337,7 @@ PARENT = textwrap.dedent(
     """
     import sys
     import executor_tasks as tasks
-    from recallbench.executor import make_executor
+    from recallbench.engine.executor import make_executor
 
     if __name__ == "__main__":
         with make_executor("local", 2, tasks.remember, ("orphans", sys.argv[1])) as ex:
@@ -429,7 +429,7 @@ def test_a_killed_worker_is_one_line_naming_its_task(
 ) -> None:
     """A ~53-line BrokenProcessPool traceback (local) or a ~68-line ActorDiedError (Ray)
     before: now a `WorkerDied` naming the task the worker was running."""
-    from recallbench.executor import WorkerDied
+    from recallbench.engine.executor import WorkerDied
 
     if kind == "ray":
         request.getfixturevalue("ray_local")
@@ -450,7 +450,7 @@ def test_a_killed_worker_is_one_line_naming_its_task(
 
 def test_an_actor_dying_before_it_is_ready_is_one_line(ray_local: Any) -> None:
     """The actors' readiness check let a 68-line ActorDiedError traceback through."""
-    from recallbench.executor import WorkerDied
+    from recallbench.engine.executor import WorkerDied
 
     with pytest.raises(WorkerDied) as caught, make_executor("ray", 2, os._exit, (1,)):
         pass
@@ -471,7 +471,7 @@ def _node(ip: str, alive: bool, cpus: float = 1.0) -> dict[str, Any]:
 
 
 def test_the_cluster_check_counts_live_nodes_and_names_the_dead() -> None:
-    from recallbench.executor import check_ray_cluster
+    from recallbench.engine.executor import check_ray_cluster
 
     nodes = [_node("127.0.0.2", True), _node("127.0.0.3", False)]
     live = check_ray_cluster(nodes, 1, " at 127.0.0.2:6379")
@@ -499,7 +499,7 @@ def test_an_address_nobody_answers_is_one_line_naming_it(monkeypatch: pytest.Mon
     shortened here: the bound is not what this test measures)."""
     import socket
 
-    from recallbench import executor
+    from recallbench.engine import executor
 
     monkeypatch.setattr(executor, "RAY_ADDRESS_WAIT", 0.0)
     address = f"127.0.0.1:{_free_port()}"
@@ -526,7 +526,7 @@ def test_an_address_nobody_answers_is_one_line_naming_it(monkeypatch: pytest.Mon
 def test_the_address_wait_is_set_by_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     """RECALLBENCH_RAY_ADDRESS_WAIT sets the bound (seconds); a value that is not a positive
     number is one line naming the variable."""
-    from recallbench import executor
+    from recallbench.engine import executor
 
     monkeypatch.delenv("RECALLBENCH_RAY_ADDRESS_WAIT", raising=False)
     assert executor.ray_address_wait() == executor.RAY_ADDRESS_WAIT == 30.0
@@ -550,7 +550,7 @@ def test_an_address_that_answers_grpc_is_not_waited_for() -> None:
 
     import grpc
 
-    from recallbench import executor
+    from recallbench.engine import executor
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
     port = server.add_insecure_port("127.0.0.1:0")
@@ -568,7 +568,7 @@ def test_a_listener_that_is_not_a_ray_server_is_one_line(monkeypatch: pytest.Mon
     import http.server
     import threading
 
-    from recallbench import executor
+    from recallbench.engine import executor
 
     monkeypatch.setattr(executor, "RAY_ADDRESS_WAIT", 0.0)
     web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
@@ -589,7 +589,7 @@ def test_a_listener_that_is_not_a_ray_server_is_one_line(monkeypatch: pytest.Mon
 
 def test_handlers_kept_puts_our_handlers_back() -> None:
     """ray.init replaces the SIGTERM handler: whatever a block installs, ours come back."""
-    from recallbench.signals import _raise_terminated, as_raised, handle_sigterm, handlers_kept
+    from recallbench.core.signals import _raise_terminated, as_raised, handle_sigterm, handlers_kept
 
     before = signal.getsignal(signal.SIGTERM)
     before_int = signal.getsignal(signal.SIGINT)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from recallbench.exiting import EXIT_FLUSH_FAILED, exit_status
+from recallbench.core.exiting import EXIT_FLUSH_FAILED, exit_status
 
 
 @pytest.mark.parametrize(
@@ -31,7 +31,7 @@ def test_a_message_exits_1_and_is_printed(capsys: pytest.CaptureFixture[str]) ->
 SCRIPT = """
 import atexit, os, sys, threading, time
 from pathlib import Path
-from recallbench.cli import console_main
+from recallbench.cli.main import console_main
 
 out = Path(sys.argv[1])
 
@@ -85,7 +85,7 @@ def test_output_that_cannot_be_flushed_fails_the_process() -> None:
     earlier, as an error of its own)."""
     script = (
         "import sys, time\n"
-        "from recallbench.exiting import exit_process\n"
+        "from recallbench.core.exiting import exit_process\n"
         "sys.stdout.write('buffered, not flushed')\n"
         "time.sleep(1)\n"  # the reader closes its end meanwhile
         "exit_process(0)\n"
@@ -116,7 +116,7 @@ def test_files_left_open_are_closed_as_the_teardown_would(tmp_path: Path) -> Non
     (complete only once closed: its trailer), a buffered writer; stdout still works."""
     script = (
         "import gc, gzip, sys\n"
-        "from recallbench.exiting import exit_process\n"
+        "from recallbench.core.exiting import exit_process\n"
         "gc.disable()\n"
         f"out = {str(tmp_path)!r}\n"
         "kept = [open(out + '/text.log', 'w'), gzip.open(out + '/log.gz', 'wt')]\n"
@@ -144,8 +144,8 @@ def test_files_left_open_are_closed_as_the_teardown_would(tmp_path: Path) -> Non
 TORCH_CACHE_SCRIPT = """
 import sys
 import executor_tasks
-from recallbench.executor import ProcessExecutor
-from recallbench.exiting import exit_process
+from recallbench.engine.executor import ProcessExecutor
+from recallbench.core.exiting import exit_process
 
 with ProcessExecutor(2, start_method=sys.argv[1]) as pool:
     made = sorted(set(pool.map(executor_tasks.torch_cache, range(4))))
@@ -186,7 +186,7 @@ def test_files_left_open_are_closed_without_asking_an_object_its_class(tmp_path:
     run ended with a FutureWarning on stderr."""
     script = (
         "import warnings\n"
-        "from recallbench.exiting import exit_process\n"
+        "from recallbench.core.exiting import exit_process\n"
         "class Proxy:\n"
         "    @property\n"
         "    def __class__(self):\n"

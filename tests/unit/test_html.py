@@ -14,7 +14,7 @@ import pytest
 from conftest import CORPUS, QUERIES, cli, load_json, run_fixtures
 from hostile import HOSTILE_ID, HOSTILE_MEMORY, HOSTILE_TEXT, hostile_suite, run_pipeline_on
 
-from recallbench.pipeline import Run, write_run
+from recallbench.commands.pipeline import Run, write_run
 from recallbench.report.html import (
     ALL_TEXTS_BYTES,
     collect_texts,
@@ -70,8 +70,8 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Run:
 # --- the page ----------------------------------------------------------------------------
 
 
-def test_report_html_fetches_nothing_from_the_network(lane: Run) -> None:
-    html = lane.html.decode("utf-8")
+def test_report_html_fetches_nothing_from_the_network(fixture_run: Run) -> None:
+    html = fixture_run.html.decode("utf-8")
     assert html.startswith('<!DOCTYPE html>\n<html lang="en">')
     # nothing is fetched: no external script, style, font or image, and a policy that
     # forbids any but the page's own data files beside it
@@ -82,11 +82,11 @@ def test_report_html_fetches_nothing_from_the_network(lane: Run) -> None:
     assert "@import" not in html and "url(" not in html
     # the two plots, inline as data: URIs
     images = re.findall(r'<img src="data:image/svg\+xml;base64,[A-Za-z0-9+/=]+"', html)
-    assert len(images) == len(lane.plots) == 2
+    assert len(images) == len(fixture_run.plots) == 2
     # the headline table, configuration and dataset facts are in the static page
     assert '<th scope="row">system</th><td>hotmem</td>' in html
     assert "semantic_paraphrase" in html and "0.702" in html
-    data = page_data(lane.html)
+    data = page_data(fixture_run.html)
     assert data["kind"] == "report"
     assert data["measures"] == ["recall@1", "recall@5", "mrr@5", "ndcg@5"]
     assert len(data["queries"]) == 57
@@ -104,9 +104,9 @@ def unit_texts(recs: dict[str, dict[str, Any]]) -> dict[str, str]:
     return out
 
 
-def test_report_html_holds_every_text_of_the_small_suite(lane: Run) -> None:
-    data = page_data(lane.html)
-    recs = records(lane.html, lane.html_data.read)
+def test_report_html_holds_every_text_of_the_small_suite(fixture_run: Run) -> None:
+    data = page_data(fixture_run.html)
+    recs = records(fixture_run.html, fixture_run.html_data.read)
     corpus = {
         r["memory_id"]: r["fact"] for r in map(orjson.loads, CORPUS.read_bytes().splitlines())
     }
@@ -125,32 +125,32 @@ def test_report_html_holds_every_text_of_the_small_suite(lane: Run) -> None:
     assert q["first"] == 47 and q["missed"] == ["mem-fin-001", "mem-fin-002"]
     assert [r[0] for r in rec["returned"]] == [
         h["id"]
-        for h in next(x for x in lane.result["queries"] if x["query_id"] == "q-semantic-001")[
-            "returned"
-        ]
+        for h in next(
+            x for x in fixture_run.result["queries"] if x["query_id"] == "q-semantic-001"
+        )["returned"]
     ]
     assert rec["lexical"] == {"matcher": "FTS5", "count": 0}
     assert rec["why"][0].startswith("mem-fin-001 (grade 3) ranked 57 of 80")
-    assert "every scored query (57) and every memory (80)" in lane.html.decode()
+    assert "every scored query (57) and every memory (80)" in fixture_run.html.decode()
 
 
-def test_a_large_spool_contributes_only_the_texts_the_page_uses(lane: Run) -> None:
-    suite = lane.envelopes["suite"]
+def test_a_large_spool_contributes_only_the_texts_the_page_uses(fixture_run: Run) -> None:
+    suite = fixture_run.envelopes["suite"]
     assert suite["data"]["spool"]["bytes"] <= ALL_TEXTS_BYTES
-    texts = collect_texts(suite, [lane.result], everything=False)
-    used = {(q["scope_id"], u) for q in lane.result["queries"] for u in q["expected"]}
-    used |= {(q["scope_id"], h["id"]) for q in lane.result["queries"] for h in q["returned"]}
+    texts = collect_texts(suite, [fixture_run.result], everything=False)
+    used = {(q["scope_id"], u) for q in fixture_run.result["queries"] for u in q["expected"]}
+    used |= {(q["scope_id"], h["id"]) for q in fixture_run.result["queries"] for h in q["returned"]}
     assert set(texts.units) == used and len(used) < 80
     assert not texts.complete and texts.totals == {"queries": 57, "units": 80}
-    page = render_report_page(lane.result, texts)
+    page = render_report_page(fixture_run.result, texts)
     html = page.html.decode("utf-8")
     assert f"only the texts of its 57 scored queries and of the {len(used)} memory units" in html
     assert len(unit_texts(records(page.html, page.data.read))) == len(used)
     page.data.close()
 
 
-def test_without_a_spool_the_page_shows_ids_and_says_why(lane: Run) -> None:
-    page = render_report_page(lane.result, no_texts("memory"))
+def test_without_a_spool_the_page_shows_ids_and_says_why(fixture_run: Run) -> None:
+    page = render_report_page(fixture_run.result, no_texts("memory"))
     assert "Texts are not shown: the validated scope spool" in page.html.decode("utf-8")
     recs = records(page.html, page.data.read)
     assert all(r["texts"] == [] and r["text"] is None for r in recs.values())
@@ -256,7 +256,7 @@ def test_compare_of_saved_results_reads_the_texts_beside_them(tmp_path: Path) ->
 
 
 def test_visible_and_json_for_script() -> None:
-    from recallbench import escape
+    from recallbench.core import escape
 
     assert visible is escape.html_text  # the page's rule is escape's, not one of its own
     assert visible("a\u202eb\u200bc\x00d\ne\tf") == "aU+202EbU+200BcU+0000d\ne\tf"
@@ -277,8 +277,8 @@ def test_hostile_ids_and_texts_stay_text(hostile: Run) -> None:
     assert expected[HOSTILE_MEMORY].endswith(HOSTILE_TEXT)  # the text itself, unchanged
 
 
-def test_static_parts_are_escaped_and_bidi_made_visible(lane: Run) -> None:
-    result = copy.deepcopy(lane.result)
+def test_static_parts_are_escaped_and_bidi_made_visible(fixture_run: Run) -> None:
+    result = copy.deepcopy(fixture_run.result)
     result["dataset"]["notes"] = ["<script>alert(1)</script> \u202eevil"]
     result["system"]["name"] = '<b class="x">sys</b>'
     result["dataset"]["category_labels"]["exact_lexical"] = "lex<i>&'\"</i>"
@@ -290,10 +290,10 @@ def test_static_parts_are_escaped_and_bidi_made_visible(lane: Run) -> None:
     assert "lex&lt;i&gt;&amp;&#39;&#34;&lt;/i&gt;" in head
 
 
-def test_compare_html_renders_hostile_labels_as_text(lane: Run) -> None:
-    from recallbench.compare import compare_results
+def test_compare_html_renders_hostile_labels_as_text(fixture_run: Run) -> None:
+    from recallbench.commands.compare import compare_results
 
-    results = [lane.result, copy.deepcopy(lane.result)]
+    results = [fixture_run.result, copy.deepcopy(fixture_run.result)]
     doc = compare_results(results, ["<a>", "b\u202e"], resamples=200)
     html = render_compare_html(doc, results, no_texts("memory")).decode("utf-8")
     head = html.split('id="rb-data">')[0]
@@ -318,13 +318,13 @@ def test_report_without_its_spool_shows_ids_and_a_damaged_spool_is_refused(
     assert load_json(build / "timings" / "results.json")["html"]["texts_available"] is False
 
 
-def test_compare_html_puts_the_results_before_the_configuration(lane: Run) -> None:
+def test_compare_html_puts_the_results_before_the_configuration(fixture_run: Run) -> None:
     """compare.html opens on the decision table (each system's means with intervals), then
     each challenger's results table; the configuration follows the results (issue 26,
     item 7)."""
-    from recallbench.compare import compare_results
+    from recallbench.commands.compare import compare_results
 
-    results = [lane.result, copy.deepcopy(lane.result)]
+    results = [fixture_run.result, copy.deepcopy(fixture_run.result)]
     doc = compare_results(results, ["a", "b"], resamples=200)
     html = render_compare_html(doc, results, no_texts("memory")).decode("utf-8")
     main = html.split("<main>", 1)[1]

@@ -1,10 +1,10 @@
-"""The id grammar (`recallbench.ids`): what an id may not hold, and Markdown table cells."""
+"""The id grammar (`recallbench.core.ids`): what an id may not hold, and Markdown table cells."""
 
 from __future__ import annotations
 
 import pytest
 
-from recallbench.ids import MAX_ID_LENGTH, id_problem, md_cell, trec_safe
+from recallbench.core.ids import MAX_ID_LENGTH, id_problem, md_cell, trec_safe
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Safe input reading (`recallbench.inputs`): bytes and their digest, FIFOs and special files
+"""Safe input reading (`recallbench.core.inputfiles`): bytes and their digest, FIFOs and special files
 refused without blocking, the size limit and its environment override."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from recallbench import inputs
-from recallbench.errors import RecallbenchError
-from recallbench.inputs import (
+from recallbench.core import inputfiles
+from recallbench.core.errors import RecallbenchError
+from recallbench.core.inputfiles import (
     DEFAULT_DATA_LIMIT,
     DEFAULT_INPUT_LIMIT,
     LIMIT_ENV,
@@ -98,7 +98,7 @@ def test_os_error_while_reading_names_path_and_reason(
     def failing_read(fd: int, n: int) -> bytes:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(inputs.os, "read", failing_read)
+    monkeypatch.setattr(inputfiles.os, "read", failing_read)
     with pytest.raises(
         RecallbenchError, match=f"^cannot read corpus {re.escape(str(path))}: Input/output error$"
     ):

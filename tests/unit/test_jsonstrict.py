@@ -1,4 +1,4 @@
-"""Strict JSON (`recallbench.jsonstrict`): duplicate keys named by their path, short
+"""Strict JSON (`recallbench.core.strictjson`): duplicate keys named by their path, short
 value errors for everything else."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from recallbench.jsonstrict import DuplicateKey, loads_object
+from recallbench.core.strictjson import DuplicateKey, loads_object
 
 
 def test_loads_object_plain() -> None:

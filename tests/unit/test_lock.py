@@ -1,4 +1,4 @@
-"""The build lock (`recallbench.lock`): a second process is refused naming the holder, a
+"""The build lock (`recallbench.builddir.lock`): a second process is refused naming the holder, a
 killed holder's lock is taken over, nested use does not deadlock, problems are one line."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from recallbench.errors import RecallbenchError
-from recallbench.lock import LOCK_NAME, build_lock
+from recallbench.builddir.lock import LOCK_NAME, build_lock
+from recallbench.core.errors import RecallbenchError
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
@@ -25,7 +25,7 @@ SRC = ROOT / "src"
 HOLDER = """
 import sys
 from pathlib import Path
-from recallbench.lock import build_lock
+from recallbench.builddir.lock import build_lock
 with build_lock(Path(sys.argv[1]), "recallbench query"):
     print("locked", flush=True)
     sys.stdin.read()  # hold until the test closes stdin (or kills us)
@@ -34,8 +34,8 @@ with build_lock(Path(sys.argv[1]), "recallbench query"):
 CONTENDER = """
 import sys
 from pathlib import Path
-from recallbench.errors import RecallbenchError
-from recallbench.lock import build_lock
+from recallbench.core.errors import RecallbenchError
+from recallbench.builddir.lock import build_lock
 try:
     with build_lock(Path(sys.argv[1]), "recallbench score"):
         print("acquired", flush=True)

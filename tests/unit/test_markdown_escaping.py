@@ -1,4 +1,4 @@
-"""Markdown escaping (recallbench.escape) and report.md / compare.md built from hostile data:
+"""Markdown escaping (recallbench.core.escape) and report.md / compare.md built from hostile data:
 rendered by Python-Markdown (what mkdocs uses) and by markdown-it (CommonMark with raw HTML,
 GFM tables), every string a dataset, a store, a plugin or a path holds stays text, and the
 page keeps its headings, its tables' cells and no element or attribute it did not have."""
@@ -25,10 +25,10 @@ from hostile import (
     run_pipeline_on,
 )
 
-from recallbench import escape, ids
-from recallbench.compare import compare_results
-from recallbench.compare import render_markdown as render_compare
-from recallbench.pipeline import Run
+from recallbench.commands.compare import compare_results
+from recallbench.commands.compare import render_markdown as render_compare
+from recallbench.commands.pipeline import Run
+from recallbench.core import escape, ids
 from recallbench.report.run_sections import render_markdown
 
 RENDERERS = markdown_renderers()
@@ -147,14 +147,16 @@ def assert_same_structure(clean: str, hostile: str, *, headings: bool = True) ->
             assert len(b["headings"]) == len(a["headings"]), name
 
 
-def test_report_md_keeps_every_string_of_the_result_as_text(lane: Run) -> None:
+def test_report_md_keeps_every_string_of_the_result_as_text(fixture_run: Run) -> None:
     """Every string of the result that is data (memory, query and scope ids, category
     labels and ids, file names, notes, the system's configuration keys and values, drop
     rules, reasons, descriptions, the dataset's summary) carries headings, rows, HTML,
     links and emphasis: the rendered page has the same elements, attributes, headings and
     table cells as the clean one (issue 27, item 4)."""
-    clean = render_markdown(lane.result, {}, "2025-01-01T00:00:00Z", "0", PLOTS)
-    hostile = render_markdown(hostile_document(lane.result), {}, "2025-01-01T00:00:00Z", "0", PLOTS)
+    clean = render_markdown(fixture_run.result, {}, "2025-01-01T00:00:00Z", "0", PLOTS)
+    hostile = render_markdown(
+        hostile_document(fixture_run.result), {}, "2025-01-01T00:00:00Z", "0", PLOTS
+    )
     assert hostile.count(MARKDOWN_PAYLOAD.splitlines()[2]) > 100  # the payload is in it
     assert_same_structure(clean, hostile)
 
@@ -210,13 +212,13 @@ def test_a_plugin_cannot_forge_a_section_of_report_md(hostile_run: Run) -> None:
     assert_intact_report(text)
 
 
-def test_compare_md_keeps_result_labels_and_every_string_as_text(lane: Run) -> None:
+def test_compare_md_keeps_result_labels_and_every_string_as_text(fixture_run: Run) -> None:
     """`--result` labels (directory names) holding a line break and a heading, pipes, HTML
     and a link, over results whose every string is hostile: compare.md has the clean one's
     elements, tables and number of headings, and each heading shows the labels as written
     (issue 27, item 5)."""
     plots = [("compare-plots/forest.svg", "Paired differences")]
-    results = [lane.result, copy.deepcopy(lane.result)]
+    results = [fixture_run.result, copy.deepcopy(fixture_run.result)]
     clean_doc = compare_results(results, ["a", "b"], resamples=50)
     clean_doc["notes"] = ["a note"]
     hostile = [hostile_document(r) for r in results]
@@ -254,16 +256,18 @@ def test_compare_md_of_saved_results_in_hostile_directories(tmp_path: Path) -> N
         assert all(len(set(t)) == 1 for t in page["tables"])
 
 
-def test_the_pull_request_block_keeps_every_string_as_text(lane: Run, tmp_path: Path) -> None:
+def test_the_pull_request_block_keeps_every_string_as_text(
+    fixture_run: Run, tmp_path: Path
+) -> None:
     """check-baseline's block (`--markdown`) from a baseline and a changed result whose
     every string is hostile (the system's configuration keys and values, category ids and
     labels, query ids, file names, notes): the clean block's elements, tables, attributes
     and headings (issue 41)."""
-    from recallbench.artifacts import dumps
-    from recallbench.baseline import check
+    from recallbench.builddir.artifacts import dumps
+    from recallbench.commands.baseline import check
     from recallbench.report.baseline_diff import markdown_block
 
-    changed = copy.deepcopy(lane.result)
+    changed = copy.deepcopy(fixture_run.result)
     changed["system"]["scoring_weights"]["cosine"] = 0.4
     query = changed["queries"][0]
     query["returned"][:2] = query["returned"][1::-1]
@@ -273,7 +277,7 @@ def test_the_pull_request_block_keeps_every_string_as_text(lane: Run, tmp_path: 
     for n, transform in enumerate((copy.deepcopy, hostile_document)):
         baseline = tmp_path / str(n) / "baseline.json"
         baseline.parent.mkdir()
-        baseline.write_bytes(dumps(transform(lane.result)))
+        baseline.write_bytes(dumps(transform(fixture_run.result)))
         blocks.append(markdown_block(check(baseline, transform(changed), resamples=100)))
     clean, text = blocks
     assert text.count(MARKDOWN_PAYLOAD.splitlines()[2]) > 10  # the payload is in it

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import pytrec_eval
 
+from recallbench.core.model import Level, Memory, level_ranking
 from recallbench.datasets.fixtures import reader as fixtures
-from recallbench.measures import (
+from recallbench.metrics.arithmetic import Ratio
+from recallbench.metrics.measures import (
     FAMILIES,
     FIXTURE_DUPLICATES,
     FIXTURE_NO_ANSWER,
@@ -43,10 +45,8 @@ from recallbench.measures import (
     select,
     value_of,
 )
-from recallbench.metrics import Ratio
-from recallbench.model import Level, Memory, level_ranking
+from recallbench.report.trec import trec_files
 from recallbench.stages.score import aggregate_rows, score_rows, suite_measures
-from recallbench.trec import trec_files
 
 # Relevant (grade >= 2): a, b, e -> |R| = 3; c (grade 1) is partially relevant only.
 GRADES = {"a": 3, "b": 2, "c": 1, "d": 0, "e": 2}
@@ -200,7 +200,7 @@ TURN_GOLD = {"D1:2": 2, "D3:1": 2, "D4:1": 1}  # D4:1 (grade 1) is not gold, nor
 )
 def test_sessions_of_the_top_k_turns(k: int, sessions: set, any_gold: float, all_gold: float):
     """k counts turns: the sessions of the top k turns (hand-listed in `sessions`)."""
-    from recallbench.metrics import sessions_of_top_turns
+    from recallbench.metrics.arithmetic import sessions_of_top_turns
 
     assert sessions_of_top_turns(TURNS, TURN_GOLD, k) == ({"D1", "D3"}, sessions)
     assert SessionsOfTopTurnsAny("turn", k, "turn_")(TURNS, TURN_GOLD) == any_gold
@@ -210,7 +210,7 @@ def test_sessions_of_the_top_k_turns(k: int, sessions: set, any_gold: float, all
 def test_sessions_of_top_turns_count_turns_where_recall_any_counts_sessions() -> None:
     """The same turn ranking at k = 2: two turns hold one session (no gold one); the first
     two distinct sessions (the session ranking a turn run yields) hold D1."""
-    from recallbench.model import level_ranking
+    from recallbench.core.model import level_ranking
 
     memories = {t: Memory(t, t, {"turn": (t,), "session": (t.split(":")[0],)}) for t in TURNS}
     session_ranking = level_ranking(TURNS, memories, "session")
@@ -223,8 +223,8 @@ def test_sessions_of_top_turns_count_turns_where_recall_any_counts_sessions() ->
 
 
 def test_sessions_of_top_turns_read_longmemeval_turn_ids_and_refuse_session_ids() -> None:
-    from recallbench.errors import RecallbenchError
-    from recallbench.metrics import turn_session
+    from recallbench.core.errors import RecallbenchError
+    from recallbench.metrics.arithmetic import turn_session
 
     assert turn_session("D12:30") == "D12"
     assert turn_session("answer_bf633415_abs_2_5") == "answer_bf633415_abs_2"
@@ -668,7 +668,7 @@ def every_produced_measure() -> list[tuple[str, list[Level], Measure]]:
                     for m in lme.measures(top_k, options, ks):
                         out.append(("longmemeval", levels, m))
     # the presets' own measures, parsed against the levels of the suite they read
-    from recallbench.presets import PRESETS
+    from recallbench.commands.presets import PRESETS
 
     for preset in PRESETS.values():
         unit = preset.reader.get("unit", "session")
@@ -733,7 +733,7 @@ def test_names_and_specs_carry_the_parameters() -> None:
     ],
 )
 def test_a_bad_name_is_one_line_naming_it(text: str, says: str) -> None:
-    from recallbench.errors import RecallbenchError
+    from recallbench.core.errors import RecallbenchError
 
     with pytest.raises(RecallbenchError) as info:
         parse(text)
@@ -744,7 +744,7 @@ def test_a_bad_name_is_one_line_naming_it(text: str, says: str) -> None:
 
 
 def test_a_bare_name_needs_a_level_with_its_prefix() -> None:
-    from recallbench.errors import RecallbenchError
+    from recallbench.core.errors import RecallbenchError
 
     with pytest.raises(RecallbenchError, match="no level with the prefix 'turn_'"):
         parse("turn_recall@5", [Level("session")])
@@ -812,7 +812,7 @@ def test_families_rebuild_every_readers_measures() -> None:
 def test_measures_imports_no_dataset_module() -> None:
     import ast
 
-    import recallbench.measures as ms
+    import recallbench.metrics.measures as ms
 
     tree = ast.parse(Path(ms.__file__).read_text(encoding="utf-8"))
     imported = [
@@ -859,7 +859,7 @@ def test_consumers_select_by_fields() -> None:
 
 
 def test_the_docs_table_of_stems_is_the_generated_one() -> None:
-    from recallbench.measures import measure_table
+    from recallbench.metrics.measures import measure_table
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text("utf-8")
     assert measure_table() in docs
@@ -884,7 +884,7 @@ def every_measure() -> list[Measure]:
     the combinations a constructor refuses (rel on nDCG, ...) are left out."""
     import itertools
 
-    from recallbench.errors import RecallbenchError
+    from recallbench.core.errors import RecallbenchError
 
     classes = (*MEASURE_CLASSES, NDCGAnyTurn2Session)
     out = []
@@ -940,8 +940,8 @@ def test_two_distinct_measures_never_share_a_name() -> None:
 
 
 def test_distinct_keeps_equal_measures_once_and_refuses_a_shared_name() -> None:
-    from recallbench.errors import RecallbenchError
-    from recallbench.measures import distinct
+    from recallbench.core.errors import RecallbenchError
+    from recallbench.metrics.measures import distinct
 
     ndcg, restricted = NDCG(L, 5), NDCG(L, 5, categories=frozenset({"exact_lexical"}))
     assert distinct([ndcg, restricted, NDCG(L, 5)]) == [ndcg, restricted]
@@ -951,7 +951,7 @@ def test_distinct_keeps_equal_measures_once_and_refuses_a_shared_name() -> None:
 
 
 def test_a_name_given_with_levels_takes_the_levels_prefix() -> None:
-    from recallbench.errors import RecallbenchError
+    from recallbench.core.errors import RecallbenchError
 
     levels = [Level("session"), Level("turn", "turn_")]
     assert parse("recall(level=turn)@5", levels) == parse("turn_recall@5", levels)
@@ -993,7 +993,7 @@ def test_the_score_stage_keeps_both_measures_of_a_former_collision() -> None:
     ],
 )
 def test_a_repeated_or_empty_parameter_is_refused_in_one_line(text: str, says: str) -> None:
-    from recallbench.errors import RecallbenchError
+    from recallbench.core.errors import RecallbenchError
 
     with pytest.raises(RecallbenchError) as info:
         parse(text)

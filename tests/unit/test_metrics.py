@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 import pytrec_eval
 
-from recallbench.measures import FalsePositiveRate, ReciprocalRank
-from recallbench.metrics import (
+from recallbench.metrics.arithmetic import (
     RELEVANT_GRADE,
     Ratio,
     duplicate_slots,
@@ -23,7 +22,8 @@ from recallbench.metrics import (
     relevant_ids,
     success_at_k,
 )
-from recallbench.trec import write_trec
+from recallbench.metrics.measures import FalsePositiveRate, ReciprocalRank
+from recallbench.report.trec import write_trec
 
 # Shared example. Relevant (grade >= 2): a, b, e  -> |R| = 3.  c (grade 1) is only partial.
 GRADES = {"a": 3, "b": 2, "c": 1, "d": 0, "e": 2}

@@ -7,8 +7,11 @@ import math
 
 import pytest
 
+from recallbench.core.model import Level
 from recallbench.datasets.longmemeval.reader import measures as lme_measures
-from recallbench.measures import (
+from recallbench.metrics import longmemeval as om
+from recallbench.metrics.arithmetic import recall_at_k
+from recallbench.metrics.measures import (
     NDCGAny,
     Recall,
     RecallAll,
@@ -17,9 +20,6 @@ from recallbench.measures import (
     conversational_measures,
     per_query_value,
 )
-from recallbench.metrics import longmemeval as om
-from recallbench.metrics import recall_at_k
-from recallbench.model import Level
 
 
 def test_dcg_rank_one_and_two_are_both_undiscounted() -> None:
@@ -89,7 +89,7 @@ def test_fractional_recall_sits_between_any_and_all() -> None:
 
 
 def test_measures_on_one_ranking() -> None:
-    """What the score stage computes per query (the old lane's question_metrics row)."""
+    """What the score stage computes per query (the retired `longmemeval run` command's question_metrics row)."""
     ranking, grades = ["x", "a", "y", "b"], {"a": 2, "b": 2}
     recall5 = Recall("session", 5)(ranking, grades)
     assert recall5.value == 1.0 and recall5.numerator == 2  # both gold sessions found

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from recallbench import worker
-from recallbench.model import Memory, Query, Scope, level_firsts, level_ranking
+from recallbench.core.model import Memory, Query, Scope, level_firsts, level_ranking
+from recallbench.engine import workerstate
 from recallbench.stages.query import search_scope
 
 
@@ -61,22 +61,22 @@ def test_level_ranking_keeps_first_appearances_with_their_first_holder() -> None
 
 @pytest.fixture
 def bm25_worker():
-    worker.init_worker({"system": "bm25", "cache": None})
+    workerstate.init_worker({"system": "bm25", "cache": None})
     try:
         yield
     finally:
-        worker.close_worker()
+        workerstate.close_worker()
 
 
 def test_search_scope_ranks_each_level_by_first_holder(bm25_worker, tmp_path: Path) -> None:
     """Each level's ranking is `level_ranking` of the hits, cut at top-k, each id with the
     score of the first hit that holds it; a missed relevant id is explained."""
     scope = conversation()
-    store, _ = worker.build_store(scope, tmp_path / "store")
+    store, _ = workerstate.build_store(scope, tmp_path / "store")
     try:
         rows, latencies = search_scope(store, scope, ["turn", "session"], 2, 1)
     finally:
-        worker.close(store, "test")
+        workerstate.close(store, "test")
     memories = scope.memory_by_id()
     assert [r["query_id"] for r in rows] == ["q1", "q2", "q3"]
     assert set(latencies) == {"q1", "q2", "q3"}

@@ -13,10 +13,11 @@ import orjson
 import pytest
 from conftest import run_generated_longmemeval
 
-from recallbench.artifacts import StagedTree, publish
-from recallbench.errors import RecallbenchError
-from recallbench.escape import script_json
-from recallbench.pipeline import write_run
+from recallbench.builddir.artifacts import StagedTree, publish
+from recallbench.commands.pipeline import write_run
+from recallbench.core.errors import RecallbenchError
+from recallbench.core.escape import script_json
+from recallbench.engine.tasks import Execution
 from recallbench.report import REPORT_DATA_DIR
 from recallbench.report.pagedata import (
     CHUNK_BYTES,
@@ -26,7 +27,6 @@ from recallbench.report.pagedata import (
     PageChunks,
     chunk_script,
 )
-from recallbench.stagework import Execution
 
 HOSTILE = "</script><script>alert(1)</script><!-- \u2028 \u2029 & ]]>"
 CHUNK = re.compile(r'recallbenchPageData\("report",("[0-9a-f]+"),(\d+),(\[.*\])\);\n', re.S)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from recallbench.signals import kill_me_with_parent, prepare_parent_death_signal
+from recallbench.core.signals import kill_me_with_parent, prepare_parent_death_signal
 
 #: the child reads its own parent-death signal back (prctl PR_GET_PDEATHSIG = 2)
 READ_BACK = (

@@ -19,9 +19,9 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from recallbench.cli import main
-from recallbench.compare import compare_results, render_markdown
-from recallbench.pipeline import Run, run_pipeline
+from recallbench.cli.main import main
+from recallbench.commands.compare import compare_results, render_markdown
+from recallbench.commands.pipeline import Run, run_pipeline
 from recallbench.report import plots
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,7 +197,7 @@ def test_results_list_the_plots_outside_the_fingerprinted_data(runs: dict[str, R
 def test_written_run_has_every_linked_plot_beside_its_report(
     runs: dict[str, Run], tmp_path: Path
 ) -> None:
-    from recallbench.artifacts import publish
+    from recallbench.builddir.artifacts import publish
 
     run = runs["hotmem"]
     publish(run.files(tmp_path / "build"))
@@ -212,7 +212,7 @@ def test_written_run_has_every_linked_plot_beside_its_report(
 
 
 def test_cli_report_writes_the_linked_plots(runs: dict[str, Run], tmp_path: Path) -> None:
-    from recallbench.artifacts import publish
+    from recallbench.builddir.artifacts import publish
 
     run = runs["bm25"]
     build = tmp_path / "build"
@@ -238,7 +238,7 @@ def test_a_command_keeps_matplotlibs_font_list_in_its_build_dir(
     """`recallbench report` in a fresh process: matplotlib's font list goes to
     BUILD/.cache/matplotlib (nothing to HOME or TMPDIR), and the next process reads it
     instead of building it again (the file is not rewritten)."""
-    from recallbench.artifacts import publish
+    from recallbench.builddir.artifacts import publish
 
     build, home, tmp = tmp_path / "build", tmp_path / "home", tmp_path / "tmp"
     home.mkdir()
@@ -294,7 +294,7 @@ def test_cli_compare_writes_the_plots_beside_compare_md(
 ) -> None:
     """compare over saved results.json files draws the same bytes as the comparison made in
     process (same results, seed and resamples), beside its --report."""
-    from recallbench.artifacts import publish
+    from recallbench.builddir.artifacts import publish
 
     saved = []
     for name, run in runs.items():

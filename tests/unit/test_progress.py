@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from recallbench import progress
-from recallbench.cli import main
+from recallbench.cli.main import main
+from recallbench.core import progress
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "benchmarks" / "retrieval"

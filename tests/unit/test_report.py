@@ -15,13 +15,14 @@ from conftest import CORPUS, QUERIES, run_fixtures
 from hotmem import search as hm_search
 from hotmem.embed import DEFAULT_EMBEDDER
 
-from recallbench import __version__, escape
-from recallbench.artifacts import envelope
+from recallbench import __version__
+from recallbench.builddir.artifacts import envelope
+from recallbench.commands.pipeline import Run, run_pipeline
+from recallbench.core import escape
+from recallbench.core.errors import ArtifactError
 from recallbench.datasets.fixtures.reader import CATEGORIES
 from recallbench.datasets.longmemeval import generator as longmemeval_generator
-from recallbench.errors import ArtifactError
-from recallbench.pipeline import Run, run_pipeline
-from recallbench.report.markdown import MAX_COLUMNS, cell_text
+from recallbench.report.figures import MAX_COLUMNS, cell_text
 from recallbench.report.result import (
     RESULT_SCHEMA,
     RESULT_SCHEMA_VERSION,
@@ -53,8 +54,8 @@ def render(result: dict[str, Any], timings: dict | None = None) -> str:
 # --- the result document -----------------------------------------------------------------
 
 
-def test_result_has_every_required_key(lane: Run) -> None:
-    r = lane.result
+def test_result_has_every_required_key(fixture_run: Run) -> None:
+    r = fixture_run.result
     assert r["schema"] == RESULT_SCHEMA == "recallbench.result"
     assert r["schema_version"] == RESULT_SCHEMA_VERSION == 3
     assert set(r) == {
@@ -124,19 +125,19 @@ def test_result_has_every_required_key(lane: Run) -> None:
         assert set(r["metrics"]["per_category"][cat]) == set(METRICS)
     # nothing machine- or time-specific in the result; the timings live beside it
     assert "generated_at" not in r and "performance" not in r
-    assert lane.timings["runs"]["latency"]["samples"] == 57
-    assert "not a cross-machine" in lane.timings["runs"]["latency"]["note"]
+    assert fixture_run.timings["runs"]["latency"]["samples"] == 57
+    assert "not a cross-machine" in fixture_run.timings["runs"]["latency"]["note"]
 
 
-def test_generated_at_can_be_fixed_and_is_only_in_the_markdown(lane: Run) -> None:
-    envs = lane.envelopes
+def test_generated_at_can_be_fixed_and_is_only_in_the_markdown(fixture_run: Run) -> None:
+    envs = fixture_run.envelopes
     report = build_report(
         envs["suite"],
         envs["hydrate"],
         envs["runs"],
         envs["roundtrip"],
         envs["scores"],
-        timings=lane.timings,
+        timings=fixture_run.timings,
         generated_at=WHEN,
     )
     lines = report.markdown.splitlines()
@@ -146,7 +147,7 @@ def test_generated_at_can_be_fixed_and_is_only_in_the_markdown(lane: Run) -> Non
     assert report.envelope["data"] == build_result(
         envs["suite"], envs["hydrate"], envs["runs"], envs["roundtrip"], envs["scores"]
     )
-    assert lines[3:] == lane.markdown.splitlines()[3:]
+    assert lines[3:] == fixture_run.markdown.splitlines()[3:]
     # without plots: the same envelope without the plot list, the Markdown without links
     bare = build_report(
         envs["suite"], envs["hydrate"], envs["runs"], envs["roundtrip"], envs["scores"], plots=False
@@ -157,8 +158,8 @@ def test_generated_at_can_be_fixed_and_is_only_in_the_markdown(lane: Run) -> Non
     assert "plots" not in env and "![" not in markdown
 
 
-def test_counts_are_integers_behind_each_value(lane: Run) -> None:
-    o = lane.result["metrics"]["overall"]
+def test_counts_are_integers_behind_each_value(fixture_run: Run) -> None:
+    o = fixture_run.result["metrics"]["overall"]
     assert o["recall@5"]["pooled"] == {"numerator": 58, "denominator": 86}
     assert (o["recall@5"]["denominator"], o["recall@5"]["queries"]) == (50, 50)
     assert o["recall@5"]["numerator"] == pytest.approx(50 * o["recall@5"]["value"])
@@ -173,11 +174,11 @@ def test_counts_are_integers_behind_each_value(lane: Run) -> None:
     assert o["mrr@5"]["pooled"] is None and o["fp_rate@5"]["pooled"] is None
 
 
-def test_per_query_ordered_ids_grades_and_scores(lane: Run) -> None:
-    runs = {r["query_id"]: r for r in lane.envelopes["runs"]["data"]["queries"]}
-    roundtrip = lane.envelopes["roundtrip"]["data"]["per_query"]
+def test_per_query_ordered_ids_grades_and_scores(fixture_run: Run) -> None:
+    runs = {r["query_id"]: r for r in fixture_run.envelopes["runs"]["data"]["queries"]}
+    roundtrip = fixture_run.envelopes["roundtrip"]["data"]["per_query"]
     relevance = {q["query_id"]: q["relevance"] for q in fixture_lines(QUERIES)}
-    queries = lane.result["queries"]
+    queries = fixture_run.result["queries"]
     assert [q["query_id"] for q in queries] == list(relevance)  # the file's order
     for q in queries:
         qid = q["query_id"]
@@ -198,16 +199,16 @@ def test_per_query_ordered_ids_grades_and_scores(lane: Run) -> None:
     assert [h["grade"] for h in first["returned"]] == [3, 3, 0, 0, 0]
 
 
-def test_per_query_values_read_ratio_cells_as_numbers(lane: Run) -> None:
-    recall = per_query_values(lane.result, "recall@5")
+def test_per_query_values_read_ratio_cells_as_numbers(fixture_run: Run) -> None:
+    recall = per_query_values(fixture_run.result, "recall@5")
     assert recall["q-lexical-001"] == 1.0
     assert recall["q-dup-001"] == 0.8  # 4 of 5 relevant
     assert recall["q-negative-001"] is None
-    assert per_query_values(lane.result, "mrr@5")["q-dup-001"] == 1.0
+    assert per_query_values(fixture_run.result, "mrr@5")["q-dup-001"] == 1.0
 
 
-def test_the_per_query_misses(lane: Run) -> None:
-    r = lane.result
+def test_the_per_query_misses(fixture_run: Run) -> None:
+    r = fixture_run.result
     missed = [q["query_id"] for q in r["queries"] if q["missed"]]
     assert "missed_query_ids" not in r  # derivable from the queries: not stored twice
     assert len(missed) == 17
@@ -221,8 +222,8 @@ def test_the_per_query_misses(lane: Run) -> None:
             assert why.startswith(f"{mid} (grade {q['expected'][mid]}) ")
 
 
-def test_false_positive_slots_are_counted_on_the_negative_queries_only(lane: Run) -> None:
-    fp = {q["query_id"]: q["metrics"]["fp_rate@5"] for q in lane.result["queries"]}
+def test_false_positive_slots_are_counted_on_the_negative_queries_only(fixture_run: Run) -> None:
+    fp = {q["query_id"]: q["metrics"]["fp_rate@5"] for q in fixture_run.result["queries"]}
     with_fp = [qid for qid, v in fp.items() if v is not None and v["numerator"]]
     assert with_fp == [f"q-negative-00{i}" for i in range(1, 8)]
     assert all(fp[qid] == {"numerator": 5, "denominator": 5, "value": 1.0} for qid in with_fp)
@@ -256,8 +257,8 @@ def assert_tables_are_rectangular(markdown: str) -> None:
         assert unescaped_pipes(line) == header, line
 
 
-def test_markdown_configuration_table(lane: Run) -> None:
-    config = section(lane.markdown, "Configuration")
+def test_markdown_configuration_table(fixture_run: Run) -> None:
+    config = section(fixture_run.markdown, "Configuration")
     assert config[3] == "| system | hotmem |"  # the system first, then its settings by name
     assert "| hotmem version | 0.2.6 |" in config
     assert "| embedding model | hotmem-hash-v1 |" in config
@@ -273,27 +274,27 @@ def test_markdown_configuration_table(lane: Run) -> None:
     assert "| scopes / memories / queries | 1 / 80 / 57 scored of 57 |" in config
     assert "| top-k / stores | 5 / kept |" in config
     assert not any(x.startswith("| reader options") for x in config)  # the suite has none
-    assert_tables_are_rectangular(lane.markdown)
+    assert_tables_are_rectangular(fixture_run.markdown)
 
 
-def test_the_system_source_is_beside_the_result_and_in_the_report(lane: Run) -> None:
+def test_the_system_source_is_beside_the_result_and_in_the_report(fixture_run: Run) -> None:
     """Where HotMem came from (issue 41): in the results envelope's provenance, outside the
     fingerprinted document (a baseline never sees it), and a row of report.md and
     report.html's configuration."""
-    from recallbench.source import describe_source, installed_source
+    from recallbench.core.source import describe_source, installed_source
 
-    env = lane.envelopes["results"]
+    env = fixture_run.envelopes["results"]
     source = installed_source("hotmem")
     assert source is not None and source["version"] == hotmem.__version__
     assert env["provenance"]["system_source"] == source
-    assert "source" not in lane.result["system"] and "provenance" not in lane.result
+    assert "source" not in fixture_run.result["system"] and "provenance" not in fixture_run.result
     row = f"| system source | {escape.markdown(describe_source(source))} |"
-    assert row in section(lane.markdown, "Configuration")
-    assert describe_source(source) in lane.html.decode("utf-8")
+    assert row in section(fixture_run.markdown, "Configuration")
+    assert describe_source(source) in fixture_run.html.decode("utf-8")
 
 
-def test_markdown_metrics_table_has_a_row_per_category(lane: Run) -> None:
-    metrics = section(lane.markdown, "Metrics")
+def test_markdown_metrics_table_has_a_row_per_category(fixture_run: Run) -> None:
+    metrics = section(fixture_run.markdown, "Metrics")
     assert "### memory level (one fixture memory)" in metrics
     table = [x for x in metrics if x.startswith("|")]
     means = METRICS[:4]
@@ -319,10 +320,10 @@ def test_markdown_metrics_table_has_a_row_per_category(lane: Run) -> None:
         assert sum(1 for x in metrics if x.startswith(f"- `{m}@k`: ")) == 1, m
 
 
-def test_slot_rates_are_apart_from_the_bold_overall_row(lane: Run) -> None:
+def test_slot_rates_are_apart_from_the_bold_overall_row(fixture_run: Run) -> None:
     """fp_rate on no-answer queries is not a failure in the row of means: it has its own
     table naming the queries it was measured on and what 100% means (issue 26)."""
-    metrics = section(lane.markdown, "Metrics")
+    metrics = section(fixture_run.markdown, "Metrics")
     overall = next(x for x in metrics if x.startswith("| **overall**"))
     assert "%" not in overall and "35/35" not in overall
     start = metrics.index(
@@ -337,7 +338,7 @@ def test_slot_rates_are_apart_from_the_bold_overall_row(lane: Run) -> None:
     assert rates[3].startswith(
         "| duplicate_slot_rate@5 | memory | near_duplicate_diversity (6 queries) | 33.3% (10/30) | "
     )
-    html = lane.html.decode("utf-8")
+    html = fixture_run.html.decode("utf-8")
     row = '<tr><th scope="row"><strong>overall</strong></th>'
     assert row in html
     bold = html.split(row)[1].split("</tr>")[0]
@@ -361,8 +362,8 @@ def test_cell_text() -> None:
     assert cell_text(rate, pooled) == "33.3% (2/6)"
 
 
-def test_markdown_five_worst_queries(lane: Run) -> None:
-    worst = section(lane.markdown, "Five worst queries")
+def test_markdown_five_worst_queries(fixture_run: Run) -> None:
+    worst = section(fixture_run.markdown, "Five worst queries")
     assert worst[1] == "| query | category | ndcg@5 | expected (grade) | returned (grade) |"
     rows = [x for x in worst if x.startswith("| q-")]
     assert len(rows) == 5
@@ -376,9 +377,9 @@ def test_markdown_five_worst_queries(lane: Run) -> None:
     assert rows[0].startswith("| q-cross-003 | cross_project_isolation | 0.000 | mem-fin-011 (3)")
 
 
-def test_markdown_why_missed_lines(lane: Run) -> None:
-    lines = [x for x in section(lane.markdown, "Why relevant items were missed") if x]
-    total = sum(len(q["why_missed"]) for q in lane.result["queries"])
+def test_markdown_why_missed_lines(fixture_run: Run) -> None:
+    lines = [x for x in section(fixture_run.markdown, "Why relevant items were missed") if x]
+    total = sum(len(q["why_missed"]) for q in fixture_run.result["queries"])
     assert len(lines) == total == 28  # fewer than the 30 shown: no "... and N more" line
     assert lines[0].startswith(
         "- `q-semantic-001` (semantic_paraphrase): mem-fin-001 (grade 3) ranked "
@@ -388,8 +389,8 @@ def test_markdown_why_missed_lines(lane: Run) -> None:
     )
 
 
-def test_markdown_category_observations_and_roundtrip(lane: Run) -> None:
-    obs = [x for x in section(lane.markdown, "Category observations") if x]
+def test_markdown_category_observations_and_roundtrip(fixture_run: Run) -> None:
+    obs = [x for x in section(fixture_run.markdown, "Category observations") if x]
     assert len(obs) == 8
     for cat, line in zip(CATEGORIES, obs, strict=True):
         assert line.startswith(f"- **{cat}** ")
@@ -400,7 +401,7 @@ def test_markdown_category_observations_and_roundtrip(lane: Run) -> None:
     negative = obs[CATEGORIES.index("negative_or_no_answer")]
     assert "fp_rate@5: 35/35 slots (100.0%)." in negative
     assert "recall@5" not in negative and "missing" not in negative
-    rt = "\n".join(section(lane.markdown, "Snapshot -> verify -> clean hydrate"))
+    rt = "\n".join(section(fixture_run.markdown, "Snapshot -> verify -> clean hydrate"))
     assert "57/57 queries identical (100.0%)" in rt
     assert "Records: source 80, packaged 80, verified 80, clone 80" in rt
     assert "clone content digest matches the source's" in rt
@@ -409,8 +410,10 @@ def test_markdown_category_observations_and_roundtrip(lane: Run) -> None:
     assert "Sampled" not in rt  # one scope: all of it
 
 
-def test_markdown_cost_section_comes_from_the_timings(lane: Run) -> None:
-    cost = section(lane.markdown, "Cost (local diagnostic data, not a cross-machine guarantee)")
+def test_markdown_cost_section_comes_from_the_timings(fixture_run: Run) -> None:
+    cost = section(
+        fixture_run.markdown, "Cost (local diagnostic data, not a cross-machine guarantee)"
+    )
     assert any(x.startswith("| hydrate (ingest) | ") for x in cost)
     assert any(
         x.startswith("| query latency p50 / p95 | ") and "(57 samples, repeat 1)" in x for x in cost
@@ -418,14 +421,14 @@ def test_markdown_cost_section_comes_from_the_timings(lane: Run) -> None:
     assert any(x.startswith("| package size | ") for x in cost)
     # without sidecars the report says so rather than inventing figures
     bare = section(
-        render(lane.result), "Cost (local diagnostic data, not a cross-machine guarantee)"
+        render(fixture_run.result), "Cost (local diagnostic data, not a cross-machine guarantee)"
     )
     assert "No timing sidecar matches these artifacts." in bare
 
 
-def test_markdown_conclusion_names_the_fired_rule(lane: Run) -> None:
-    d = lane.result["decision"]
-    conclusion = section(lane.markdown, "Conclusion")
+def test_markdown_conclusion_names_the_fired_rule(fixture_run: Run) -> None:
+    d = fixture_run.result["decision"]
+    conclusion = section(fixture_run.markdown, "Conclusion")
     assert d["rule"] == 2
     assert f"**Rule 2 fired: {d['recommendation']}**" in conclusion
     assert any(x.startswith("2. ") and "**fired**" in x for x in conclusion)
@@ -438,20 +441,20 @@ def test_markdown_conclusion_names_the_fired_rule(lane: Run) -> None:
         assert f"- {g}" in conclusion
 
 
-def test_markdown_conclusion_follows_a_different_rule(lane: Run) -> None:
-    result = copy.deepcopy(lane.result)
-    roundtrip = copy.deepcopy(lane.envelopes["roundtrip"]["data"])
+def test_markdown_conclusion_follows_a_different_rule(fixture_run: Run) -> None:
+    result = copy.deepcopy(fixture_run.result)
+    roundtrip = copy.deepcopy(fixture_run.envelopes["roundtrip"]["data"])
     roundtrip["equivalence"] = {"numerator": 56, "denominator": 57, "value": 56 / 57}
-    scores = lane.envelopes["scores"]["data"]
-    result["decision"] = decision(lane.envelopes["suite"]["data"], scores, roundtrip)
+    scores = fixture_run.envelopes["scores"]["data"]
+    result["decision"] = decision(fixture_run.envelopes["suite"]["data"], scores, roundtrip)
     text = render(result)
     assert "**Rule 1 fired: Fix clone/index compatibility" in text
     assert "Rule 2 fired" not in text
 
 
-def test_markdown_conclusion_without_decision_rules(lane: Run) -> None:
-    result = copy.deepcopy(lane.result)
-    envs = lane.envelopes
+def test_markdown_conclusion_without_decision_rules(fixture_run: Run) -> None:
+    result = copy.deepcopy(fixture_run.result)
+    envs = fixture_run.envelopes
     result["decision"] = decision(
         {"dataset": "locomo"}, envs["scores"]["data"], envs["roundtrip"]["data"]
     )
@@ -462,29 +465,31 @@ def test_markdown_conclusion_without_decision_rules(lane: Run) -> None:
     assert not any(re.match(r"\d\. ", x) for x in conclusion)
 
 
-def test_build_report_refuses_stale_scores(lane: Run) -> None:
-    envs = lane.envelopes
+def test_build_report_refuses_stale_scores(fixture_run: Run) -> None:
+    envs = fixture_run.envelopes
     stale = envelope("scores", envs["scores"]["data"], {**envs["scores"]["inputs"], "runs": "x"})
     with pytest.raises(ArtifactError, match=r"scores\.json is stale.*recallbench score"):
         build_report(envs["suite"], envs["hydrate"], envs["runs"], envs["roundtrip"], stale)
 
 
-def test_configuration_rows_do_not_depend_on_key_order(lane: Run) -> None:
+def test_configuration_rows_do_not_depend_on_key_order(fixture_run: Run) -> None:
     """`report` reads the configuration back from a sorted-key artifact; `run` gets it from
     the system directly. Both must render the same table."""
-    shuffled = copy.deepcopy(lane.result)
+    shuffled = copy.deepcopy(fixture_run.result)
     shuffled["system"] = dict(reversed(list(shuffled["system"].items())))
     shuffled["system"]["scoring_weights"] = dict(
         reversed(list(shuffled["system"]["scoring_weights"].items()))
     )
-    source = [line for line in section(lane.markdown, "Configuration") if "system source" in line]
-    assert section(render(shuffled), "Configuration") == [
-        line for line in section(lane.markdown, "Configuration") if line not in source
+    source = [
+        line for line in section(fixture_run.markdown, "Configuration") if "system source" in line
     ]
-    assert section(lane.markdown, "Configuration")[3] == "| system | hotmem |"
+    assert section(render(shuffled), "Configuration") == [
+        line for line in section(fixture_run.markdown, "Configuration") if line not in source
+    ]
+    assert section(fixture_run.markdown, "Configuration")[3] == "| system | hotmem |"
 
 
-def test_a_top_k_past_the_systems_search_depth_is_said(lane: Run) -> None:
+def test_a_top_k_past_the_systems_search_depth_is_said(fixture_run: Run) -> None:
     """A system whose configuration records a `search_depth_limit` (pgvector's HNSW stores:
     their index returns at most 1000 rows) gets a warning in report.md's and report.html's
     configuration when top-k passes it, and neither at or below it."""
@@ -497,7 +502,7 @@ def test_a_top_k_past_the_systems_search_depth_is_said(lane: Run) -> None:
         (config,) = html_sections([configuration_section(result)])
         return "".join(str(b["text"]) for b in config["blocks"] if b["kind"] == "quote")
 
-    result = copy.deepcopy(lane.result)
+    result = copy.deepcopy(fixture_run.result)
     result["system"]["search_depth_limit"] = 1000
     result["run"]["top_k"] = 1000
     assert "> Warning: top-k" not in render(result)
@@ -527,10 +532,10 @@ def test_cut_keeps_the_first_ten() -> None:
 
 
 @pytest.fixture(scope="module")
-def crowded(lane: Run) -> dict[str, Any]:
-    """The lane's result made crowded by hand: 14 paraphrase queries with ids holding '|',
+def crowded(fixture_run: Run) -> dict[str, Any]:
+    """The fixture run's result made crowded by hand: 14 paraphrase queries with ids holding '|',
     12 drops, 12 drifted queries, a pipe in a category label, a setting and a drop rule."""
-    result = copy.deepcopy(lane.result)
+    result = copy.deepcopy(fixture_run.result)
     semantic = [q for q in result["queries"] if q["category"] == "semantic_paraphrase"]
     copies = copy.deepcopy(semantic)
     for i, q in enumerate(semantic + copies, start=1):
@@ -602,8 +607,8 @@ def test_pipes_in_ids_and_labels_are_escaped_in_tables(crowded: dict[str, Any]) 
     assert "q|sem" not in plain and "d|0" not in plain and "m|1" not in plain
 
 
-def test_expected_lists_in_the_worst_queries_are_cut_to_five(lane: Run) -> None:
-    result = copy.deepcopy(lane.result)
+def test_expected_lists_in_the_worst_queries_are_cut_to_five(fixture_run: Run) -> None:
+    result = copy.deepcopy(fixture_run.result)
     q = next(x for x in result["queries"] if x["query_id"] == "q-cross-003")
     q["expected"] = {f"mem-x-{i:02d}": 3 for i in range(7)}
     row = next(
@@ -783,16 +788,16 @@ def test_explain_miss_at_a_level_of_dataset_units() -> None:
     )
 
 
-def test_lexical_matches_come_from_hotmem_fts(lane: Run) -> None:
+def test_lexical_matches_come_from_hotmem_fts(fixture_run: Run) -> None:
     """FTS5 is an implicit AND of prefix terms: on this suite it matches few queries at all."""
-    counts = {q["query_id"]: q["lexical_matches"] for q in lane.result["queries"]}
+    counts = {q["query_id"]: q["lexical_matches"] for q in fixture_run.result["queries"]}
     assert {c["matcher"] for c in counts.values()} == {"FTS5"}
     assert sum(1 for c in counts.values() if c["count"]) == 7
     assert counts["q-semantic-001"]["count"] == 0
 
 
-def test_explain_miss_on_the_real_run(lane: Run) -> None:
-    q = next(x for x in lane.result["queries"] if x["query_id"] == "q-dup-001")
+def test_explain_miss_on_the_real_run(fixture_run: Run) -> None:
+    q = next(x for x in fixture_run.result["queries"] if x["query_id"] == "q-dup-001")
     assert q["missed"] == ["mem-eng-005"]
     assert q["why_missed"] == [
         "mem-eng-005 (grade 2) ranked 7 of 80; the top-5 held: mem-eng-003 (graded 2), "
@@ -802,7 +807,9 @@ def test_explain_miss_on_the_real_run(lane: Run) -> None:
     ]
 
 
-def test_generated_data_gets_a_banner_at_the_top(turn_run: Run, lane: Run, tmp_path: Path) -> None:
+def test_generated_data_gets_a_banner_at_the_top(
+    turn_run: Run, fixture_run: Run, tmp_path: Path
+) -> None:
     """A data file written by a recallbench generator (LongMemEval, LoCoMo) is flagged at the
     top of report.md and report.html, before any figure; the committed suite is not a
     generated file (issue 26, item 7)."""
@@ -817,7 +824,10 @@ def test_generated_data_gets_a_banner_at_the_top(turn_run: Run, lane: Run, tmp_p
     assert html.index('<p class="banner" role="note"><strong>Synthetic data</strong>') < html.index(
         "<h2>Metrics</h2>"
     )
-    assert "Synthetic data" not in lane.markdown and 'class="banner"' not in lane.html.decode()
+    assert (
+        "Synthetic data" not in fixture_run.markdown
+        and 'class="banner"' not in fixture_run.html.decode()
+    )
     from recallbench.datasets.locomo import generator as locomo_generator
 
     data = tmp_path / "locomo.json"

@@ -11,7 +11,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from recallbench.pipeline import Run
+from recallbench.commands.pipeline import Run
 from recallbench.report.html import no_texts, render_report_html
 from recallbench.report.run_sections import render_markdown
 from recallbench.report.sections import (
@@ -103,11 +103,11 @@ def html_tables(page: bytes) -> list[list[list[str]]]:
     return [t for t in parser.tables if t]
 
 
-def test_report_md_and_report_html_agree_on_every_table_cell(lane: Run) -> None:
+def test_report_md_and_report_html_agree_on_every_table_cell(fixture_run: Run) -> None:
     """Every table of report.md but the local Cost table is in report.html, cell for cell
     and in order. The configuration row of counts is written one way in both (report.md's:
     no thousands separators; report.html wrote `1,234` before the section model)."""
-    result = copy.deepcopy(lane.result)
+    result = copy.deepcopy(fixture_run.result)
     result["counts"]["memories"] = 1234
     markdown = render_markdown(result, {}, "2025-01-01T00:00:00Z", "9.9.9")
     page = render_report_html(result, no_texts("memory"), version="9.9.9")
@@ -119,14 +119,16 @@ def test_report_md_and_report_html_agree_on_every_table_cell(lane: Run) -> None:
     assert len(md_tables) >= 5  # configuration, dataset figures, means, slot rates, worst
 
 
-def test_local_parts_stay_out_of_the_html_page(lane: Run) -> None:
+def test_local_parts_stay_out_of_the_html_page(fixture_run: Run) -> None:
     """The clock ("Generated ...") and the timings (Cost) are in report.md only: the page's
     bytes are a function of the result."""
     timings = {"runs": {"wall_seconds": 1.5, "execution": {"executor": "local", "workers": 1}}}
-    markdown = render_markdown(lane.result, timings, "2025-01-01T00:00:00Z", "9.9.9")
+    markdown = render_markdown(fixture_run.result, timings, "2025-01-01T00:00:00Z", "9.9.9")
     assert "Generated 2025-01-01T00:00:00Z by recallbench 9.9.9." in markdown
     assert "| query stage wall time | 1.50 s (local executor, 1 worker(s)) |" in markdown
-    page = render_report_html(lane.result, no_texts("memory"), version="9.9.9").decode("utf-8")
+    page = render_report_html(fixture_run.result, no_texts("memory"), version="9.9.9").decode(
+        "utf-8"
+    )
     assert "Generated" not in page and "query stage wall time" not in page
     assert '<section id="report">' not in page  # no banner: nothing under the page's heading
     assert "<details>\n<summary>Definitions of the measures</summary>\n<ul>" in page

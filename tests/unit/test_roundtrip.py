@@ -15,18 +15,18 @@ import hotmem.interchange
 import pytest
 from conftest import CORPUS, QUERIES
 
-from recallbench.artifacts import envelope
+from recallbench.builddir.artifacts import envelope
+from recallbench.builddir.scopespool import SPOOL
+from recallbench.core.errors import ArtifactError
 from recallbench.datasets.base import roundtrip_summary
 from recallbench.datasets.fixture_rules import decide
-from recallbench.errors import ArtifactError
-from recallbench.spool import SPOOL
+from recallbench.engine.workerstate import StoreDamaged
 from recallbench.stages.decide import run_decide
 from recallbench.stages.hydrate import run_hydrate
 from recallbench.stages.query import run_query
 from recallbench.stages.roundtrip import compare_rankings, run_roundtrip, sample_scopes
 from recallbench.stages.score import run_score
 from recallbench.stages.validate import publish_suite, run_validate
-from recallbench.worker import StoreDamaged
 
 PATHS = {"corpus": CORPUS, "queries": QUERIES}
 SCOPE = "00000"  # the one scope of the fixture suite, as stores/ and roundtrip/ name it

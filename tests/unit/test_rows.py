@@ -1,4 +1,4 @@
-"""The query stage's rows on disk (`recallbench.rows`): written and fingerprinted byte for
+"""The query stage's rows on disk (`recallbench.builddir.queryrows`): written and fingerprinted byte for
 byte as a list, read back one at a time, a canonical runs.json read with its rows left in the
 file, and the refusals of an edited or broken one."""
 
@@ -27,7 +27,7 @@ def sample_rows() -> list[dict[str, Any]]:
 
 
 def spooled(tmp_path: Path, rows: list[dict[str, Any]]) -> Any:
-    from recallbench.rows import RowSpool
+    from recallbench.builddir.queryrows import RowSpool
 
     spool = RowSpool(tmp_path)
     for row in rows:
@@ -39,7 +39,7 @@ def spooled(tmp_path: Path, rows: list[dict[str, Any]]) -> Any:
 def test_spooled_rows_write_and_fingerprint_byte_for_byte_as_a_list(
     tmp_path: Path, count: int
 ) -> None:
-    from recallbench.artifacts import CanonicalFile, dumps, envelope, publish, stage_files
+    from recallbench.builddir.artifacts import CanonicalFile, dumps, envelope, publish, stage_files
 
     rows = sample_rows()[:count]
     lazy = spooled(tmp_path, rows)
@@ -81,9 +81,9 @@ def test_a_copy_of_spooled_rows_is_the_list_of_its_rows(tmp_path: Path) -> None:
 
 
 def test_a_canonical_runs_json_is_read_with_its_rows_left_in_the_file(tmp_path: Path) -> None:
-    from recallbench.artifacts import dumps, envelope, load_envelope
-    from recallbench.errors import ArtifactError
-    from recallbench.rows import SpooledRows
+    from recallbench.builddir.artifacts import dumps, envelope, load_envelope
+    from recallbench.builddir.queryrows import SpooledRows
+    from recallbench.core.errors import ArtifactError
 
     rows = sample_rows()
     data = {"ks": [1, 5], "levels": ["session"], "queries": rows, "scopes": [{"x": 1}]}

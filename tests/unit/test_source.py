@@ -1,4 +1,4 @@
-"""Where the code under test comes from (recallbench.source): PEP 610 records read through
+"""Where the code under test comes from (recallbench.core.source): PEP 610 records read through
 importlib.metadata, and the git state of an editable checkout."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from recallbench.source import describe_source, installed_directory, installed_source
+from recallbench.core.source import describe_source, installed_directory, installed_source
 
 needs_git = pytest.mark.skipif(
     subprocess.run(["git", "--version"], capture_output=True).returncode != 0,

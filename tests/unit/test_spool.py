@@ -1,4 +1,4 @@
-"""The scope spool (`recallbench.spool`): its two readers, a task reading its scope and its
+"""The scope spool (`recallbench.builddir.scopespool`): its two readers, a task reading its scope and its
 slice of queries, and the refusals of a spool that is not the validated one; the structure
 spool beside it, read only for a structured system."""
 
@@ -12,9 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from recallbench.errors import ArtifactError
-from recallbench.model import Memory, Query, Scope, Turn
-from recallbench.spool import (
+from recallbench.builddir.scopespool import (
     SPOOL,
     STRUCTURE_SPOOL,
     SpoolWriter,
@@ -23,8 +21,10 @@ from recallbench.spool import (
     scope_refs,
     stream_scopes,
 )
+from recallbench.core.errors import ArtifactError
+from recallbench.core.model import Memory, Query, Scope, Turn
+from recallbench.engine.workerstate import task_scope
 from recallbench.stages.validate import place_spool
-from recallbench.worker import task_scope
 
 
 def make_scope(n: int) -> Scope:

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from recallbench.compare import compare_results, run_compared
+from recallbench.commands.compare import compare_results, run_compared
 from recallbench.datasets.locomo.generator import generate
 from recallbench.report import html
 from recallbench.report.spooled import QueryLookup, Scratch, SpooledResults

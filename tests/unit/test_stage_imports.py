@@ -1,5 +1,5 @@
 """No stage imports another stage: what two stages share lives outside `recallbench.stages`
-(`recallbench.worker`, `recallbench.stagework`, `recallbench.vectorprep`, the model).
+(`recallbench.engine.workerstate`, `recallbench.engine.tasks`, `recallbench.engine.vectorprep`, the model).
 
 Every module of src/recallbench/stages is parsed (ast), and every import in it is checked,
 lazy ones inside functions included, in each form: `import recallbench.stages.x`,
@@ -98,7 +98,7 @@ def test_the_check_finds_every_form_of_import(source: str, line: int) -> None:
     [
         "from recallbench.stages.query import run_query",  # its own module
         "from recallbench import worker",
-        "from recallbench.stagework import Execution",
+        "from recallbench.engine.tasks import Execution",
         "import recallbench.stages",
         "from . import query",
         "from recallbench.stages_extra import hydrate",

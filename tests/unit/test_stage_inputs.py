@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from recallbench.artifacts import (
+from recallbench.builddir.artifacts import (
     ARTIFACTS,
     STAGES,
     artifact_path,
@@ -20,7 +20,7 @@ from recallbench.artifacts import (
     load_inputs,
     stage,
 )
-from recallbench.errors import ArtifactError
+from recallbench.core.errors import ArtifactError
 from recallbench.stages.decide import run_decide
 from recallbench.stages.hydrate import run_hydrate
 from recallbench.stages.query import run_query

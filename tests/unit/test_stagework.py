@@ -1,4 +1,4 @@
-"""The stages' side of the executor (`recallbench.stagework`): query batches."""
+"""The stages' side of the executor (`recallbench.engine.tasks`): query batches."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 def test_query_batches_shrink_towards_the_end() -> None:
     """Groups of at most `size`, in order; with the total known, never more than the
     remaining items over 2 x workers, so the last groups are single items."""
-    from recallbench.stagework import batches
+    from recallbench.engine.tasks import batches
 
     def sizes(**kw: Any) -> list[int]:
         groups = list(batches(str, range(30), 4, **kw))

@@ -1,4 +1,4 @@
-"""The statistics of a comparison (`recallbench.stats`, `compare.compare_results`): a pair's
+"""The statistics of a comparison (`recallbench.metrics.stats`, `compare.compare_results`): a pair's
 figures never move with the company it keeps, exact tests against brute force, the random
 test's floor, Holm and BH against statsmodels, intervals and power against their formulas,
 and the CI gate's exit code."""
@@ -17,9 +17,9 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from recallbench import stats
-from recallbench.cli import CORRECTION_CHOICES, main
-from recallbench.compare import compare_results, gate_failures, power_table
+from recallbench.cli.main import CORRECTION_CHOICES, main
+from recallbench.commands.compare import compare_results, gate_failures, power_table
+from recallbench.metrics import stats
 from recallbench.report.comparison import p_text, reading_notes, render_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -214,7 +214,7 @@ def test_the_gate_fails_only_a_significant_and_material_loss() -> None:
 def _saved(tmp: Path, result: dict, name: str) -> Path:
     """`result` saved as a results envelope under tmp/name/results.json (by `report`'s own
     writer: a real artifact compare and power read)."""
-    from recallbench.artifacts import dumps, envelope
+    from recallbench.builddir.artifacts import dumps, envelope
 
     path = tmp / name / "results.json"
     path.parent.mkdir(parents=True)

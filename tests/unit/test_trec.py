@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from recallbench.errors import RecallbenchError
-from recallbench.pipeline import Run
-from recallbench.trec import (
+from recallbench.commands.pipeline import Run
+from recallbench.core.errors import RecallbenchError
+from recallbench.report.trec import (
     check_id,
     exported_scores,
     qrels_lines,
@@ -294,12 +294,14 @@ def test_trec_files_refuses_with_a_user_error(
         trec_files(runs, "memory", tag, tmp_path / "run", tmp_path / "qrels")
 
 
-def test_trec_files_of_the_fixture_run(lane: Run, tmp_path: Path) -> None:
+def test_trec_files_of_the_fixture_run(fixture_run: Run, tmp_path: Path) -> None:
     run_path, qrels_path = tmp_path / "run.trec", tmp_path / "qrels.trec"
-    files = trec_files(lane.envelopes["runs"]["data"], "memory", "hotmem", run_path, qrels_path)
+    files = trec_files(
+        fixture_run.envelopes["runs"]["data"], "memory", "hotmem", run_path, qrels_path
+    )
     run = [line.split() for line in files[run_path].decode().splitlines()]
     qrels = [line.split() for line in files[qrels_path].decode().splitlines()]
-    queries = lane.result["queries"]
+    queries = fixture_run.result["queries"]
     assert len(run) == sum(len(q["returned"]) for q in queries) == 57 * 5
     # the system's order, rank from 1, and its ids, query by query
     by_query: dict[str, list[str]] = {}

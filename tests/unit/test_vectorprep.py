@@ -10,11 +10,11 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from recallbench import progress
-from recallbench.artifacts import read_artifact
-from recallbench.cache import MANIFEST
-from recallbench.cli import main
-from recallbench.vectorprep import distinct_texts
+from recallbench.builddir.artifacts import read_artifact
+from recallbench.cli.main import main
+from recallbench.core import progress
+from recallbench.engine.vectorcache import MANIFEST
+from recallbench.engine.vectorprep import distinct_texts
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "benchmarks" / "retrieval"
@@ -79,7 +79,7 @@ def test_one_count_decides_the_plan_with_or_without_a_bar(
 ) -> None:
     """Quiet or not a terminal, the spool is counted once (reading and hashing, no
     tokenizing): the count caps the plan at the batches and is said with it."""
-    import recallbench.vectorprep as vectorprep
+    import recallbench.engine.vectorprep as vectorprep
 
     calls: list[object] = []
     count = vectorprep.distinct_texts
@@ -97,7 +97,7 @@ def test_a_cache_keeps_its_texts_when_only_forms_are_missing() -> None:
     """Forms are added to a cache of the current layout whose transforms join the store's;
     a cache that placed its forms among its texts (an older recallbench) is remade, and a
     role would never hold two transforms."""
-    from recallbench.vectorprep import BATCHING, current_layout, joined_transforms
+    from recallbench.engine.vectorprep import BATCHING, current_layout, joined_transforms
 
     assert joined_transforms(None, {"query": "strip"}) == {"query": "strip"}
     assert joined_transforms({"memory": "strip"}, {"query": "strip"}) == {

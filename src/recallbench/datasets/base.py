@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from recallbench.errors import RecallbenchError
+from recallbench.core.errors import RecallbenchError
 
 if TYPE_CHECKING:  # the CLI imports this module for its names: keep start-up light
-    from recallbench.model import Drop, Level, Scope
+    from recallbench.core.model import Drop, Level, Scope
 
 DEFAULT_DATASET = "fixtures"
 #: what one memory of a conversational dataset is (`--unit`)

@@ -36,8 +36,8 @@ import ijson
 import numpy as np
 import orjson
 
-from recallbench.errors import RecallbenchError
-from recallbench.jsonstrict import StrictObject, interrupts_between
+from recallbench.core.errors import RecallbenchError
+from recallbench.core.strictjson import StrictObject, interrupts_between
 
 try:  # the C backend is ~10x faster; fall back to whatever ijson picked
     import ijson.backends.yajl2_c as _ijson_backend
@@ -60,7 +60,7 @@ def record_error(
 
 def type_name(value: Any) -> str:
     """A JSON value's type in words, for messages ("a string", "an object", "null", ...);
-    a parser's own dict or list type (`jsonstrict.StrictObject`) is still an object."""
+    a parser's own dict or list type (`strictjson.StrictObject`) is still an object."""
     if value is None:
         return "null"
     for kind, name in _TYPE_NAMES:

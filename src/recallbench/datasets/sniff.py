@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from recallbench.errors import RecallbenchError
+from recallbench.core.errors import RecallbenchError
 
 #: keys only one dataset's records have (any one of them is enough)
 _HALLMARKS: dict[str, frozenset[str]] = {

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from recallbench.artifacts import create_temp
+from recallbench.builddir.artifacts import create_temp
 
 K = TypeVar("K", bound=Hashable)
 R = TypeVar("R")
@@ -144,8 +144,8 @@ def one_line_errors(command: str, out: Path) -> Iterator[None]:
     an OS error naming its file (`out` when it names none)."""
     import click
 
-    from recallbench.errors import RecallbenchError
-    from recallbench.escape import terminal
+    from recallbench.core.errors import RecallbenchError
+    from recallbench.core.escape import terminal
 
     class Failed(click.ClickException):
         def show(self, file: Any = None) -> None:
@@ -164,7 +164,7 @@ def generating(command: str, out: Path, total: int, unit: str) -> Iterator[Calla
     """A generator command around its work: errors in one line (`one_line_errors`) and
     progress by `unit` (`progress.bar`: a bar on a terminal, plain lines elsewhere); yields
     what to call as each of the `total` records is written."""
-    from recallbench import progress
+    from recallbench.core import progress
 
     with one_line_errors(command, out), progress.bar(total, command, unit) as bar:
         yield bar.update
@@ -172,7 +172,7 @@ def generating(command: str, out: Path, total: int, unit: str) -> Iterator[Calla
 
 def counted(records: Iterable[R], on_record: Callable[[int], Any] | None) -> Iterator[R]:
     """`records`, calling `on_record(1)` as each one has been taken and the next is asked
-    for (a generator's progress: `recallbench.progress.bar`'s update)."""
+    for (a generator's progress: `recallbench.core.progress.bar`'s update)."""
     for record in records:
         yield record
         if on_record is not None:
@@ -207,7 +207,7 @@ def write_json_array(out: Path, records: Iterable[Any]) -> dict[str, Any]:
 def write_sidecar(out: Path, sidecar: dict[str, Any]) -> dict[str, Any]:
     """Write the generator's sidecar (`<out>.generated.json`: what made the file, its
     sha256) that readers use to label the file synthetic; return it."""
-    from recallbench.artifacts import atomic_write_bytes
+    from recallbench.builddir.artifacts import atomic_write_bytes
     from recallbench.datasets.jsonstream import GENERATED_SIDECAR_SUFFIX
 
     atomic_write_bytes(

@@ -86,7 +86,7 @@ def evaluate_ids(
     """`evaluate_retrieval` for a ranked list of ids (best first).
 
     The corpus is `corpus` when given, else the ranked ids plus the gold ids (the ideal DCG
-    only depends on how many gold ids the corpus holds; a lane whose gold ids all lie in
+    only depends on how many gold ids the corpus holds; a caller whose gold ids all lie in
     the haystack may omit it). Ranked ids missing from an explicit corpus are an error.
     """
     corpus_ids = list(dict.fromkeys([*ranked, *gold])) if corpus is None else list(corpus)

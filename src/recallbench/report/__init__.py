@@ -20,7 +20,7 @@ _matplotlib_cache: Path | None = None
 
 def cache_matplotlib_in(directory: Path) -> None:
     """Let `recallbench.report.plots`, when it first imports matplotlib, keep matplotlib's
-    font list in `directory` (a place under the build directory; `workspace.claimed_build_dir`
+    font list in `directory` (a place under the build directory; `claim.claimed_build_dir`
     sets it) instead of building it again in a temporary directory, about 0.2 s a process."""
     global _matplotlib_cache
     _matplotlib_cache = Path(directory)

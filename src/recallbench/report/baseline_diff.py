@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.measures import value_of
+from recallbench.metrics.measures import value_of
+from recallbench.metrics.stats import ALPHA
 from recallbench.report.comparison import _f, ci_text, correction_name, p_text, signed
 from recallbench.report.sections import Section, table, to_markdown
-from recallbench.stats import ALPHA
 
 #: differing values listed on the terminal (the count above the list is never cut)
 LISTED = 20
@@ -66,7 +66,7 @@ def configuration_section(found: Any) -> Section:
     ]
     source = (found.envelope.get("provenance") or {}).get("system_source")
     if source:
-        from recallbench.source import describe_source
+        from recallbench.core.source import describe_source
 
         bullets.append(f"this run's system: {describe_source(source)}")
     return Section("configuration", "What changed in the configuration", bullets=tuple(bullets))
@@ -417,7 +417,7 @@ def provenance_section(found: Any) -> Section:
     source = provenance.get("system_source")
     system = doc["system"]
     if source:
-        from recallbench.source import describe_source
+        from recallbench.core.source import describe_source
 
         bullets.append(f"system: {system.get('name')}, {describe_source(source)}")
     else:
@@ -455,7 +455,7 @@ def markdown_block(found: Any) -> str:
     compared, then the configuration change, the per-category tables with significance,
     the queries that changed, the decision before and after and the provenance (or, when
     the result matches, that it does)."""
-    from recallbench.escape import markdown as md
+    from recallbench.core.escape import markdown as md
 
     doc = found.result
     what = (

@@ -1,7 +1,7 @@
 """The comparison document as text: the terminal's headlines and the sections of compare.md
 and compare.html (`compare_sections`, written once, rendered by `report.sections`).
 
-It reads only the document `recallbench.compare.compare_results` builds (compare.json)."""
+It reads only the document `recallbench.commands.compare.compare_results` builds (compare.json)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from recallbench.measures import preferred_measures
-from recallbench.report.markdown import format_setting
+from recallbench.metrics.measures import preferred_measures
+from recallbench.metrics.stats import ALPHA, at_floor
+from recallbench.report.figures import format_setting
 from recallbench.report.sections import Section, table, to_markdown
-from recallbench.stats import ALPHA, at_floor
 
 
 def _f(x: float | None, signed: bool = False) -> str:
@@ -67,7 +67,7 @@ def headline(doc: dict[str, Any]) -> str:
     the difference (challenger - reference), its CI, p and adjusted p, W/T/L (wins are the
     challenger's), n and the MDE. For the terminal: labels are escaped
     (`escape.terminal`)."""
-    from recallbench.escape import terminal
+    from recallbench.core.escape import terminal
 
     lines = []
     adjusted = correction_name(doc)
@@ -449,7 +449,7 @@ def render_markdown(
     """The comparison as Markdown, from the document alone (`headline_only`: one line per
     challenger, for the terminal); `plots` are (path relative to compare.md, caption) of the
     images it links to (the forest plot, the bars)."""
-    from recallbench.escape import markdown as md
+    from recallbench.core.escape import markdown as md
 
     if headline_only:
         return headline(doc)

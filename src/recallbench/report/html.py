@@ -42,13 +42,8 @@ from typing import Any
 
 import orjson
 
-from recallbench.escape import html_text
-from recallbench.measures import (
-    RELEVANT_GRADE,
-    preferred_measures,
-    select,
-    value_of,
-)
+from recallbench.core.escape import html_text
+from recallbench.metrics.measures import RELEVANT_GRADE, preferred_measures, select, value_of
 from recallbench.report.pagedata import DataFiles, PageChunks
 
 #: a spool up to this size contributes every text; a larger one only the texts the page uses
@@ -62,7 +57,7 @@ visible = html_text
 
 def json_for_script(obj: Any) -> str:
     """JSON that can stand inside a <script> element (`escape.script_json`)."""
-    from recallbench.escape import script_json
+    from recallbench.core.escape import script_json
 
     return script_json(obj)
 
@@ -144,7 +139,7 @@ class SpooledTexts(Texts):
         import os
         import shutil
 
-        from recallbench.spool import checked_spool, stream_scopes
+        from recallbench.builddir.scopespool import checked_spool, stream_scopes
 
         if holder is not None:
             self._holders.append(holder)
@@ -173,7 +168,7 @@ class SpooledTexts(Texts):
         self.totals = {k: max(self.totals.get(k, 0), v) for k, v in totals.items()}
 
     def scope_texts(self, scope_id: str) -> tuple[Mapping[str, tuple[str, str]], Mapping[str, str]]:
-        from recallbench.spool import read_scope
+        from recallbench.builddir.scopespool import read_scope
 
         if self._last is not None and self._last[0] == scope_id:
             return self._last[1]
@@ -221,7 +216,7 @@ def collect_texts(
     """The texts the pages of `results` show, read from `suite_env`'s validated spool (its
     sha256 checked as it is read). `everything`: include every unit's text (default: when
     the spool is at most `ALL_TEXTS_BYTES`)."""
-    from recallbench.spool import stream_scopes
+    from recallbench.builddir.scopespool import stream_scopes
 
     data = suite_env["data"]
     level = data["levels"][0]["name"]
@@ -256,8 +251,8 @@ def texts_beside(results_path: Any, results_env: Mapping[str, Any]) -> Texts:
     they are the ones the result was made from; else none (the page says so)."""
     from pathlib import Path
 
-    from recallbench.artifacts import load_envelope
-    from recallbench.errors import ArtifactError
+    from recallbench.builddir.artifacts import load_envelope
+    from recallbench.core.errors import ArtifactError
 
     level = results_env["data"]["dataset"]["levels"][0]["name"]
     suite_path = Path(results_path).parent / "suite.json"
@@ -405,13 +400,13 @@ def table_measures(result: Mapping[str, Any]) -> list[str]:
 
 
 def _relevant(expected: Mapping[str, int]) -> int:
-    from recallbench.model import RELEVANT_GRADE
+    from recallbench.core.model import RELEVANT_GRADE
 
     return sum(1 for g in expected.values() if g >= RELEVANT_GRADE)
 
 
 def _first_rank(q: Mapping[str, Any], deep: Mapping[str, int | None] | None) -> int | None:
-    from recallbench.model import RELEVANT_GRADE
+    from recallbench.core.model import RELEVANT_GRADE
 
     first = next((i + 1 for i, h in enumerate(q["returned"]) if h["grade"] >= RELEVANT_GRADE), None)
     if first is None and deep:
@@ -536,7 +531,7 @@ def stream_report_records(
     order. A spool larger than `ALL_TEXTS_BYTES` contributes only the units a query
     expected or returned; a smaller one also each scope's other units (with the scope's
     first query). `stats` gets the counts the page states (queries, units, units shown)."""
-    from recallbench.spool import stream_scopes
+    from recallbench.builddir.scopespool import stream_scopes
 
     level = suite_env["data"]["levels"][0]["name"]
     everything = suite_env["data"]["spool"]["bytes"] <= ALL_TEXTS_BYTES
@@ -681,7 +676,7 @@ def render_report_page(
         stats = text_stats(texts)
         records: Iterable[tuple[int, str, str | None]] = _records_from_texts(result, texts, deep)
     else:
-        from recallbench.spool import spool_path
+        from recallbench.builddir.scopespool import spool_path
 
         if not spool_path(texts).is_file():
             stats = text_stats(no_texts(level))
@@ -790,7 +785,7 @@ def _compare_query(
     """One query of compare.html: its table row (every system's per-query values and first
     relevant rank), its record (texts, every system's top-k) placed in `chunks`. `q` is the
     reference's record; `lookups`: each challenger's records by query id (`.get`)."""
-    from recallbench.model import RELEVANT_GRADE
+    from recallbench.core.model import RELEVANT_GRADE
 
     qid = q["query_id"]
     queries, units = texts.scope_texts(q["scope_id"])

@@ -32,8 +32,8 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from recallbench.artifacts import TEMP_PREFIX, StagedTree
-from recallbench.escape import script_json
+from recallbench.builddir.artifacts import TEMP_PREFIX, StagedTree
+from recallbench.core.escape import script_json
 
 #: the queries whose texts are in the page itself: at most this many ...
 FIRST_SLICE_QUERIES = 50
@@ -134,7 +134,7 @@ class DataFiles:
     def write(self, name: str, payload: bytes, scratch: Path | None) -> None:
         if self._dir is None:
             if scratch is not None:
-                from recallbench.buildpaths import make_dirs
+                from recallbench.builddir.paths import make_dirs
 
                 make_dirs(Path(scratch))
                 self._dir = tempfile.mkdtemp(prefix=TEMP_PREFIX, suffix=".tmp", dir=scratch)

@@ -26,7 +26,7 @@ Text: every figure is drawn with mathtext off (``text.parse_math`` False in `STY
 every text object: titles, labels, legends, tick labels, annotations), so a ``$`` in a
 category label, a system or a directory name is a dollar sign ("$5 or $10" is drawn as
 written, "$x$" is not math and cannot raise a mathtext error); every string from a document
-passes through `recallbench.escape.plot_text` (control characters and line breaks as
+passes through `recallbench.core.escape.plot_text` (control characters and line breaks as
 ``U+XXXX``) where it is drawn.
 
 matplotlib is imported with MPLCONFIGDIR pointed at `BUILD/.cache/matplotlib` when the
@@ -60,8 +60,8 @@ def _import_matplotlib() -> None:
     with contextlib.ExitStack() as stack:
         where = matplotlib_cache()
         if where is not None:
-            from recallbench.buildpaths import make_dirs
-            from recallbench.errors import RecallbenchError
+            from recallbench.builddir.paths import make_dirs
+            from recallbench.core.errors import RecallbenchError
 
             try:
                 make_dirs(where)  # never through a link (checked by `claimed_build_dir`)
@@ -82,10 +82,10 @@ import matplotlib.style  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from recallbench.escape import plot_text as pt  # noqa: E402
-from recallbench.measures import RELEVANT_GRADE, Recall, select  # noqa: E402
+from recallbench.core.escape import plot_text as pt  # noqa: E402
+from recallbench.metrics.measures import RELEVANT_GRADE, Recall, select  # noqa: E402
 from recallbench.report import COMPARE_PLOTS_DIR, REPORT_PLOTS_DIR  # noqa: E402, F401
-from recallbench.report.markdown import value_text  # noqa: E402
+from recallbench.report.figures import value_text  # noqa: E402
 
 #: file name -> the Markdown image text of each plot
 CAPTIONS = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from recallbench.measures import value_of
+from recallbench.metrics.measures import value_of
 
 RESULT_SCHEMA = "recallbench.result"
 RESULT_SCHEMA_VERSION = 3
@@ -221,7 +221,7 @@ def system_intervals(
     for held, held_key, intervals in _INTERVALS:
         if held is result and held_key == key:
             return intervals
-    from recallbench.stats import mean_interval
+    from recallbench.metrics.stats import mean_interval
 
     levels: list[str | None] = [None]
     if categories:

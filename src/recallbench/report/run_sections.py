@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from recallbench.measures import RELEVANT_GRADE, from_record, select, value_of
-from recallbench.report.markdown import (
+from recallbench.metrics.measures import RELEVANT_GRADE, from_record, select, value_of
+from recallbench.report.figures import (
     cell_text,
     column_groups,
     format_setting,

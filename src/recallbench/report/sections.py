@@ -9,7 +9,7 @@ wording (`Lit`), bold (`Strong`), code (`Code`) and a long list cut in the Markd
 the terminal (`Cut`). The renderers here turn a list of sections into Markdown
 (`to_markdown`), terminal text (`to_terminal`) and HTML (`html_sections`, drawn by the
 template `_sections.html`). Every data string is escaped by the renderer for its output
-(`recallbench.escape`), never by the builder, so a builder cannot forget it; a `Lit` is
+(`recallbench.core.escape`), never by the builder, so a builder cannot forget it; a `Lit` is
 written verbatim in Markdown and escaped like any text in HTML.
 
 Adding a section to a report is one builder function returning a `Section`, listed where
@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from recallbench.escape import html_text, markdown_code, terminal
-from recallbench.escape import markdown as md
+from recallbench.core.escape import html_text, markdown_code, terminal
+from recallbench.core.escape import markdown as md
 
 #: how many items of a long list report.md shows (`Cut`)
 LIST_LIMIT = 10

@@ -4,7 +4,7 @@ one at a time, their per-query records streamed to compare.html (`query_lookup`)
 validated spool the texts are read from, scope by scope (`report.html.SpooledTexts`).
 
 Everything lies in one scratch directory (`Scratch`): under the build directory, named
-``compare-XXXXXXXX`` (what `buildpaths.remove_leftover_work` removes after a killed
+``compare-XXXXXXXX`` (what `paths.remove_leftover_work` removes after a killed
 compare), else a temporary directory; removed when the objects that use it (the spooled
 results and texts) are gone, or at exit.
 """
@@ -30,7 +30,7 @@ class Scratch:
 
     def __init__(self, parent: Path | None = None) -> None:
         if parent is not None:
-            from recallbench.buildpaths import make_dirs
+            from recallbench.builddir.paths import make_dirs
 
             make_dirs(Path(parent))
         self.path = Path(tempfile.mkdtemp(prefix="compare-", dir=parent))

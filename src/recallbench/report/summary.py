@@ -4,7 +4,7 @@ object). `recallbench report`, `run`, `compare` and `scripts/retrieval_eval.py` 
 same lines.
 
 Every string taken from data (category labels, system names, paths) goes through
-`recallbench.escape.terminal` here, where it meets the terminal.
+`recallbench.core.escape.terminal` here, where it meets the terminal.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.escape import path_text, terminal
-from recallbench.measures import RELEVANT_GRADE, select
+from recallbench.core.escape import path_text, terminal
+from recallbench.metrics.measures import RELEVANT_GRADE, select
 
 #: the headline table's columns at most
 HEADLINE_COLUMNS = 6
@@ -177,7 +177,7 @@ def measured_line(result: Mapping[str, Any]) -> str:
     """The report's conclusion when no rule applies: the measured headline figures (the
     overall row of the table, with its level and n) and the round trip, not advice. Plain
     text; its callers escape it for their output."""
-    from recallbench.report.markdown import value_text
+    from recallbench.report.figures import value_text
 
     n, _, level = scored_queries(result)
     overall = next(values for category, _, _, values in headline_rows(result) if category is None)

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from recallbench.measures import RELEVANT_GRADE, select
+from recallbench.metrics.measures import RELEVANT_GRADE, select
 
 #: the columns, as (stem, k): recall@1, recall@5, mrr@5, ndcg@5 at the primary level
 METRICS = (("recall", 1), ("recall", 5), ("mrr", 5), ("ndcg", 5))

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from recallbench.artifacts import envelope, inputs_of, require_made_from
-from recallbench.errors import ArtifactError
+from recallbench.builddir.artifacts import envelope, inputs_of, require_made_from
+from recallbench.core.errors import ArtifactError
 from recallbench.systems.rules import Decided, decide_envelopes
 
 

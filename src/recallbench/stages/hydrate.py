@@ -16,32 +16,32 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from recallbench import worker
-from recallbench.artifacts import envelope, inputs_of, with_embedder_build
-from recallbench.spool import checked_structure, stream_scopes
-from recallbench.stagework import Execution, Stopwatch, run_tasks, stores_root
+from recallbench.builddir.artifacts import envelope, inputs_of, with_embedder_build
+from recallbench.builddir.scopespool import checked_structure, stream_scopes
+from recallbench.engine import workerstate
+from recallbench.engine.tasks import Execution, Stopwatch, run_tasks, stores_root
+from recallbench.engine.vectorprep import ContentLoss, Truncation, cache_spec, counted, vector_cache
 from recallbench.systems.base import structured
-from recallbench.vectorprep import ContentLoss, Truncation, cache_spec, counted, vector_cache
 
 
 def hydrate_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     """A worker task: build the scope's store in item["directory"] and keep it; its facts
     and timing."""
-    scope = worker.task_scope(item)
+    scope = workerstate.task_scope(item)
     directory = Path(item["directory"])
-    worker.remove_tree(directory)
+    workerstate.remove_tree(directory)
     where = f"scope {scope.scope_id}"
-    inside = worker.inside()
-    store, timing = worker.build_store(scope, directory)
+    inside = workerstate.inside()
+    store, timing = workerstate.build_store(scope, directory)
     try:
-        facts = worker.store_facts(store, where)
+        facts = workerstate.store_facts(store, where)
     finally:
-        worker.close(store, where)
+        workerstate.close(store, where)
     return {
         "index": item["index"],
         "scope_id": scope.scope_id,
         **facts,
-        "timing": {**timing, "seconds_inside": worker.inside() - inside},
+        "timing": {**timing, "seconds_inside": workerstate.inside() - inside},
     }
 
 
@@ -59,12 +59,12 @@ def capability_flags(system: Any) -> dict[str, bool]:
 
 
 def system_source(system: Any, provided_by: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Where the code under test comes from (`recallbench.source.installed_source`): a
+    """Where the code under test comes from (`recallbench.core.source.installed_source`): a
     plugin's own distribution (`provided_by`: `registry.provider`'s record), or the package
     a built-in system measures (its class's `distribution`: HotMem's systems name
     `hotmem`); None for a built-in that measures recallbench's own code (bm25) or names no
     package."""
-    from recallbench.source import installed_source
+    from recallbench.core.source import installed_source
 
     own = provided_by["distribution"]
     under_test = own if own != "recallbench" else getattr(type(system), "distribution", None)
@@ -83,7 +83,7 @@ def run_hydrate(
     The system is resolved once, here, and carried to what needs it."""
     execution = execution or Execution()
     watch = Stopwatch()
-    system = worker.resolve_system(system_name)
+    system = workerstate.resolve_system(system_name)
     scopes = suite_env["data"]["counts"]["scopes"]
     keep = scopes == 1 if keep is None else keep
     wants_structure = structured(system)
@@ -107,7 +107,7 @@ def run_hydrate(
             {
                 "index": i,
                 "scope": scope,
-                "directory": str(worker.store_dir(resolved, i)),
+                "directory": str(workerstate.store_dir(resolved, i)),
             }
             # a structured system's scopes carry their structure (no other's do)
             for i, scope in counted(stream_scopes(suite_env, wants_structure), tally, loss)
@@ -145,7 +145,7 @@ def run_hydrate(
     if not keep and recount:
         for _ in counted(stream_scopes(suite_env), *recount):
             pass
-    from recallbench.boundary import system_boundary
+    from recallbench.systems.boundary import system_boundary
     from recallbench.systems.registry import provider
 
     guard = system_boundary(system, execution.call_timeout)

@@ -3,14 +3,14 @@ vector cache that hydrate/query/snapshot-roundtrip read, so per-run work needs n
 
 `recallbench prep --cache DIR` makes a cache explicitly. The making itself (the fixed
 batches, each embedded as one forward pass by a worker, and the manifest) lives in
-`recallbench.vectorprep`, because hydrate, query and snapshot-roundtrip make the same cache
+`recallbench.engine.vectorprep`, because hydrate, query and snapshot-roundtrip make the same cache
 themselves (`vectorprep.vector_cache`) when their system's embedder is not batch-invariant
 and no `--cache` is given: a stage never imports another stage.
 """
 
 from __future__ import annotations
 
-from recallbench.vectorprep import make_vector_cache
+from recallbench.engine.vectorprep import make_vector_cache
 
 #: the stage's entry point: write the cache, return its manifest (the same function the
 #: other stages call when they make the cache themselves)

@@ -23,8 +23,8 @@ Each task (`query_scope`, a worker task) reads its own scope from validate's spo
 parent hands out only where each scope's line lies; several scopes per task when there are
 many). Kept stores (see hydrate) are opened read-only and checked first (record count and
 content digest through the system's own API); transient stores are built, searched and
-removed inside the task, in the worker's own directory (`recallbench.worker`). The parent
-keeps the rows on disk as they come back (`rows.RowSpool`), so its memory does not grow with
+removed inside the task, in the worker's own directory (`recallbench.engine.workerstate`). The parent
+keeps the rows on disk as they come back (`queryrows.RowSpool`), so its memory does not grow with
 queries x top-k; the envelope's `queries` reads them back one at a time, and runs.json is
 written from them in pieces. runs.json holds, per query, the ranked hits, each level's ranking and gold, and the facts that explain
 misses; latencies, the time inside the system and the harness's parts go to the timing
@@ -38,15 +38,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench import worker
-from recallbench.artifacts import envelope, inputs_of, require_made_from, with_embedder_build
-from recallbench.buildpaths import safe_child
-from recallbench.errors import RecallbenchError
-from recallbench.metrics import percentile
-from recallbench.model import Memory, Query, Scope, level_firsts, level_ranking
-from recallbench.rows import RowSpool
-from recallbench.spool import scope_refs
-from recallbench.stagework import (
+from recallbench.builddir.artifacts import (
+    envelope,
+    inputs_of,
+    require_made_from,
+    with_embedder_build,
+)
+from recallbench.builddir.paths import safe_child
+from recallbench.builddir.queryrows import RowSpool
+from recallbench.builddir.scopespool import scope_refs
+from recallbench.core.errors import RecallbenchError
+from recallbench.core.model import Memory, Query, Scope, level_firsts, level_ranking
+from recallbench.engine import workerstate
+from recallbench.engine.tasks import (
     Execution,
     Stopwatch,
     check_same_options,
@@ -56,8 +60,9 @@ from recallbench.stagework import (
     slice_count,
     stores_root,
 )
+from recallbench.engine.vectorprep import cache_spec, vector_cache
+from recallbench.metrics.arithmetic import percentile
 from recallbench.systems.base import structured
-from recallbench.vectorprep import cache_spec, vector_cache
 
 #: Per-call search limit (the scope document's MAX_SEARCH_LIMIT).
 MAX_SEARCH_LIMIT = 10_000
@@ -105,12 +110,12 @@ def _widened_search(
 ) -> tuple[list[Any], int, list[float]]:
     """Search with limit top-k, doubling it until every level has top-k distinct ids or the
     store is exhausted; (hits, final limit, latencies in ms of the timed searches)."""
-    guard = worker.guard()
+    guard = workerstate.guard()
     limit = max(1, min(top_k, count)) if count else top_k
     latencies = []
     while True:
         start = time.perf_counter()
-        hits = worker.search(store, query, limit, where)
+        hits = workerstate.search(store, query, limit, where)
         latencies.append((time.perf_counter() - start) * 1000.0)
         # the boundary checks types, ids stored in this scope, finite scores, no repeats
         hits = guard.hits(hits, limit, memories, where)
@@ -129,11 +134,11 @@ def search_scope(
     system's lexical matcher matched it). Returns (rows, latency samples in ms per query).
 
     The benchmark's core: see the module's docstring for what each step records."""
-    system, guard = worker.system(), worker.guard()
+    system, guard = workerstate.system(), workerstate.guard()
     memories = scope.memory_by_id()
     in_scope = f"scope {scope.scope_id}"
     count = guard.whole_number(guard.call("count", in_scope, store.count), "count", in_scope)
-    progress = worker.progress()
+    progress = workerstate.progress()
     holders_at: dict[str, dict[str, list[Memory]]] = {}  # per level, made at the first miss
     rows, latencies = [], {}
     for q in scope.queries:
@@ -141,7 +146,7 @@ def search_scope(
         hits, limit, samples = _widened_search(store, q, memories, levels, top_k, count, where)
         for _ in range(repeat - 1):
             start = time.perf_counter()
-            again = worker.search(store, q, limit, where)
+            again = workerstate.search(store, q, limit, where)
             samples.append((time.perf_counter() - start) * 1000.0)
             again = guard.hits(again, limit, memories, where)
             if again != hits:
@@ -190,7 +195,7 @@ def search_scope(
             if count <= limit:
                 deep = ids
             else:
-                deeper = worker.search(store, q, count, where)
+                deeper = workerstate.search(store, q, count, where)
                 deep = [h.memory_id for h in guard.hits(deeper, count, memories, where)]
             for level, gone in missed.items():
                 deep_ranking = level_ranking(deep, memories, level)
@@ -230,41 +235,41 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     from recallbench.systems.base import HarnessCallbacks
 
     started = time.perf_counter()
-    scope = worker.task_scope(item)
+    scope = workerstate.task_scope(item)
     reading = time.perf_counter() - started
     lookups = HarnessCallbacks.seconds
-    inside = worker.inside()
+    inside = workerstate.inside()
     directory = Path(item["directory"])
     where = f"scope {scope.scope_id}"
     timing: dict[str, Any] = {}
     removing = 0.0
     if item["kept"]:
         try:
-            store = worker.attach(directory, where)
+            store = workerstate.attach(directory, where)
         except FileNotFoundError:
-            raise worker.StoreDamaged(
+            raise workerstate.StoreDamaged(
                 f"{directory}: no store; run `recallbench hydrate` first"
             ) from None
         try:
-            facts = worker.check_store(
+            facts = workerstate.check_store(
                 store, item["expect"], directory, "recallbench hydrate", where
             )
         except BaseException:
-            worker.close_quietly(store, where)
+            workerstate.close_quietly(store, where)
             raise
     else:
         start = time.perf_counter()
-        directory = worker.transient_store(directory)
+        directory = workerstate.transient_store(directory)
         removing = time.perf_counter() - start
-        store, timing = worker.build_store(scope, directory)
+        store, timing = workerstate.build_store(scope, directory)
         facts = {"records": timing["records"]}
     try:
         rows, latencies = search_scope(store, scope, item["levels"], item["top_k"], item["repeat"])
     except BaseException:
-        worker.close_quietly(store, where)
+        workerstate.close_quietly(store, where)
         raise
-    worker.close(store, where)
-    timing["store_bytes"] = worker.directory_bytes(directory)  # untimed, after the searches
+    workerstate.close(store, where)
+    timing["store_bytes"] = workerstate.directory_bytes(directory)  # untimed, after the searches
     return {
         "index": item["index"],
         "scope_id": scope.scope_id,
@@ -273,7 +278,7 @@ def query_scope(item: Mapping[str, Any]) -> dict[str, Any]:
         "latency_ms": latencies,
         "timing": {
             **timing,
-            "seconds_inside": worker.inside() - inside,
+            "seconds_inside": workerstate.inside() - inside,
             "seconds_task": time.perf_counter() - started,
             "seconds_reading_scope": reading,
             "seconds_in_cache_lookups": HarnessCallbacks.seconds - lookups,
@@ -311,7 +316,7 @@ def run_query(
     execution = execution or Execution()
     watch = Stopwatch()
     hyd = hydrate_env["data"]
-    system = worker.resolve_system(hyd["system"])  # once: carried to what needs it
+    system = workerstate.resolve_system(hyd["system"])  # once: carried to what needs it
     check_same_options(hyd, system, execution.call_timeout)
     kept = hyd["mode"] == "kept"
     levels = [lv["name"] for lv in suite_env["data"]["levels"]]
@@ -327,7 +332,7 @@ def run_query(
             "ref": ref,
             "queries": span,
             # a kept store's directory; for transient stores the root of the workers' own
-            "directory": str(worker.store_dir(root, i) if kept else root),
+            "directory": str(workerstate.store_dir(root, i) if kept else root),
             "kept": kept,
             "expect": hyd["stores"][i] if kept else None,
             "levels": levels,
@@ -373,7 +378,7 @@ def run_query(
                 harness[part] += result["timing"][part]
     finally:
         if not kept:
-            worker.remove_tree(root)
+            workerstate.remove_tree(root)
     data = {
         "system": system.name,
         "top_k": top_k,

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from recallbench import __version__
-from recallbench.artifacts import (
+from recallbench.builddir.artifacts import (
     dumps,
     envelope,
     inputs_of,
@@ -35,12 +35,12 @@ from recallbench.artifacts import (
     require_made_from,
     timing_path,
 )
+from recallbench.core.source import describe_source
 from recallbench.plugin import PLUGIN_API
 from recallbench.report.pagedata import DataFiles
 from recallbench.report.result import build_result
 from recallbench.report.run_sections import run_sections
 from recallbench.report.sections import to_markdown
-from recallbench.source import describe_source
 from recallbench.systems.rules import Decided, decide_envelopes
 
 
@@ -68,7 +68,7 @@ class Report:
     ) -> dict[Path, bytes]:
         """results.json, report.md with the plots and report.html beside it, and (with
         `build_dir`) the timing sidecar, as `publish` takes them."""
-        from recallbench.artifacts import stage_files
+        from recallbench.builddir.artifacts import stage_files
 
         files = {Path(results_path): dumps(self.envelope)}
         if build_dir is not None:
@@ -181,7 +181,7 @@ def build_report(
         "rules": None if rules is None else rules.record(),
     }
     source = hydrate_env["data"].get("source")
-    if source:  # where the code under test came from (recallbench.source): version, install
+    if source:  # where the code under test came from (recallbench.core.source): version, install
         env["provenance"]["system_source"] = source
     source_text = describe_source(source)
     svgs: dict[str, bytes] = {}

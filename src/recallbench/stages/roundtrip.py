@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench import worker
-from recallbench.artifacts import envelope, inputs_of, require_made_from
-from recallbench.buildpaths import safe_child
-from recallbench.model import Query, Scope
-from recallbench.spool import scope_refs
-from recallbench.stagework import (
+from recallbench.builddir.artifacts import envelope, inputs_of, require_made_from
+from recallbench.builddir.paths import safe_child
+from recallbench.builddir.scopespool import scope_refs
+from recallbench.core.model import Query, Scope
+from recallbench.engine import workerstate
+from recallbench.engine.tasks import (
     Execution,
     Stopwatch,
     check_same_options,
@@ -33,8 +33,8 @@ from recallbench.stagework import (
     slice_count,
     stores_root,
 )
+from recallbench.engine.vectorprep import cache_spec, vector_cache
 from recallbench.systems.base import structured
-from recallbench.vectorprep import cache_spec, vector_cache
 
 DEFAULT_SAMPLE = 20
 ROUNDTRIP_DIR = "roundtrip"
@@ -93,13 +93,13 @@ def _search_again(
     before: Mapping[str, list[dict[str, Any]]],
 ) -> dict[str, Any]:
     """Each query's drift between the runs' hits (`before`) and this store's, same limit."""
-    guard = worker.guard()
+    guard = workerstate.guard()
     memories = scope.memory_by_id()
     out = {}
     for q in queries:
         where = f"scope {scope.scope_id}, query {q.query_id} (the restored clone)"
         limit = limits[q.query_id]
-        hits = guard.hits(worker.search(store, q, limit, where), limit, memories, where)
+        hits = guard.hits(workerstate.search(store, q, limit, where), limit, memories, where)
         after = [{"memory_id": h.memory_id, "score": h.score} for h in hits]
         out[q.query_id] = compare_rankings(before[q.query_id], after)
     return out
@@ -108,15 +108,15 @@ def _search_again(
 def requery_clone(item: Mapping[str, Any]) -> dict[str, Any]:
     """A worker task: a slice of a scope's queries searched again on the clone a round trip
     restored (opened read-only by each worker): {"per_query": drift per query}."""
-    scope = worker.task_scope(item)
+    scope = workerstate.task_scope(item)
     where = f"scope {scope.scope_id} (the restored clone)"
-    clone = worker.attach(Path(item["clone"]), where)
+    clone = workerstate.attach(Path(item["clone"]), where)
     try:
         drift = _search_again(clone, scope, scope.queries, item["limits"], item["before"])
     except BaseException:
-        worker.close_quietly(clone, where)
+        workerstate.close_quietly(clone, where)
         raise
-    worker.close(clone, where)
+    workerstate.close(clone, where)
     return {"per_query": drift}
 
 
@@ -129,26 +129,26 @@ def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     """
     from recallbench.systems.base import PackageInfo, SnapshotRejected
 
-    scope = worker.task_scope(item)
-    system, guard = worker.system(), worker.guard()
+    scope = workerstate.task_scope(item)
+    system, guard = workerstate.system(), workerstate.guard()
     clone_path = system.clone
     where = f"scope {scope.scope_id}"
     work = Path(item["work"])
-    worker.remove_tree(work)
+    workerstate.remove_tree(work)
     work.mkdir(parents=True)
     rerun = "recallbench hydrate" if item["kept"] else "recallbench query"
     if item["kept"]:
         try:
-            source = worker.attach(Path(item["directory"]), where)
+            source = workerstate.attach(Path(item["directory"]), where)
         except FileNotFoundError:
-            raise worker.StoreDamaged(
+            raise workerstate.StoreDamaged(
                 f"{item['directory']}: no store; run `recallbench hydrate` first"
             ) from None
     else:
-        source, _ = worker.build_store(scope, work / "source")
+        source, _ = workerstate.build_store(scope, work / "source")
     try:
         # a kept store is checked against hydrate's digest; a rebuilt one gives its own
-        source_facts = worker.check_store(
+        source_facts = workerstate.check_store(
             source, item["expect"], Path(item["directory"]), rerun, where
         )
         start = time.perf_counter()
@@ -159,11 +159,11 @@ def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
         guard.whole_number(package.records, "snapshot", where)
         guard.whole_number(package.size_bytes, "snapshot", where)
     except BaseException:
-        worker.close_quietly(source, where)
+        workerstate.close_quietly(source, where)
         raise
-    worker.close(source, where)
+    workerstate.close(source, where)
     if not item["kept"]:
-        worker.remove_tree(work / "source")
+        workerstate.remove_tree(work / "source")
 
     start = time.perf_counter()
     verified = guard.whole_number(
@@ -175,12 +175,12 @@ def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     clone_at = f"{where} (the restored clone)"
     clone = guard.call("restore", where, clone_path.restore, work / "package", work / "clone")
-    if worker.vectors() is not None:  # with a cache, queries take their vectors from it
-        worker.close(clone, clone_at)
-        clone = worker.attach(work / "clone", clone_at)
+    if workerstate.vectors() is not None:  # with a cache, queries take their vectors from it
+        workerstate.close(clone, clone_at)
+        clone = workerstate.attach(work / "clone", clone_at)
     restore_s = time.perf_counter() - start
     try:
-        clone_facts = worker.store_facts(clone, clone_at)
+        clone_facts = workerstate.store_facts(clone, clone_at)
         # the first query times the cold start; the rest follow unless other tasks do them
         first, rest = scope.queries[:1], scope.queries[1:]
         per_query = _search_again(clone, scope, first, item["limits"], item["before"])
@@ -188,9 +188,9 @@ def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
         if item.get("requery", True):
             per_query.update(_search_again(clone, scope, rest, item["limits"], item["before"]))
     except BaseException:
-        worker.close_quietly(clone, clone_at)
+        workerstate.close_quietly(clone, clone_at)
         raise
-    worker.close(clone, clone_at)
+    workerstate.close(clone, clone_at)
 
     corruptions = []
     made = guard.call(
@@ -211,7 +211,7 @@ def roundtrip_scope(item: Mapping[str, Any]) -> dict[str, Any]:
         corruptions.append(
             {"name": corruption.name, "description": corruption.description, **outcome}
         )
-    worker.remove_tree(work / "spool")
+    workerstate.remove_tree(work / "spool")
     return {
         "index": item["index"],
         "scope_id": scope.scope_id,
@@ -283,7 +283,7 @@ def run_roundtrip(
     execution: Execution | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Round-trip the sampled scopes; return the `roundtrip` envelope and its timing."""
-    from recallbench.errors import RecallbenchError
+    from recallbench.core.errors import RecallbenchError
 
     if sample < 1:
         raise RecallbenchError(f"--sample must be at least 1, got {sample}")
@@ -292,7 +292,7 @@ def run_roundtrip(
     require_made_from(runs_env, suite_env, hydrate_env)
     watch = Stopwatch()
     hyd, runs = hydrate_env["data"], runs_env["data"]
-    system = worker.resolve_system(hyd["system"])  # once: carried to what needs it
+    system = workerstate.resolve_system(hyd["system"])  # once: carried to what needs it
     check_same_options(hyd, system, execution.call_timeout)  # transient sources are rebuilt here
     work = safe_child(Path(build_dir), ROUNDTRIP_DIR)
     if work.exists():
@@ -324,10 +324,10 @@ def run_roundtrip(
         {
             "index": i,
             "ref": ref,
-            "directory": str(worker.store_dir(stores, i)),
+            "directory": str(workerstate.store_dir(stores, i)),
             "kept": kept,
             "expect": {k: v for k, v in runs["scopes"][i].items() if k in ("records", "digest")},
-            "work": str(worker.store_dir(work_root, i)),
+            "work": str(workerstate.store_dir(work_root, i)),
             **expected(rows_of.get(ref["scope_id"], [])),
         }
         for i, ref in scope_refs(suite_env, structured(system))

@@ -1,4 +1,4 @@
-"""score: every measure of the dataset per query, per category and overall. Measures are values (`recallbench.measures`), rebuilt from suite.json's levels
+"""score: every measure of the dataset per query, per category and overall. Measures are values (`recallbench.metrics.measures`), rebuilt from suite.json's levels
 and options through the dataset's measure family; this stage only loops."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from recallbench.artifacts import envelope, inputs_of, require_made_from
-from recallbench.errors import RecallbenchError
-from recallbench.measures import (
+from recallbench.builddir.artifacts import envelope, inputs_of, require_made_from
+from recallbench.core.errors import RecallbenchError
+from recallbench.metrics.measures import (
     Measure,
     aggregate,
     distinct,

@@ -3,7 +3,7 @@
 The suite artifact (suite.json) records the dataset's identity (files and sha256), the
 reader options, levels, categories, drop rules with every drop and its reason, the scope
 index (scope id, memories, queries, where its line of the spool lies) and counts. Beside it,
-validate writes the scope spool (``scopes.jsonl``, see `recallbench.spool`): every scope as
+validate writes the scope spool (``scopes.jsonl``, see `recallbench.builddir.scopespool`): every scope as
 one line of plain JSON, exactly what a worker needs; where the dataset has structure, the
 structure spool beside it (``scopes-structure.jsonl``), read only for a structured system.
 The data file is read once, here; later stages read the spools, whose digests suite.json
@@ -18,15 +18,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from recallbench.artifacts import envelope
+from recallbench.builddir.artifacts import envelope
+from recallbench.builddir.scopespool import STRUCTURE_SPOOL, ValidateSpools
+from recallbench.core.errors import RecallbenchError
+from recallbench.core.model import Drop, Scope
 from recallbench.datasets.base import dataset_policy_name, open_source
-from recallbench.errors import RecallbenchError
-from recallbench.model import Drop, Scope
-from recallbench.spool import STRUCTURE_SPOOL, ValidateSpools
 
 
 def _id_problem(value: str) -> str | None:
-    from recallbench.ids import id_problem
+    from recallbench.core.ids import id_problem
 
     return id_problem(value)
 
@@ -92,9 +92,9 @@ def run_validate(
 
 def place_spool(env: dict[str, Any]) -> None:
     """Move the spools validate wrote (`spool_tmp` and `structure_tmp`, taken out of
-    `env`) into place (each place checked again: never a link, `buildpaths.check_target`).
+    `env`) into place (each place checked again: never a link, `paths.check_target`).
     A suite without structure removes a structure spool an earlier validate left there."""
-    from recallbench.buildpaths import check_target
+    from recallbench.builddir.paths import check_target
 
     moves = [(Path(env.pop("spool_tmp")), Path(env["spool_path"]))]
     structure = Path(env["spool_path"]).with_name(STRUCTURE_SPOOL)
@@ -116,7 +116,7 @@ def place_spool(env: dict[str, Any]) -> None:
 def publish_suite(env: dict[str, Any], suite_path: Path) -> None:
     """Move the spool into place, then write suite.json (a crash between the two leaves an
     old suite.json whose spool digest no longer matches: refused, never mixed)."""
-    from recallbench.artifacts import dumps, publish
+    from recallbench.builddir.artifacts import dumps, publish
 
     place_spool(env)
     publish({Path(suite_path): dumps(env)})

@@ -20,7 +20,7 @@ stage then reports "n/a: <system> has no clone path" rather than failing):
   without the attribute gets neither: records as before, `search(query, limit)`.
 
 This module is what a plugin implements and what the harness calls; the helpers the
-built-in systems share (and a plugin may use) are in `recallbench.systems.kit`. A plugin
+built-in systems share (and a plugin may use) are in `recallbench.systems.packaging`. A plugin
 imports both from `recallbench.plugin`.
 """
 
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from recallbench.errors import RecallbenchError
-from recallbench.model import Turn as Turn  # a structured record's turn (the seam's name)
+from recallbench.core.errors import RecallbenchError
+from recallbench.core.model import Turn as Turn  # a structured record's turn (the seam's name)
 
 
 @dataclass(frozen=True)
@@ -214,10 +214,10 @@ class Embedder(Protocol):
 
     Optional (absent means None; an embedder without it works as before):
     `text_transform`, what the store does to a text before it embeds it: a name of
-    `recallbench.embedding.TEXT_TRANSFORMS` (`"strip"`) for every text, or a mapping of
+    `recallbench.core.embedding.TEXT_TRANSFORMS` (`"strip"`) for every text, or a mapping of
     role (`"memory"`, `"query"`) to a name, e.g. `{"query": "strip"}` for a store whose
     search strips its query. Prep then embeds each text in that form too, and the store
-    asks the vector cache for that form (`storekit.VectorSource.check(text, role)`).
+    asks the vector cache for that form (`adapters.VectorSource.check(text, role)`).
     """
 
     #: the model's maximum input length in tokens (None: no limit)

@@ -22,10 +22,10 @@ from typing import Any
 import bm25s
 import numpy as np
 
+from recallbench.systems.adapters import OpensRecords, RecordsStore
 from recallbench.systems.base import Hit, StoreRecord, TimedCalls
-from recallbench.systems.kit import RecordsClone
+from recallbench.systems.packaging import RecordsClone
 from recallbench.systems.registry import register
-from recallbench.systems.storekit import OpensRecords, RecordsStore
 
 PACKAGE_FORMAT = "recallbench-bm25-v2"
 _TOKEN = re.compile(r"\w+")

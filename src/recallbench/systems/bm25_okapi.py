@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from recallbench.systems.adapters import OpensRecords, RecordsStore
 from recallbench.systems.base import Hit, StoreRecord, TimedCalls
-from recallbench.systems.kit import RecordsClone
+from recallbench.systems.packaging import RecordsClone
 from recallbench.systems.registry import register
-from recallbench.systems.storekit import OpensRecords, RecordsStore
 
 PACKAGE_FORMAT = "recallbench-bm25-okapi-v1"
 

@@ -9,7 +9,7 @@ embedding function: Chroma's default one downloads a model, so vectors are passe
 from the `minilm` embedder capability. Memory ids are Chroma's ids as given; the identifier
 rides in the metadata. Search: `collection.query(n_results=top_k)` in Chroma's order
 (distance ascending; the score is 1 - cosine distance). Digest: (id, document) read back with
-`collection.get`. Clone: the persisted directory (`storekit.DirectoryClone`).
+`collection.get`. Clone: the persisted directory (`adapters.DirectoryClone`).
 
 Approximate: Chroma 1.5.9's HNSW graph is not the same run after run. Two builds of the same
 vectors added in the same order give different graphs, and no public setting fixes it
@@ -27,15 +27,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.systems.base import Hit, StoreRecord, VectorLookup
-from recallbench.systems.kit import check_new_ids
-from recallbench.systems.registry import register
-from recallbench.systems.storekit import (
+from recallbench.systems.adapters import (
     DirectoryStoreSystem,
     ReadsBack,
     VectorSource,
     package_version,
 )
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
+from recallbench.systems.packaging import check_new_ids
+from recallbench.systems.registry import register
 
 COLLECTION = "memories"
 SUBDIR = "chroma"

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from recallbench.artifacts import publish
-from recallbench.errors import RecallbenchError
+from recallbench.builddir.artifacts import publish
+from recallbench.core.errors import RecallbenchError
 from recallbench.systems.base import (
     Corruption,
     Hit,
@@ -35,7 +35,7 @@ from recallbench.systems.base import (
     TimedCalls,
     VectorLookup,
 )
-from recallbench.systems.kit import (
+from recallbench.systems.packaging import (
     check_manifest,
     check_new_ids,
     check_record_count,

@@ -33,8 +33,8 @@ from typing import Any
 
 import orjson
 
-from recallbench.artifacts import atomic_write_bytes
-from recallbench.errors import RecallbenchError
+from recallbench.builddir.artifacts import atomic_write_bytes
+from recallbench.core.errors import RecallbenchError
 from recallbench.systems.base import (
     Corruption,
     Hit,
@@ -45,7 +45,7 @@ from recallbench.systems.base import (
     TimedCalls,
     VectorLookup,
 )
-from recallbench.systems.kit import MANIFEST, copy_package, package_size
+from recallbench.systems.packaging import MANIFEST, copy_package, package_size
 from recallbench.systems.registry import get_system, register
 
 MARKER = "fusion.json"

@@ -43,7 +43,7 @@ from recallbench.systems.base import (
     TimedCalls,
     VectorLookup,
 )
-from recallbench.systems.kit import (
+from recallbench.systems.packaging import (
     copy_package,
     edit_text,
     package_size,
@@ -182,7 +182,7 @@ class HotMemEmbedder:
         #: the hash embedder reads every trigram (no limit); a learned one says its limit
         self.max_tokens: int | None = getattr(inner, "max_tokens", None)
         #: one text at a time (the hash embedder) never depends on the batch; a learned
-        #: embedder says whether it does (see `recallbench.embedding`)
+        #: embedder says whether it does (see `recallbench.core.embedding`)
         self.batch_invariant: bool = getattr(
             inner, "batch_invariant", not hasattr(inner, "embed_batch")
         )

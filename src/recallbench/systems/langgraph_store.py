@@ -21,7 +21,7 @@
 `embed` is a function over recallbench's vectors (the pipeline's vector cache, else the
 `minilm` embedder): LangGraph's index accepts any `list[str] -> list[list[float]]`.
 Digest: every item read back with `store.search` (no query), paged. Clone: the database
-file (`storekit.DirectoryClone`).
+file (`adapters.DirectoryClone`).
 """
 
 from __future__ import annotations
@@ -35,17 +35,17 @@ from typing import Any
 
 import orjson
 
-from recallbench.artifacts import atomic_write_bytes
-from recallbench.errors import RecallbenchError
-from recallbench.systems.base import Hit, StoreRecord, VectorLookup
-from recallbench.systems.kit import check_new_ids
-from recallbench.systems.registry import register
-from recallbench.systems.storekit import (
+from recallbench.builddir.artifacts import atomic_write_bytes
+from recallbench.core.errors import RecallbenchError
+from recallbench.systems.adapters import (
     DirectoryStoreSystem,
     ReadsBack,
     VectorSource,
     package_version,
 )
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
+from recallbench.systems.packaging import check_new_ids
+from recallbench.systems.registry import register
 
 DB = "store.sqlite"
 KEYS = "keys.json"

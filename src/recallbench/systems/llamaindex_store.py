@@ -10,7 +10,7 @@ LlamaIndex otherwise embeds metadata with the text). Embedding: a `BaseEmbedding
 or from the `minilm` embedder capability: LlamaIndex never loads a model of its own, and no
 LLM is used. Search: `index.as_retriever(similarity_top_k=top_k).retrieve(query)` in
 LlamaIndex's order (exact cosine over every node; its score). Digest: (node id, text) of
-the docstore. Clone: the persisted directory (`storekit.DirectoryClone`).
+the docstore. Clone: the persisted directory (`adapters.DirectoryClone`).
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.systems.base import Hit, StoreRecord, VectorLookup
-from recallbench.systems.kit import check_new_ids
-from recallbench.systems.registry import register
-from recallbench.systems.storekit import (
+from recallbench.systems.adapters import (
     DirectoryStoreSystem,
     ReadsBack,
     VectorSource,
     package_version,
 )
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
+from recallbench.systems.packaging import check_new_ids
+from recallbench.systems.registry import register
 
 SUBDIR = "index"
 PACKAGE_FORMAT = "recallbench-llamaindex-dir-v1"

@@ -45,7 +45,7 @@ here, unless the user set it, to `.store-cache/mem0` beside the first store this
 opens, inside the build directory). Import mem0 only through `_mem0()` so both are in place.
 
 Digest: (memory id, text) read back with `memory.get_all`. Clone: the store directory
-(`storekit.DirectoryClone`), verified by mem0's own load (`Memory.from_config` on a copy).
+(`adapters.DirectoryClone`), verified by mem0's own load (`Memory.from_config` on a copy).
 """
 
 from __future__ import annotations
@@ -57,15 +57,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.systems.base import Hit, StoreRecord, VectorLookup
-from recallbench.systems.kit import check_new_ids
-from recallbench.systems.registry import register
-from recallbench.systems.storekit import (
+from recallbench.systems.adapters import (
     DirectoryStoreSystem,
     ReadsBack,
     VectorSource,
     package_version,
 )
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
+from recallbench.systems.packaging import check_new_ids
+from recallbench.systems.registry import register
 
 SUBDIR = "faiss"
 HISTORY = "history.db"

@@ -19,7 +19,7 @@ accepts FLAT, IVF_FLAT and AUTOINDEX only (HNSW is refused in its local mode). A
 output_fields=["identifier"], search_params=...)` in Milvus's order; the score is Milvus's
 COSINE "distance", the cosine similarity.
 
-Options (`storekit.system_options`, the variable `RECALLBENCH_INDEX_MILVUS` or
+Options (`adapters.system_options`, the variable `RECALLBENCH_INDEX_MILVUS` or
 `RECALLBENCH_INDEX_MILVUS_FLAT`): `index_type` (FLAT, IVF_FLAT, AUTOINDEX), and for
 IVF_FLAT `nlist` (its build parameter, Milvus's default 128) and `nprobe` (its search
 parameter, Milvus's default 8). They are recorded in the configuration and in each store's
@@ -30,7 +30,7 @@ memory id, identifier and text are at most 65,535 bytes of UTF-8 each (VARCHAR's
 
 Digest: (id, text) read back with `client.query` in pages (a store holds at most 16,384
 memories: Milvus's bound on a query's offset + limit). Clone: the store directory with
-its `milvus.db` (`storekit.DirectoryClone`), verified by Milvus's own load of a copy; the
+its `milvus.db` (`adapters.DirectoryClone`), verified by Milvus's own load of a copy; the
 lock file is left out and never opened (POSIX drops a process's lock on a file when it
 closes any descriptor of it, and the server would stop).
 """
@@ -44,11 +44,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.errors import RecallbenchError
-from recallbench.systems.base import Hit, StoreRecord, VectorLookup
-from recallbench.systems.kit import check_new_ids
-from recallbench.systems.registry import register
-from recallbench.systems.storekit import (
+from recallbench.core.errors import RecallbenchError
+from recallbench.systems.adapters import (
     DirectoryStoreSystem,
     ReadsBack,
     VectorSource,
@@ -57,6 +54,9 @@ from recallbench.systems.storekit import (
     package_version,
     system_options,
 )
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
+from recallbench.systems.packaging import check_new_ids
+from recallbench.systems.registry import register
 
 DB_FILE = "milvus.db"
 #: Milvus Lite's lock beside its file: held by the process that started the server, which
@@ -137,7 +137,7 @@ def format_index(index: dict[str, Any]) -> str:
 def _quiet() -> None:
     """pymilvus logs each failed call with its traceback before it raises (the store's
     error is the one line); milvus-lite's pkg_resources warning is silenced by
-    `storekit.offline_environment`."""
+    `adapters.offline_environment`."""
     logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
 
 
@@ -169,7 +169,7 @@ def server_home(directory: Path) -> Iterator[None]:
 @contextlib.contextmanager
 def short_socket_dir(db: Path) -> Iterator[None]:
     """Milvus Lite names its server's socket ``tempfile.mktemp() + "_" + db.name + ".sock"``:
-    when that path would not fit a Unix socket (`storekit.fits_unix_socket`: a long TMPDIR), Python's temporary
+    when that path would not fit a Unix socket (`adapters.fits_unix_socket`: a long TMPDIR), Python's temporary
     directory is the system's (``/tmp``) while the server starts, so the socket can be
     made. The socket is removed when the server stops."""
     import tempfile

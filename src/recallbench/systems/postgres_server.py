@@ -9,7 +9,7 @@ directory above the data directory to everyone). Instead:
   dir> -c listen_addresses=''` in the foreground: a Unix socket only, no TCP port. The data
   directory and the server's log (`<dir>/server.log`) are in the store directory; the
   socket too (`<dir>/sock`) unless that path is too long for a Unix socket (107 bytes,
-  counted in bytes: `storekit.fits_unix_socket`, Milvus's check too) or holds a comma
+  counted in bytes: `adapters.fits_unix_socket`, Milvus's check too) or holds a comma
   (postgres's `-k` and libpq's `host` are comma-separated lists, with no escape), then in a
   temporary directory `rb-pg-*` in tempfile's directory (the user's TMPDIR; /tmp when that
   is too long), removed when the server stops. A data directory path with a newline or a
@@ -25,7 +25,7 @@ directory above the data directory to everyone). Instead:
   kills every backend; an IPC namespace, so no System V segment outlives it. Without a
   usable `unshare` a non-root caller runs postgres directly; root cannot (one line says so).
 * Every exit path stops it. `stop()` (the store's `close`, reached on an exception, a
-  Ctrl-C, SIGTERM and SIGHUP, which `recallbench.signals` turns into one) asks postmaster
+  Ctrl-C, SIGTERM and SIGHUP, which `recallbench.core.signals` turns into one) asks postmaster
   for a fast shutdown (SIGINT) and waits; a server that does not stop is killed. If the
   recallbench process (or its worker) is killed outright, even by SIGKILL, `unshare` gets
   SIGKILL from the kernel (PR_SET_PDEATHSIG, set before it runs) and `--kill-child` takes
@@ -58,9 +58,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from recallbench.errors import RecallbenchError
-from recallbench.signals import die_with_parent, prepare_parent_death_signal
-from recallbench.systems.storekit import fits_unix_socket
+from recallbench.core.errors import RecallbenchError
+from recallbench.core.signals import die_with_parent, prepare_parent_death_signal
+from recallbench.systems.adapters import fits_unix_socket
 
 #: the database each store keeps its data in (one server per store)
 DATABASE = "recallbench"

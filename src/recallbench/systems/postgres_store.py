@@ -16,7 +16,7 @@ public API, on a PostgreSQL 16 server recallbench starts for each store
   index with pgvector's parameters, cosine, its keyword search over PostgreSQL full text,
   which makes mem0's BM25 half active), infer=False, as for `mem0`.
 
-Index options (`storekit.index_options`: `RECALLBENCH_INDEX_<SYSTEM>=key=value,...`), the
+Index options (`adapters.index_options`: `RECALLBENCH_INDEX_<SYSTEM>=key=value,...`), the
 stores' and pgvector's defaults otherwise, all recorded in the configuration and in each
 store's marker (a store reopened under other options is refused, as Milvus's are). The
 index is read back from the database's catalog when a store opens (`check_index`: access
@@ -41,21 +41,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.errors import RecallbenchError
-from recallbench.systems.base import (
-    Hit,
-    SnapshotRejected,
-    StoreRecord,
-    TimedCalls,
-    VectorLookup,
-)
-from recallbench.systems.kit import check_new_ids
-from recallbench.systems.langgraph_store import NAMESPACE, LangGraphStore, LangGraphSystem
-from recallbench.systems.llamaindex_store import _embedding_class, node_hits, text_nodes
-from recallbench.systems.mem0_store import COLLECTION, DIMS, Mem0Store, Mem0System
-from recallbench.systems.postgres_server import PostgresServer, severe_line, versions
-from recallbench.systems.registry import register
-from recallbench.systems.storekit import (
+from recallbench.core.errors import RecallbenchError
+from recallbench.systems.adapters import (
     MiniLMCapability,
     OpensDirectories,
     PackageClone,
@@ -65,6 +52,19 @@ from recallbench.systems.storekit import (
     index_options_variable,
     package_version,
 )
+from recallbench.systems.base import (
+    Hit,
+    SnapshotRejected,
+    StoreRecord,
+    TimedCalls,
+    VectorLookup,
+)
+from recallbench.systems.langgraph_store import NAMESPACE, LangGraphStore, LangGraphSystem
+from recallbench.systems.llamaindex_store import _embedding_class, node_hits, text_nodes
+from recallbench.systems.mem0_store import COLLECTION, DIMS, Mem0Store, Mem0System
+from recallbench.systems.packaging import check_new_ids
+from recallbench.systems.postgres_server import PostgresServer, severe_line, versions
+from recallbench.systems.registry import register
 
 SERVER_DIR = "pg"
 DUMP = "database.dump"

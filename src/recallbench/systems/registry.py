@@ -29,7 +29,7 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from recallbench.errors import RecallbenchError
+from recallbench.core.errors import RecallbenchError
 
 if TYPE_CHECKING:
     import importlib.metadata
@@ -66,7 +66,7 @@ BUILTIN: dict[str, str] = {
 }
 
 #: The built-ins whose index a user may set through `RECALLBENCH_INDEX_<NAME>` (read by
-#: `storekit.index_options` or `storekit.system_options` when the system is built). The
+#: `adapters.index_options` or `adapters.system_options` when the system is built). The
 #: variable of any other built-in is refused in one line (it would be ignored): a built-in
 #: that starts reading its variable must be listed here.
 INDEX_OPTION_SYSTEMS: tuple[str, ...] = (
@@ -344,7 +344,7 @@ def get_system(name: str = DEFAULT_SYSTEM) -> System:
     ep = _entry_points().get(name)
     if ep is None:
         raise RecallbenchError(f"unknown system '{name}' (known: {', '.join(system_names())})")
-    from recallbench.boundary import kept_cwd
+    from recallbench.systems.boundary import kept_cwd
 
     try:
         with kept_cwd():  # a plugin's import or factory calling os.chdir moves nothing
@@ -442,7 +442,7 @@ def systems_table(rows: Sequence[dict[str, Any]]) -> str:
     `docs/systems.md`. A built-in's description is the project's own Markdown; a plugin's
     is escaped (`escape.markdown_cell`): it renders as the plugin's text and cannot break
     the table or add links."""
-    from recallbench.escape import markdown_cell
+    from recallbench.core.escape import markdown_cell
 
     lines = [
         "| system | description | extra | capabilities |",
@@ -468,7 +468,7 @@ def systems_listing(rows: Sequence[dict[str, Any]]) -> list[str]:
     name, `available` or `unavailable`, capabilities (`-` for none), the description, the
     plugin's distribution, and for an unavailable system why, after ` -- ` (what
     installs it, or the plugin's error). Every line is escaped for the terminal."""
-    from recallbench.escape import terminal
+    from recallbench.core.escape import terminal
 
     width = max((len(r["name"]) for r in rows), default=0)
     caps_width = max((len(", ".join(r["capabilities"]) or "-") for r in rows), default=0)

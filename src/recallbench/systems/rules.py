@@ -11,7 +11,7 @@ A run's decision comes from one of (`chosen_rules`):
 * else none: a one-line statement that no rule applies (`datasets.base.no_rule`).
 
 A plugin's rules are code recallbench does not control, so they run at the boundary
-(`recallbench.boundary`), as a system's calls do: under `--call-timeout`, whatever they
+(`recallbench.systems.boundary`), as a system's calls do: under `--call-timeout`, whatever they
 raise, exit with or hang on is one line naming the rules and their distribution, and what
 they return is checked (`checked_decision`: an object with the decision's fields, of their
 types, holding JSON with finite numbers only: no NaN reaches decision.json, `run --json`
@@ -33,9 +33,9 @@ from typing import Any
 
 import orjson
 
-from recallbench.boundary import Boundary, SystemCallFailed, kind_of, system_boundary
+from recallbench.core.errors import RecallbenchError
 from recallbench.datasets import base
-from recallbench.errors import RecallbenchError
+from recallbench.systems.boundary import Boundary, SystemCallFailed, kind_of, system_boundary
 
 #: the fields of a decision and the types of their values (None allowed where listed)
 DECISION_FIELDS: dict[str, tuple[type, ...]] = {
@@ -118,7 +118,7 @@ Decided = tuple[dict[str, Any], RulesSource | None]
 
 def _canonical(name: str | None) -> str | None:
     """A distribution name as packaging compares them (`source.canonical_name`), or None."""
-    from recallbench.source import canonical_name
+    from recallbench.core.source import canonical_name
 
     return None if name is None else canonical_name(name)
 

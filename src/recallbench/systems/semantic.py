@@ -10,7 +10,7 @@ same instance, so both share one vector space and one prep cache.
 The model (and torch) load on the first text embedded, not before: a LongMemEval run from
 a prep cache therefore never loads them. Each `embed_batch` call is one forward pass of
 exactly the texts given (so the caller's batch is the model's batch), on one torch thread
-on the CPU (or on the device `set_device` chose). Threads may embed at once (prep's lanes:
+on the CPU (or on the device `set_device` chose). Threads may embed at once (prep's embedding threads:
 each batch's forward pass runs in its calling thread, on that one torch thread). Its vectors depend in the last bits on
 that batch (`batch_invariant` is False): every run takes them from the prep cache, whose
 batches are fixed (`recallbench.stages.prep`). The maximum input length and token counts come
@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recallbench.embedding import torch_cache_in_scratch
-from recallbench.errors import RecallbenchError
+from recallbench.core.embedding import torch_cache_in_scratch
+from recallbench.core.errors import RecallbenchError
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSION = 384
@@ -148,7 +148,7 @@ def keep_freed_memory() -> bool:
     same either way; the process keeps up to 1 GiB of freed memory for reuse."""
     import ctypes
 
-    from recallbench.signals import loaded_libc
+    from recallbench.core.signals import loaded_libc
 
     mallopt = getattr(loaded_libc(), "mallopt", None)
     if mallopt is None:
@@ -174,7 +174,7 @@ class MiniLMEmbedder:
 
         self._model: Any = None
         self._device = "auto"  # resolved when the model loads
-        # one load however many threads ask at once (a worker's loading thread, its lanes)
+        # one load however many threads ask at once (a worker's loading thread, its embedding threads)
         self._loading = threading.Lock()
         self._descriptor = EmbeddingDescriptor(
             implementation="sentence-transformers",

@@ -10,7 +10,7 @@ keyword index and fuses its scores with the dense ones (txtai's defaults). Searc
 `embeddings.search(query, limit=top_k)` in txtai's order and score. The identifier of each
 memory is kept beside the index (`identifiers.json`), as txtai's search returns ids and
 text. Digest: (id, text) read back with txtai's SQL (`select id, text from txtai`). Clone:
-the saved directory (`storekit.DirectoryClone`).
+the saved directory (`adapters.DirectoryClone`).
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from typing import Any
 
 import orjson
 
-from recallbench.artifacts import atomic_write_bytes
-from recallbench.systems.base import Hit, StoreRecord, VectorLookup
-from recallbench.systems.kit import check_new_ids
-from recallbench.systems.registry import register
-from recallbench.systems.storekit import (
+from recallbench.builddir.artifacts import atomic_write_bytes
+from recallbench.systems.adapters import (
     DirectoryStoreSystem,
     ReadsBack,
     VectorSource,
     package_version,
 )
+from recallbench.systems.base import Hit, StoreRecord, VectorLookup
+from recallbench.systems.packaging import check_new_ids
+from recallbench.systems.registry import register
 
 SUBDIR = "index"
 IDENTIFIERS = "identifiers.json"

@@ -51,13 +51,13 @@ from typing import Any
 
 import orjson
 
-from recallbench.artifacts import atomic_write_bytes
-from recallbench.errors import RecallbenchError
-from recallbench.escape import terminal
+from recallbench.builddir.artifacts import atomic_write_bytes
+from recallbench.core.errors import RecallbenchError
+from recallbench.core.escape import terminal
+from recallbench.systems.adapters import claim, existing
 from recallbench.systems.base import Hit, StoreRecord, TimedCalls
-from recallbench.systems.kit import check_new_ids, records_digest
+from recallbench.systems.packaging import check_new_ids, records_digest
 from recallbench.systems.registry import find_binary, register
-from recallbench.systems.storekit import claim, existing
 
 DB = "vipune.db"
 IDS = "ids.json"

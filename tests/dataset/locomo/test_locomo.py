@@ -12,6 +12,9 @@ from typing import Any
 import orjson
 import pytest
 
+from recallbench.core.errors import RecallbenchError
+from recallbench.core.ids import opaque_id
+from recallbench.core.model import Drop, Scope
 from recallbench.datasets.base import dataset_policy
 from recallbench.datasets.locomo.generator import _TEMPLATES, generate
 from recallbench.datasets.locomo.reader import (
@@ -23,10 +26,7 @@ from recallbench.datasets.locomo.reader import (
     parse_evidence,
     turn_text,
 )
-from recallbench.errors import RecallbenchError
-from recallbench.ids import opaque_id
-from recallbench.measures import LOCOMO, family_measures
-from recallbench.model import Drop, Scope
+from recallbench.metrics.measures import LOCOMO, family_measures
 
 # -- a hand-written file -------------------------------------------------------------------
 

@@ -14,11 +14,11 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from recallbench.cli import main
+from recallbench.cli.main import main
+from recallbench.commands.pipeline import run_pipeline
+from recallbench.core.errors import RecallbenchError
 from recallbench.datasets.locomo.generator import ZIP_FOLDER, generate, per_conversation
 from recallbench.datasets.locomo.reader import open_source
-from recallbench.errors import RecallbenchError
-from recallbench.pipeline import run_pipeline
 
 SHAPE = {
     "conversations": 3,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from recallbench.cli import main
+from recallbench.cli.main import main
 from recallbench.datasets.locomo.generator import generate
 
 PARTS = ("unit", "k_counting", "questions", "measure")
@@ -150,7 +150,7 @@ def test_json_and_markdown_agree(table: dict[str, Any]) -> None:
 
 
 def test_strings_from_data_are_escaped_in_every_output() -> None:
-    from recallbench.protocols import render_html, render_markdown, render_text
+    from recallbench.commands.protocols import render_html, render_markdown, render_text
 
     hostile = "<script>alert(1)</script>|*x*\x1b[2J"
     doc = {

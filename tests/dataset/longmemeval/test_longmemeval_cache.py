@@ -12,8 +12,12 @@ import orjson
 import pytest
 from click.testing import CliRunner, Result
 
-from recallbench.artifacts import dumps, file_sha256
-from recallbench.cache import (
+from recallbench.builddir.artifacts import dumps, file_sha256
+from recallbench.cli.main import main
+from recallbench.core.model import Scope
+from recallbench.datasets.longmemeval.generator import generate
+from recallbench.datasets.longmemeval.reader import open_source
+from recallbench.engine.vectorcache import (
     FILES,
     KEYS,
     MANIFEST,
@@ -25,10 +29,6 @@ from recallbench.cache import (
     rows_dir,
     text_key,
 )
-from recallbench.cli import main
-from recallbench.datasets.longmemeval.generator import generate
-from recallbench.datasets.longmemeval.reader import open_source
-from recallbench.model import Scope
 from recallbench.systems.base import MissingVector
 
 

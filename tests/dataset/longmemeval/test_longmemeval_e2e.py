@@ -1,5 +1,5 @@
 """LongMemEval through the seven stages on generated data: counts and drops, scores vs a
-direct computation, parity with the retired LongMemEval lane, workers, no leakage into the
+direct computation, parity with the retired `recallbench longmemeval run` command, workers, no leakage into the
 stores, stale artifacts, the CLI stage by stage, quiet output and the script's summary."""
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import orjson
 import pytest
 from click.testing import CliRunner, Result
 
-from recallbench import progress
-from recallbench.artifacts import STAGES, file_sha256
-from recallbench.cli import main
+from recallbench.builddir.artifacts import STAGES, file_sha256
+from recallbench.cli.main import main
+from recallbench.commands.pipeline import Run, run_pipeline, write_run
+from recallbench.core import progress
 from recallbench.datasets.longmemeval.generator import generate
-from recallbench.pipeline import Run, run_pipeline, write_run
+from recallbench.engine.tasks import Execution
 from recallbench.stages import query as query_stage
-from recallbench.stagework import Execution
 
 ROOT = Path(__file__).resolve().parents[3]
 ARTIFACT_FILES = [s.file for s in STAGES]
@@ -34,7 +34,7 @@ TYPES = (
     "single-session-assistant",
     "single-session-preference",
 )
-#: The retired LongMemEval lane (`recallbench longmemeval run`, commit 4f9ba14) on
+#: The retired `recallbench longmemeval run` command (commit 4f9ba14) on
 #: generate(shape="s", questions=12, seed=1, sessions_per_question=8, session_chars=300),
 #: system bm25, session text "user", top-k 10: its overall figures and the sha256 of its
 #: per-question session rankings ({question_id: ranking} as sorted-key compact JSON).
@@ -87,7 +87,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def lane(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def longmemeval_run(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One in-process run with BM25 (top-10), written to a build directory (read-only)."""
     build = tmp_path_factory.mktemp("lme-e2e-build")
     run = run_pipeline("longmemeval", {"data": data}, build, system="bm25", top_k=10)
@@ -95,12 +95,12 @@ def lane(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
     return {"build": build, "run": run}
 
 
-def _rows(lane: dict[str, Any]) -> list[dict[str, Any]]:
-    return lane["run"].envelopes["runs"]["data"]["queries"]
+def _rows(longmemeval_run: dict[str, Any]) -> list[dict[str, Any]]:
+    return longmemeval_run["run"].envelopes["runs"]["data"]["queries"]
 
 
-def test_the_run_writes_every_artifact_and_counts_the_drops(lane: dict) -> None:
-    build, run = lane["build"], lane["run"]
+def test_the_run_writes_every_artifact_and_counts_the_drops(longmemeval_run: dict) -> None:
+    build, run = longmemeval_run["build"], longmemeval_run["run"]
     for name in [*ARTIFACT_FILES, "report.md"]:
         assert (build / name).is_file(), name
     assert not (build / "work").exists()  # every transient store removed
@@ -119,9 +119,11 @@ def test_the_run_writes_every_artifact_and_counts_the_drops(lane: dict) -> None:
     assert "seconds" in (build / "timings" / "runs.json").read_text()
 
 
-def test_report_states_file_options_denominators_and_drops(lane: dict, data: Path) -> None:
-    report = (lane["build"] / "report.md").read_text()
-    result = lane["run"].result
+def test_report_states_file_options_denominators_and_drops(
+    longmemeval_run: dict, data: Path
+) -> None:
+    report = (longmemeval_run["build"] / "report.md").read_text()
+    result = longmemeval_run["run"].result
     assert result["dataset"]["identity"]["files"][0]["sha256"] == file_sha256(data)
     assert file_sha256(data)[:12] in report and data.name in report
     assert "session text user, unit session" in report
@@ -152,9 +154,9 @@ def _direct(ranking: list[str], gold: list[str], k: int) -> dict[str, float]:
     }
 
 
-def test_numbers_equal_a_direct_computation_from_the_rankings(lane: dict) -> None:
-    rows = _rows(lane)
-    metrics = lane["run"].result["metrics"]
+def test_numbers_equal_a_direct_computation_from_the_rankings(longmemeval_run: dict) -> None:
+    rows = _rows(longmemeval_run)
+    metrics = longmemeval_run["run"].result["metrics"]
     groups: dict[str, list[dict]] = {"overall": rows}
     for row in rows:
         groups.setdefault(row["category"], []).append(row)
@@ -176,21 +178,23 @@ def test_numbers_equal_a_direct_computation_from_the_rankings(lane: dict) -> Non
     assert 0 < overall["recall_all@1"]["value"] < overall["recall_any@10"]["value"]
 
 
-def test_session_results_equal_the_retired_lane(lane: dict) -> None:
-    overall = lane["run"].result["metrics"]["overall"]
+def test_session_results_equal_the_retired_lane(longmemeval_run: dict) -> None:
+    overall = longmemeval_run["run"].result["metrics"]["overall"]
     for name, value in OLD_LANE_BM25.items():
         assert overall[name]["value"] == pytest.approx(value, abs=1e-12), name
     for k, value in OLD_LANE_BM25_POOLED_RECALL.items():
         pooled = overall[f"recall@{k}"]["pooled"]
         assert pooled["numerator"] / pooled["denominator"] == value
-    rankings = {r["query_id"]: r["levels"]["session"]["ranking"] for r in _rows(lane)}
+    rankings = {r["query_id"]: r["levels"]["session"]["ranking"] for r in _rows(longmemeval_run)}
     digest = hashlib.sha256(orjson.dumps(rankings, option=orjson.OPT_SORT_KEYS)).hexdigest()
     assert digest == OLD_LANE_BM25_RANKINGS_SHA256
 
 
-def test_rankings_are_top_k_dataset_ids_and_scores_descend(lane: dict, data: Path) -> None:
+def test_rankings_are_top_k_dataset_ids_and_scores_descend(
+    longmemeval_run: dict, data: Path
+) -> None:
     raw = {r["question_id"]: r for r in orjson.loads(data.read_bytes())}
-    for row in _rows(lane):
+    for row in _rows(longmemeval_run):
         record = raw[row["query_id"]]
         haystack = list(dict.fromkeys(record["haystack_session_ids"]))
         session = row["levels"]["session"]
@@ -203,7 +207,11 @@ def test_rankings_are_top_k_dataset_ids_and_scores_descend(lane: dict, data: Pat
 
 @pytest.mark.parametrize("batched", [False, True])
 def test_one_and_two_workers_give_identical_artifacts(
-    lane: dict, data: Path, tmp_path: Path, batched: bool, monkeypatch: pytest.MonkeyPatch
+    longmemeval_run: dict,
+    data: Path,
+    tmp_path: Path,
+    batched: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Also when several questions go to a worker as one task (a shallow window makes the
     11 questions enough to batch)."""
@@ -219,7 +227,9 @@ def test_one_and_two_workers_give_identical_artifacts(
     )
     write_run(run, tmp_path)
     for name in ("runs.json", "scores.json", "results.json", "hydrate.json", "roundtrip.json"):
-        assert (tmp_path / name).read_bytes() == (lane["build"] / name).read_bytes(), name
+        assert (tmp_path / name).read_bytes() == (longmemeval_run["build"] / name).read_bytes(), (
+            name
+        )
     timing = load(tmp_path / "timings" / "runs.json")
     assert timing["execution"] == {"executor": "local", "workers": 2}
     assert timing["scopes_per_task"] == (4 if batched else 1)
@@ -315,7 +325,7 @@ def test_bad_options_are_one_line_errors(data: Path, tmp_path: Path) -> None:
 
 
 def test_cli_stage_by_stage_equals_the_in_process_run(
-    lane: dict, data: Path, tmp_path: Path
+    longmemeval_run: dict, data: Path, tmp_path: Path
 ) -> None:
     build = tmp_path / "b"
 
@@ -336,7 +346,7 @@ def test_cli_stage_by_stage_equals_the_in_process_run(
     decide = call("decide")
     assert decide.stdout.startswith("no rule: no decision rules: the longmemeval dataset")
     for name in ("runs.json", "scores.json", "results.json", "decision.json"):
-        assert (build / name).read_bytes() == (lane["build"] / name).read_bytes(), name
+        assert (build / name).read_bytes() == (longmemeval_run["build"] / name).read_bytes(), name
 
 
 def test_quiet_silences_notices_and_progress(

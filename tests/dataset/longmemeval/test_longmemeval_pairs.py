@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from recallbench.core.ids import opaque_id
+from recallbench.core.model import Drop, Scope, level_ranking
 from recallbench.datasets.longmemeval.generator import generate
 from recallbench.datasets.longmemeval.pairs import (
     GOLD_FROM_SESSIONS,
@@ -19,8 +21,6 @@ from recallbench.datasets.longmemeval.pairs import (
 )
 from recallbench.datasets.longmemeval.reader import DataFile, open_source
 from recallbench.datasets.longmemeval.records import Instance, Turn
-from recallbench.ids import opaque_id
-from recallbench.model import Drop, Scope, level_ranking
 
 
 def _inst(**over) -> Instance:
@@ -99,7 +99,7 @@ def test_the_reader_keeps_abstention_on_request(tmp_path: Path) -> None:
     assert kept.options == {"session_text": "user", "unit": "session", "abstention": "keep"}
     assert dropped.options == {"session_text": "user", "unit": "session"}
     assert any("--abstention keep" in note for note in kept.notes)
-    from recallbench.errors import RecallbenchError
+    from recallbench.core.errors import RecallbenchError
 
     with pytest.raises(RecallbenchError, match="--abstention must be one of drop, keep"):
         open_source({"data": path}, {"abstention": "maybe"})

@@ -20,9 +20,9 @@ import pytest
 from click.testing import CliRunner
 from rank_bm25 import BM25Okapi
 
-from recallbench.cli import main
+from recallbench.cli.main import main
+from recallbench.commands.pipeline import run_pipeline
 from recallbench.datasets.longmemeval.generator import generate
-from recallbench.pipeline import run_pipeline
 
 KS = (1, 3, 5, 10, 30, 50)
 TOL = 1e-12
@@ -345,9 +345,9 @@ def test_official_gold_on_a_record_with_a_noans_session() -> None:
 
 
 def test_measures_take_the_runs_cutoffs_and_the_official_empty_gold() -> None:
-    from recallbench.errors import RecallbenchError
-    from recallbench.measures import NDCGAny, RecallAll, RecallAny, conversational_measures
-    from recallbench.model import Level
+    from recallbench.core.errors import RecallbenchError
+    from recallbench.core.model import Level
+    from recallbench.metrics.measures import NDCGAny, RecallAll, RecallAny, conversational_measures
 
     levels = [Level("session")]
     default = conversational_measures(10, levels)
@@ -389,7 +389,7 @@ def test_the_fixture_suite_refuses_k_before_searching(tmp_path: Path) -> None:
 
 
 def test_turn2session_ndcg_widens_and_is_na_on_a_cut_ranking() -> None:
-    from recallbench.measures import NDCGAnyTurn2Session
+    from recallbench.metrics.measures import NDCGAnyTurn2Session
 
     grades = {"answer_x_3": 2}
     ranking = ["a_1", "a_3", "answer_x_1", "b_1", "answer_x_3", "c_1"]

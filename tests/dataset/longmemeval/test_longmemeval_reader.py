@@ -9,14 +9,14 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from recallbench.artifacts import file_sha256
-from recallbench.cli import main
+from recallbench.builddir.artifacts import file_sha256
+from recallbench.cli.main import main
+from recallbench.core.errors import RecallbenchError
 from recallbench.datasets import jsonstream
 from recallbench.datasets.longmemeval import reader
 from recallbench.datasets.longmemeval.generator import generate
 from recallbench.datasets.longmemeval.reader import DataFile, identify, open_source
 from recallbench.datasets.longmemeval.records import Instance
-from recallbench.errors import RecallbenchError
 
 SMALL = {"session_chars": 120}
 

@@ -59,6 +59,7 @@ from typing import Any
 
 import orjson
 
+from recallbench.core.errors import RecallbenchError
 from recallbench.datasets.synthetic import (
     COMMON_WORDS,
     allocate,
@@ -68,7 +69,6 @@ from recallbench.datasets.synthetic import (
     write_json_array,
     write_sidecar,
 )
-from recallbench.errors import RecallbenchError
 
 #: the generator's name recorded in every sidecar (kept from before the module moved into
 #: datasets/locomo/, so sidecars and their bytes stay the same)
@@ -417,7 +417,7 @@ def _write_zip(out: Path, records: Iterator[dict[str, Any]]) -> dict[str, Any]:
     timestamp and mode), through a temp file renamed into place."""
     import zipfile
 
-    from recallbench.artifacts import create_temp, file_sha256
+    from recallbench.builddir.artifacts import create_temp, file_sha256
 
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = create_temp(out)
@@ -518,7 +518,7 @@ def _cli() -> Any:
     """`recallbench locomo generate` (built on first use: click is imported lazily)."""
     import click
 
-    from recallbench.escape import terminal
+    from recallbench.core.escape import terminal
 
     @click.group("locomo")
     def group() -> None:

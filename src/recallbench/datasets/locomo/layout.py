@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from recallbench.errors import RecallbenchError
+from recallbench.core.errors import RecallbenchError
 
 ARRAY = "array"
 DIRECTORY = "directory"
@@ -124,7 +124,7 @@ class Conversations:
         return [by_number[n] for n in sorted(by_number)]
 
     def _directory_members(self) -> list[Member]:
-        from recallbench.inputs import check_regular_file
+        from recallbench.core.inputfiles import check_regular_file
 
         try:
             names = sorted(os.listdir(self.path))
@@ -151,7 +151,7 @@ class Conversations:
         return out
 
     def _zip_members(self) -> list[Member]:
-        from recallbench.inputs import LIMIT_ENV, check_regular_file, human_bytes
+        from recallbench.core.inputfiles import LIMIT_ENV, check_regular_file, human_bytes
 
         check_regular_file(self.path, "LoCoMo zip", self.limit)
         out = []
@@ -201,7 +201,7 @@ class Conversations:
             self._archive = None
 
     def _one_file(self) -> Member:
-        from recallbench.inputs import check_regular_file
+        from recallbench.core.inputfiles import check_regular_file
 
         match = MEMBER_NAME.fullmatch(self.path.name)
         if match is None:
@@ -254,13 +254,13 @@ class Conversations:
         elif self.layout == CONVERSATION:
             self.sha256 = digests[0][1]
         else:
-            from recallbench.artifacts import file_sha256
+            from recallbench.builddir.artifacts import file_sha256
 
             self.sha256 = file_sha256(self.path)
 
     def digest(self) -> str:
         """The identity's sha256 without parsing (`records` sets it on the way)."""
-        from recallbench.artifacts import file_sha256
+        from recallbench.builddir.artifacts import file_sha256
 
         if self.layout != DIRECTORY:
             return file_sha256(self.path)

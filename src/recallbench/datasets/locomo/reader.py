@@ -11,7 +11,7 @@ one long conversation between two speakers (``conversation``: ``session_N`` list
 questions (``qa``: ``{"question", "answer", "evidence", "category"}``). The data is
 CC BY-NC 4.0: it is never part of this project; users pass the path of their own copy.
 
-Mapping onto the internal model (`recallbench.model`):
+Mapping onto the internal model (`recallbench.core.model`):
 
 * **One scope per conversation**, ``scope_id`` = ``sample_id``, in file order. The
   conversation is stored once and every question of the sample is asked of that store.
@@ -76,7 +76,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recallbench.artifacts import file_sha256
+from recallbench.builddir.artifacts import file_sha256
+from recallbench.core.errors import RecallbenchError
+from recallbench.core.ids import opaque_id
+from recallbench.core.model import Drop, Level, Memory, Query, Scope, memory_structure
 from recallbench.datasets.base import UNITS
 from recallbench.datasets.jsonstream import (
     JsonArrayFile,
@@ -85,11 +88,8 @@ from recallbench.datasets.jsonstream import (
 )
 from recallbench.datasets.jsonstream import type_name as _type_name
 from recallbench.datasets.sniff import refuse_other
-from recallbench.errors import RecallbenchError
-from recallbench.ids import opaque_id
-from recallbench.measures import LOCOMO as LOCOMO_FAMILY
-from recallbench.measures import family_measures
-from recallbench.model import Drop, Level, Memory, Query, Scope, memory_structure
+from recallbench.metrics.measures import LOCOMO as LOCOMO_FAMILY
+from recallbench.metrics.measures import family_measures
 
 NAME = "locomo"
 #: HotMem's project/organisation scope for every stored memory.
@@ -489,8 +489,8 @@ class LoCoMoSource:
                 f"--categories must be one of {', '.join(CATEGORY_SETS)}, not {categories!r}"
             )
         self.path = Path(path)
+        from recallbench.core.inputfiles import check_regular_file, input_limit
         from recallbench.datasets.locomo.layout import ARRAY, Conversations, layout_of
-        from recallbench.inputs import check_regular_file, input_limit
 
         self.unit = unit
         #: the array file, or the per-conversation layout (a directory, the zip, one file)

@@ -1,7 +1,7 @@
 """Format-faithful synthetic LongMemEval data, for tests and benchmarks only.
 
 It is NOT LongMemEval: the words are made up and nothing here was derived from the real
-files. It reproduces their *format* so the reader, the pairing rules and the lane's cost
+files. It reproduces their *format* so the reader, the pairing rules and a run's cost
 can be exercised on any machine:
 
 * a JSON array of objects with ``question_id``, ``question_type``, ``question``,
@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from recallbench.core.errors import RecallbenchError
 from recallbench.datasets.synthetic import COMMON_WORDS as _COMMON
 from recallbench.datasets.synthetic import (
     allocate,
@@ -44,7 +45,6 @@ from recallbench.datasets.synthetic import (
     write_json_array,
     write_sidecar,
 )
-from recallbench.errors import RecallbenchError
 
 GENERATOR_VERSION = 1
 SHAPES = ("s", "m", "oracle")
@@ -343,7 +343,7 @@ def _cli() -> Any:
     """`recallbench longmemeval generate` (built on first use: click is imported lazily)."""
     import click
 
-    from recallbench.escape import terminal
+    from recallbench.core.escape import terminal
 
     @click.group("longmemeval")
     def group() -> None:

@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from recallbench.core.ids import opaque_id
+from recallbench.core.model import Drop, Memory, Query, Scope, dated, memory_structure
 from recallbench.datasets.base import UNITS as UNITS
-from recallbench.ids import opaque_id
-from recallbench.model import Drop, Memory, Query, Scope, dated, memory_structure
 
 if TYPE_CHECKING:
     from recallbench.datasets.longmemeval.records import Instance, Turn

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from recallbench.core.errors import RecallbenchError
 from recallbench.datasets.jsonstream import JsonArrayFile, generated_sidecar, record_error
 from recallbench.datasets.longmemeval.records import Instance, check_record
-from recallbench.errors import RecallbenchError
 
 #: sha256 -> what the file is. Only files whose digests are published in the project's
 #: reference notes are listed; any other file is "unknown" and gets a warning.
@@ -45,8 +45,8 @@ class DataFile:
     """A LongMemEval file on disk, read as a stream."""
 
     def __init__(self, path: Path) -> None:
+        from recallbench.core.inputfiles import check_regular_file, input_limit
         from recallbench.datasets.sniff import locomo_layout, wrong_dataset
-        from recallbench.inputs import check_regular_file, input_limit
 
         self.path = Path(path)
         if locomo_layout(self.path):  # a LoCoMo directory, zip or conversation: say so
@@ -157,8 +157,8 @@ ABSTENTION_KEPT_NOTE = (
 
 
 def _levels(unit: str, gold: str = "answer_session_ids") -> tuple:
+    from recallbench.core.model import Level
     from recallbench.datasets.longmemeval.pairs import DEFAULT_RULE_LEVEL, GOLD_OFFICIAL
-    from recallbench.model import Level
 
     official = gold == GOLD_OFFICIAL
     session = Level(
@@ -182,7 +182,7 @@ def _levels(unit: str, gold: str = "answer_session_ids") -> tuple:
 
 def measures(top_k: int, options: dict[str, Any], ks: Sequence[int] | None = None) -> list[Any]:
     """The `measures.LONGMEMEVAL` family at this file's levels (see its docstring)."""
-    from recallbench.measures import LONGMEMEVAL, family_measures
+    from recallbench.metrics.measures import LONGMEMEVAL, family_measures
 
     levels = _levels(options.get("unit", "session"), options.get("gold") or "answer_session_ids")
     return family_measures(LONGMEMEVAL, levels, top_k, ks, options)
@@ -257,6 +257,7 @@ class LongMemEvalSource:
     def stream(self, progress: Callable[[int], Any] | None = None) -> Iterator[Any]:
         from collections import Counter
 
+        from recallbench.core.model import Drop
         from recallbench.datasets.longmemeval.pairs import (
             GOLD_FROM_SESSIONS,
             GOLD_FROM_TURNS,
@@ -264,7 +265,6 @@ class LongMemEvalSource:
             is_abstention,
             make_scope,
         )
-        from recallbench.model import Drop
 
         gold_sources: Counter[str] = Counter()
         gold_sizes: Counter[int] = Counter()

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from recallbench.core.errors import RecallbenchError
 from recallbench.datasets.jsonstream import record_error
 from recallbench.datasets.jsonstream import type_name as _type_name
-from recallbench.errors import RecallbenchError
 
 ROLES = ("user", "assistant")
 
