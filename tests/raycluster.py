@@ -15,7 +15,8 @@ Run as a script, it is the probe the tests use (a separate process, so that the 
 process never connects to the cluster): `python raycluster.py nodes ADDRESS` waits until the
 two nodes are alive and prints them as JSON, `python raycluster.py state ADDRESS` prints
 every node the cluster knows with whether it is alive, `python raycluster.py actors ADDRESS` prints
-recallbench's worker actors (the executor's `_RayWorker`) with their node and driver pid.
+recallbench's worker actors (`recallbench.engine.ray_engine._RayWorker`) with their node and
+driver pid.
 They read Ray's GCS directly (`ray._private.state`): Ray's public state API
 (`ray.util.state`) needs the dashboard, which the cluster does not run.
 """

@@ -26,14 +26,10 @@ import pytest
 from signalling import default_signals
 
 from recallbench.core.errors import RecallbenchError
-from recallbench.engine.executor import (
-    EXECUTORS,
-    RAY_MISSING,
-    ProcessExecutor,
-    RayExecutor,
-    SerialExecutor,
-    make_executor,
-)
+from recallbench.engine.executor import EXECUTORS, make_executor
+from recallbench.engine.processes import ProcessExecutor
+from recallbench.engine.ray_engine import RAY_MISSING, RayExecutor
+from recallbench.engine.serial import SerialExecutor
 
 TESTS = Path(__file__).resolve().parents[1]
 SRC = TESTS.parent / "src"
@@ -163,7 +159,7 @@ def test_workers_fork_only_from_a_single_threaded_parent() -> None:
     as soon as another thread runs (a fork would copy any lock that thread holds)."""
     code = (
         "import threading, time\n"
-        "from recallbench.engine.executor import start_method\n"
+        "from recallbench.engine.processes import start_method\n"
         "print(start_method())\n"
         "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
         "print(start_method())\n"
@@ -429,7 +425,7 @@ def test_a_killed_worker_is_one_line_naming_its_task(
 ) -> None:
     """A ~53-line BrokenProcessPool traceback (local) or a ~68-line ActorDiedError (Ray)
     before: now a `WorkerDied` naming the task the worker was running."""
-    from recallbench.engine.executor import WorkerDied
+    from recallbench.engine.workerfault import WorkerDied
 
     if kind == "ray":
         request.getfixturevalue("ray_local")
@@ -450,7 +446,7 @@ def test_a_killed_worker_is_one_line_naming_its_task(
 
 def test_an_actor_dying_before_it_is_ready_is_one_line(ray_local: Any) -> None:
     """The actors' readiness check let a 68-line ActorDiedError traceback through."""
-    from recallbench.engine.executor import WorkerDied
+    from recallbench.engine.workerfault import WorkerDied
 
     with pytest.raises(WorkerDied) as caught, make_executor("ray", 2, os._exit, (1,)):
         pass
@@ -471,7 +467,7 @@ def _node(ip: str, alive: bool, cpus: float = 1.0) -> dict[str, Any]:
 
 
 def test_the_cluster_check_counts_live_nodes_and_names_the_dead() -> None:
-    from recallbench.engine.executor import check_ray_cluster
+    from recallbench.engine.ray_engine import check_ray_cluster
 
     nodes = [_node("127.0.0.2", True), _node("127.0.0.3", False)]
     live = check_ray_cluster(nodes, 1, " at 127.0.0.2:6379")
@@ -499,12 +495,12 @@ def test_an_address_nobody_answers_is_one_line_naming_it(monkeypatch: pytest.Mon
     shortened here: the bound is not what this test measures)."""
     import socket
 
-    from recallbench.engine import executor
+    from recallbench.engine import ray_engine
 
-    monkeypatch.setattr(executor, "RAY_ADDRESS_WAIT", 0.0)
+    monkeypatch.setattr(ray_engine, "RAY_ADDRESS_WAIT", 0.0)
     address = f"127.0.0.1:{_free_port()}"
     with pytest.raises(RecallbenchError) as caught:
-        executor.wait_for_address(address)
+        ray_engine.wait_for_address(address)
     assert str(caught.value).startswith(
         f"no Ray cluster answers at {address}: nothing accepted a connection there within 0 s ("
     )
@@ -514,31 +510,31 @@ def test_an_address_nobody_answers_is_one_line_naming_it(monkeypatch: pytest.Mon
         loopback_only.listen()
         port = loopback_only.getsockname()[1]
         with pytest.raises(RecallbenchError) as caught:
-            executor.wait_for_address(f"localhost:{port}", "127.0.0.9")
+            ray_engine.wait_for_address(f"localhost:{port}", "127.0.0.9")
         assert str(caught.value).startswith(
             f"no Ray cluster answers at localhost:{port} (Ray connects to 127.0.0.9:{port} "
             "for it): nothing accepted"
         )
-    executor.wait_for_address("auto")  # not host:port: left to Ray
-    executor.wait_for_address("")
+    ray_engine.wait_for_address("auto")  # not host:port: left to Ray
+    ray_engine.wait_for_address("")
 
 
 def test_the_address_wait_is_set_by_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     """RECALLBENCH_RAY_ADDRESS_WAIT sets the bound (seconds); a value that is not a positive
     number is one line naming the variable."""
-    from recallbench.engine import executor
+    from recallbench.engine import ray_engine
 
     monkeypatch.delenv("RECALLBENCH_RAY_ADDRESS_WAIT", raising=False)
-    assert executor.ray_address_wait() == executor.RAY_ADDRESS_WAIT == 30.0
+    assert ray_engine.ray_address_wait() == ray_engine.RAY_ADDRESS_WAIT == 30.0
     monkeypatch.setenv("RECALLBENCH_RAY_ADDRESS_WAIT", "0.5")
-    assert executor.ray_address_wait() == 0.5
+    assert ray_engine.ray_address_wait() == 0.5
     address = f"127.0.0.1:{_free_port()}"
     with pytest.raises(RecallbenchError, match="within 0.5 s"):
-        executor.wait_for_address(address)
+        ray_engine.wait_for_address(address)
     for bad in ("0", "-1", "soon", "nan", "inf"):
         monkeypatch.setenv("RECALLBENCH_RAY_ADDRESS_WAIT", bad)
         with pytest.raises(RecallbenchError) as caught:
-            executor.ray_address_wait()
+            ray_engine.ray_address_wait()
         assert str(caught.value) == (
             f"RECALLBENCH_RAY_ADDRESS_WAIT={bad!r}: expected a positive number of seconds"
         )
@@ -550,14 +546,14 @@ def test_an_address_that_answers_grpc_is_not_waited_for() -> None:
 
     import grpc
 
-    from recallbench.engine import executor
+    from recallbench.engine import ray_engine
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        executor.wait_for_address(f"127.0.0.1:{port}")
-        executor.wait_for_address(f"ray://127.0.0.1:{port}")
+        ray_engine.wait_for_address(f"127.0.0.1:{port}")
+        ray_engine.wait_for_address(f"ray://127.0.0.1:{port}")
     finally:
         server.stop(None)
 
@@ -568,15 +564,15 @@ def test_a_listener_that_is_not_a_ray_server_is_one_line(monkeypatch: pytest.Mon
     import http.server
     import threading
 
-    from recallbench.engine import executor
+    from recallbench.engine import ray_engine
 
-    monkeypatch.setattr(executor, "RAY_ADDRESS_WAIT", 0.0)
+    monkeypatch.setattr(ray_engine, "RAY_ADDRESS_WAIT", 0.0)
     web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
     threading.Thread(target=web.serve_forever, daemon=True).start()
     address = f"127.0.0.1:{web.server_address[1]}"
     try:
         with pytest.raises(RecallbenchError) as caught:
-            executor.wait_for_address(address)
+            ray_engine.wait_for_address(address)
     finally:
         web.shutdown()
         web.server_close()

@@ -144,7 +144,7 @@ def test_files_left_open_are_closed_as_the_teardown_would(tmp_path: Path) -> Non
 TORCH_CACHE_SCRIPT = """
 import sys
 import executor_tasks
-from recallbench.engine.executor import ProcessExecutor
+from recallbench.engine.processes import ProcessExecutor
 from recallbench.core.exiting import exit_process
 
 with ProcessExecutor(2, start_method=sys.argv[1]) as pool:

@@ -16,7 +16,7 @@ plugin's log it wrote and never closed is complete on disk), flushes stdout and 
 flush that fails turns a success into exit 120, as Python's exit does), and then ends the
 process with `os._exit`. Only what ends a process calls it: the console commands
 (`run_then_exit`: `recallbench`, `scripts/retrieval_eval.py`) and a spawned pool worker after
-its finalizers (`executor._end_spawned_worker`), never a library caller or a test's
+its finalizers (`processes._end_spawned_worker`), never a library caller or a test's
 in-process runner.
 """
 

@@ -6,7 +6,7 @@ time left. Neither with `--quiet` (the CLI calls `configure`) or when NO_PROGRES
 A plain line is printed when the work advances (`update`) and the interval has passed since
 the step began or since the last line, so a step shorter than the interval prints nothing;
 a step that printed a line ends with one saying it is done. No thread: a parent that runs
-one forks its local workers instead of spawning them (`recallbench.engine.executor.start_method`).
+one forks its local workers instead of spawning them (`recallbench.engine.processes.start_method`).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def bar(total: int | None, desc: str, unit: str = "it", **extra: Any) -> Iterato
     from tqdm import tqdm
 
     # no monitor thread: it would outlive the bar, and a parent running other threads
-    # spawns its local workers instead of forking them (recallbench.engine.executor.start_method)
+    # spawns its local workers instead of forking them (recallbench.engine.processes.start_method)
     tqdm.monitor_interval = 0
     progress = tqdm(
         total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True, file=sys.stderr, **extra

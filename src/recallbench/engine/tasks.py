@@ -140,7 +140,7 @@ def run_tasks(
     }
     by_query = serial and query_total is not None
     # the workers start before the bar: a bar's monitor thread would make local workers
-    # spawn instead of fork (see `recallbench.engine.executor.start_method`)
+    # spawn instead of fork (see `recallbench.engine.processes.start_method`)
     with (
         make_executor(
             execution.executor,
