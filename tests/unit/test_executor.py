@@ -74,7 +74,9 @@ def ray_local() -> Iterator[Any]:
 
 
 def test_make_executor_picks_the_engine() -> None:
-    assert EXECUTORS == ("local", "ray")
+    from recallbench.cli.options import EXECUTORS as CHOICES
+
+    assert EXECUTORS == ("local", "ray") == CHOICES  # --executor's choices are the engines
     assert isinstance(make_executor(), SerialExecutor)
     assert isinstance(make_executor("local", 1), SerialExecutor)
     assert isinstance(make_executor("local", 2), ProcessExecutor)

@@ -19,6 +19,8 @@ from recallbench.datasets.base import DATASETS, DEFAULT_DATASET, dataset_spec, s
 
 FIXTURE_DIR = Path("benchmarks/retrieval")
 DEFAULT_BASELINE = FIXTURE_DIR / "baseline.json"
+#: --executor's choices: `engine.executor.EXECUTORS` (a test ties them; importing the engines
+#: would slow every command's start)
 EXECUTORS = ("local", "ray")
 #: where a learned embedder computes (`recallbench.engine.tasks.DEVICES`)
 DEVICES = ("auto", "cpu", "cuda")

@@ -31,7 +31,7 @@ PARENT_POLL_SECONDS = 0.5
 
 # Worker-side state of a local process worker (each worker process has its own copy).
 _INIT_ERROR: BaseException | None = None
-#: shared with the parent: [pid, task number] per worker (`_claim_slot`), so the parent can
+#: shared with the parent: [pid, task number] per worker (`_find_slot`), so the parent can
 #: name the task a worker was running when it died
 _CURRENT: Any = None
 _SLOT: int | None = None
