@@ -17,6 +17,7 @@ from conftest import (
     cli,
     copy_build,
     load_json,
+    run_fixtures,
     run_stages,
     stage_args,
 )
@@ -419,3 +420,37 @@ def test_results_json_is_refused_by_the_gate_when_top_k_differs(tmp_path: Path) 
         "recallbench check-baseline: error: result differs from"
     )
     assert load_json(build / "results.json")["data"]["run"]["top_k"] == 3
+
+
+def test_run_resolves_its_system_once_and_sets_it_up_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run` (`run_pipeline`, the serial engine) looks its system up in the registry once and
+    carries that object through hydrate, query and snapshot-roundtrip: each stage's worker
+    (in this process) takes it, and its `setup()` runs once, not once per stage."""
+    from plugintools import count_lookups
+
+    from recallbench.engine import workerstate
+    from recallbench.systems import registry
+
+    looked_up = count_lookups(monkeypatch)
+    counting, setups, workers = registry.get_system, [], []
+
+    def with_setup(name: str = registry.DEFAULT_SYSTEM) -> object:
+        system = counting(name)
+        system.setup = lambda: setups.append(system)  # the hook a plugin may declare
+        return system
+
+    def init_worker(config: dict) -> None:
+        workers.append(config["instance"])
+        real_init_worker(config)
+
+    real_init_worker = workerstate.init_worker
+    monkeypatch.setattr(registry, "get_system", with_setup)
+    monkeypatch.setattr(workerstate, "init_worker", init_worker)
+    run = run_fixtures(tmp_path)
+    run.close()
+    assert looked_up == ["hotmem"]
+    # hydrate's, query's and snapshot-roundtrip's worker: one object, set up once
+    assert len(workers) == 3 and all(w is setups[0] for w in workers) and len(setups) == 1
+    assert run.envelopes["roundtrip"]["data"]["available"] is True

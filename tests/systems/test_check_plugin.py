@@ -224,3 +224,26 @@ def test_the_example_plugins_pass_every_check(name: str) -> None:
         )
     if name == "turn-pairs":
         assert "ok    structured: structured records and query_date" in lines
+
+
+def test_check_plugin_looks_its_system_up_once_beside_the_checks_fresh_instances(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """check-plugin resolves the system once up front (an unknown name refused before
+    anything is read; its capabilities choose the checks); every other lookup is a check's
+    deliberate fresh instance."""
+    from plugintools import count_lookups
+
+    from recallbench.commands.checkplugin import Context
+
+    looked_up = count_lookups(monkeypatch)
+    real, fresh = Context.fresh_system, []
+
+    def counted(self: Context) -> object:
+        fresh.append(self.name)
+        return real(self)
+
+    monkeypatch.setattr(Context, "fresh_system", counted)
+    code, lines, err = check_plugin("bm25", "--check", "listed", "--check", "same-order")
+    assert code == 0, (lines, err)
+    assert len(fresh) >= 2 and looked_up == ["bm25"] * (1 + len(fresh))

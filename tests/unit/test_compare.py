@@ -483,3 +483,26 @@ def test_run_comparison_is_compare_over_plain_values(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     for name in ("compare.json", "compare.md"):
         assert (tmp_path / "c" / name).read_bytes() == (tmp_path / "f" / name).read_bytes()
+
+
+def test_compare_resolves_each_system_once(tmp_path: Path, monkeypatch) -> None:
+    """`recallbench compare` of two systems looks each up in the registry once: the object
+    serves its embedder identity (the vector cache), its whole run (hydrate, query and
+    snapshot-roundtrip, serial engine) and its cost row."""
+    from plugintools import count_lookups
+
+    looked_up = count_lookups(monkeypatch)
+    fixtures = ROOT / "benchmarks" / "retrieval"
+    r = CliRunner().invoke(
+        main,
+        [
+            *("--build-dir", str(tmp_path / "build"), "-q", "compare", "--resamples", "200"),
+            *("--system", "hotmem", "--system", "bm25"),
+            *("--corpus", str(fixtures / "corpus.jsonl")),
+            *("--queries", str(fixtures / "queries.jsonl")),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    assert looked_up == ["hotmem", "bm25"]
+    doc = orjson.loads((tmp_path / "build" / "compare.json").read_bytes())
+    assert set(doc["cost"]["systems"]) == {"hotmem", "bm25"}

@@ -17,7 +17,7 @@ from conftest import CORPUS, QUERIES
 
 from recallbench.builddir.artifacts import envelope
 from recallbench.builddir.scopespool import SPOOL
-from recallbench.core.errors import ArtifactError
+from recallbench.core.errors import ArtifactError, RecallbenchError
 from recallbench.datasets.base import roundtrip_summary
 from recallbench.datasets.fixture_rules import decide
 from recallbench.engine.workerstate import StoreDamaged
@@ -372,3 +372,34 @@ def test_each_stage_resolves_its_system_once(tmp_path: Path, monkeypatch) -> Non
     roundtrip(chain)
     assert after_hydrate_and_query == ["hotmem", "hotmem"]  # hydrate's and query's
     assert looked_up == ["hotmem"] * 3  # and snapshot-roundtrip's
+
+
+def test_a_stage_refuses_a_carried_system_of_another_name(queried: dict[str, Any]) -> None:
+    """A stage given a system object (`run`'s, carried across its stages) checks it is the
+    system the upstream artifacts name (hydrate: the name it is asked to run) and refuses
+    another in one line, before any work."""
+    from recallbench.systems import registry
+
+    other = registry.get_system("bm25")
+    build = queried["dir"]
+    refusals = [
+        lambda: run_hydrate(queried["suite"], build / "h", "hotmem", system=other),
+        lambda: run_query(queried["suite"], queried["hydrate"], build, top_k=5, system=other),
+        lambda: run_roundtrip(
+            queried["suite"], queried["hydrate"], queried["runs"], build, system=other
+        ),
+    ]
+    said = []
+    for refused in refusals:
+        with pytest.raises(RecallbenchError) as caught:
+            refused()
+        said.append(str(caught.value))
+    assert said == [
+        "the system given is 'bm25', but the run names 'hotmem': pass the system of that name",
+        *[
+            "the system given is 'bm25', but hydrate.json names 'hotmem': pass the system of "
+            "that name"
+        ]
+        * 2,
+    ]
+    assert not (build / "h").exists() and not (build / "roundtrip").exists()

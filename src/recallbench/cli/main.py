@@ -1223,7 +1223,9 @@ def check_plugin_cmd(
         raise click.UsageError(f"no check {unknown[0]!r} (checks: {', '.join(CHECK_NAMES)})")
     from recallbench.systems import get_system
 
-    get_system(name)  # an unknown or broken system: one line, before anything is read
+    # an unknown or broken system: one line, before anything is read (its capabilities
+    # choose the checks; each check builds fresh instances of its own)
+    listed = get_system(name)
     paths, _ = dataset_inputs("fixtures", {"corpus": corpus, "queries": queries})
     data = fixture_data(paths)
     echo_line(
@@ -1231,7 +1233,7 @@ def check_plugin_cmd(
     )
     failed = ran = 0
     with scratch() as work, limit_threads(1):
-        for outcome in run_checks(name, data, work, only):
+        for outcome in run_checks(name, data, work, only, listed):
             click.echo(outcome.line())
             ran += outcome.status != "n/a"
             failed += outcome.status == "FAIL"

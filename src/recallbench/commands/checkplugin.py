@@ -796,13 +796,20 @@ def applies(check: Check, system: Any) -> bool:
 
 
 def run_checks(
-    name: str, data: CheckData, work: Path, only: Sequence[str] | None = None
+    name: str,
+    data: CheckData,
+    work: Path,
+    only: Sequence[str] | None = None,
+    system: Any = None,
 ) -> Iterator[Outcome]:
     """Every check (or those named in `only`) on system `name`, each in a directory of its
-    own under `work`: one `Outcome` each, as it finishes."""
-    from recallbench.systems import get_system
+    own under `work`: one `Outcome` each, as it finishes. `system`: an instance of `name`
+    the caller already resolved (None: resolved here) to read its capabilities; each
+    check still runs on fresh instances of its own."""
+    if system is None:
+        from recallbench.systems import get_system
 
-    system = get_system(name)  # an unknown or broken system: one line, before any check
+        system = get_system(name)  # an unknown or broken system: one line, before any check
     for check in CHECKS:
         if only and check.name not in only:
             continue

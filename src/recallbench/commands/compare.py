@@ -200,9 +200,9 @@ def run_compared(
     from recallbench.core.embedding import needs_cache
     from recallbench.core.peakrss import PeakRSS
     from recallbench.engine.vectorcache import read_manifest
+    from recallbench.engine.workerstate import resolve_system
     from recallbench.report.html import SpooledTexts
     from recallbench.report.spooled import Scratch, SpooledResults
-    from recallbench.systems import get_system
 
     execution = execution or Execution()
     given = None
@@ -213,7 +213,7 @@ def run_compared(
     with tempfile.TemporaryDirectory(prefix="compare-vectors-", dir=parent) as scratch:
         shared = Path(parent) / "vectors" if parent is not None else Path(scratch)
         for n, name in enumerate(systems, start=1):
-            system = get_system(name)
+            system = resolve_system(name)  # once per compare: its run and identity use it
             identity = system.embedder.identity() if needs_cache(system) else None
             if identity is not None and identity == given:
                 chosen, source = execution, "given (--cache)"
@@ -232,7 +232,7 @@ def run_compared(
                     paths,
                     Path(work),
                     options=options,
-                    system=name,
+                    system=system,
                     top_k=top_k,
                     repeat=repeat,
                     execution=chosen,
@@ -251,7 +251,7 @@ def run_compared(
             out.results.append(run.result)  # type: ignore[attr-defined]
             out.builds.append(run.envelopes["results"].get("embedder_build"))
             run.close()
-            del run  # let go before the next system runs: its result is on disk
+            del run, system  # let go before the next system runs: its result is on disk
             if identity is not None:
                 earlier = [v for v in out.vectors if v["embedder_identity"] == identity]
                 out.vectors.append(

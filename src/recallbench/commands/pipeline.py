@@ -60,7 +60,7 @@ def run_pipeline(
     work_dir: Path,
     *,
     options: Mapping[str, Any] | None = None,
-    system: str = "hotmem",
+    system: Any = "hotmem",
     top_k: int | None = None,
     repeat: int = 1,
     keep_stores: bool | None = None,
@@ -73,12 +73,15 @@ def run_pipeline(
     `top_k`, `ks`: results per query and cutoffs, as `recallbench run`'s --top-k and --k
     (None: resolved by `presets.resolve_top_k`, e.g. the dataset's default top-k);
     `measures`: measure names to score instead of the dataset's (`--measure`).
+    `system`: a system name, resolved once here, or a system object already resolved in
+    this process (compare's); hydrate, query and snapshot-roundtrip all use that one object.
 
     Stores and packages go under `work_dir` (`stores/`, `work/`, `roundtrip/`); nothing is
     written elsewhere. The artifacts are returned, not written (see `Run.files`).
     """
     from recallbench.builddir.scopespool import SPOOL
     from recallbench.commands.presets import resolve_top_k
+    from recallbench.engine.workerstate import resolve_system
     from recallbench.stages.decide import run_decide
     from recallbench.stages.hydrate import run_hydrate
     from recallbench.stages.query import run_query
@@ -91,7 +94,9 @@ def run_pipeline(
     execution = execution or Execution()
     top_k, ks = resolve_top_k(None, dataset, top_k, ks)
     work_dir = Path(work_dir)
-    chosen_rules(dataset, system)  # rules the run may not use are refused before any work
+    name = system if isinstance(system, str) else system.name
+    chosen_rules(dataset, name)  # rules the run may not use are refused before any work
+    under_test = resolve_system(name, None if isinstance(system, str) else system)
     timings: dict[str, dict[str, Any]] = {}
     envelopes: dict[str, dict[str, Any]] = {}
 
@@ -102,16 +107,28 @@ def run_pipeline(
     envelopes["suite"] = run_validate(dataset, paths, options, spool=work_dir / SPOOL)
     place_spool(envelopes["suite"])
     envelopes["hydrate"], timings["hydrate"] = run_hydrate(
-        *made_from("hydrate"), work_dir, system, keep=keep_stores, execution=execution
+        *made_from("hydrate"),
+        work_dir,
+        name,
+        keep=keep_stores,
+        execution=execution,
+        system=under_test,
     )
     envelopes["runs"], timings["runs"] = run_query(
-        *made_from("query"), work_dir, top_k=top_k, repeat=repeat, execution=execution, ks=ks
+        *made_from("query"),
+        work_dir,
+        top_k=top_k,
+        repeat=repeat,
+        execution=execution,
+        ks=ks,
+        system=under_test,
     )
     envelopes["roundtrip"], timings["roundtrip"] = run_roundtrip(
         *made_from("snapshot-roundtrip"),
         work_dir,
         sample=DEFAULT_SAMPLE if sample is None else sample,
         execution=execution,
+        system=under_test,
     )
     envelopes["scores"] = run_score(*made_from("score"), measure_names=measures)
     # the rules run once, for the report and decision.json alike (a plugin's within the

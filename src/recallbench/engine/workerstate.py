@@ -73,10 +73,19 @@ def task_scope(item: Mapping[str, Any]) -> Scope:
     return Scope.from_dict(raw, item.get("queries"))
 
 
-def resolve_system(name: str) -> Any:
+def resolve_system(name: str, given: Any = None, *, named_by: str = "the run") -> Any:
     """The system under test named `name`, from the registry (built-ins and plugins by
-    entry point). Each process resolves it once and carries the object: the parent once
-    per stage run (or command), a worker process once in `init_worker`."""
+    entry point), or `given`, an object resolved earlier in this process, when it is that
+    system (another is refused in one line saying `named_by` names `name`). Each process resolves it once and carries the
+    object: the parent once per command (`run` and `compare` across their stages), a
+    worker process once in `init_worker`."""
+    if given is not None:
+        if getattr(given, "name", None) != name:
+            raise RecallbenchError(
+                f"the system given is {getattr(given, 'name', None)!r}, but {named_by} names "
+                f"{name!r}: pass the system of that name"
+            )
+        return given
     from recallbench.systems import registry
 
     return registry.get_system(name)

@@ -78,12 +78,14 @@ def run_hydrate(
     *,
     keep: bool | None = None,
     execution: Execution | None = None,
+    system: Any = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Build (or plan) every scope's store; return the `hydrate` envelope and its timing.
-    The system is resolved once, here, and carried to what needs it."""
+    `system`: the object of `system_name` already resolved in this process (`run`'s, carried
+    across its stages); None: resolved once, here. Either is carried to what needs it."""
     execution = execution or Execution()
     watch = Stopwatch()
-    system = workerstate.resolve_system(system_name)
+    system = workerstate.resolve_system(system_name, system)
     scopes = suite_env["data"]["counts"]["scopes"]
     keep = scopes == 1 if keep is None else keep
     wants_structure = structured(system)

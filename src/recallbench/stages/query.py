@@ -296,9 +296,12 @@ def run_query(
     repeat: int = 1,
     execution: Execution | None = None,
     ks: Sequence[int] | None = None,
+    system: Any = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Search every scope's queries; return the `runs` envelope and its timing. `ks`: the
-    run's own cutoffs (`--k`, each at most top_k), recorded for `score`."""
+    run's own cutoffs (`--k`, each at most top_k), recorded for `score`. `system`: the
+    object of the system hydrate.json names, already resolved in this process (`run`'s);
+    None: resolved once, here."""
     if not 1 <= top_k <= MAX_SEARCH_LIMIT:
         raise RecallbenchError(f"--top-k must be between 1 and {MAX_SEARCH_LIMIT}, got {top_k}")
     if ks is not None and not all(1 <= k <= top_k for k in ks):
@@ -316,7 +319,8 @@ def run_query(
     execution = execution or Execution()
     watch = Stopwatch()
     hyd = hydrate_env["data"]
-    system = workerstate.resolve_system(hyd["system"])  # once: carried to what needs it
+    # once: carried to what needs it
+    system = workerstate.resolve_system(hyd["system"], system, named_by="hydrate.json")
     check_same_options(hyd, system, execution.call_timeout)
     kept = hyd["mode"] == "kept"
     levels = [lv["name"] for lv in suite_env["data"]["levels"]]

@@ -281,8 +281,11 @@ def run_roundtrip(
     *,
     sample: int = DEFAULT_SAMPLE,
     execution: Execution | None = None,
+    system: Any = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Round-trip the sampled scopes; return the `roundtrip` envelope and its timing."""
+    """Round-trip the sampled scopes; return the `roundtrip` envelope and its timing.
+    `system`: the object of the system hydrate.json names, already resolved in this process
+    (`run`'s); None: resolved once, here."""
     from recallbench.core.errors import RecallbenchError
 
     if sample < 1:
@@ -292,7 +295,8 @@ def run_roundtrip(
     require_made_from(runs_env, suite_env, hydrate_env)
     watch = Stopwatch()
     hyd, runs = hydrate_env["data"], runs_env["data"]
-    system = workerstate.resolve_system(hyd["system"])  # once: carried to what needs it
+    # once: carried to what needs it
+    system = workerstate.resolve_system(hyd["system"], system, named_by="hydrate.json")
     check_same_options(hyd, system, execution.call_timeout)  # transient sources are rebuilt here
     work = safe_child(Path(build_dir), ROUNDTRIP_DIR)
     if work.exists():
