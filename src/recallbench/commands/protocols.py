@@ -199,8 +199,10 @@ def run_units(
     import tempfile
 
     from recallbench.commands.pipeline import run_pipeline
+    from recallbench.engine.workerstate import resolve_system
 
     execution = execution or Execution()
+    resolved = resolve_system(system)  # once for every unit's run
     results = {}
     for n, (unit, measures) in enumerate(needed.items(), start=1):
         if say is not None:
@@ -214,7 +216,7 @@ def run_units(
                 paths,
                 Path(work),
                 options={"unit": unit, "categories": "all"},
-                system=system,
+                system=resolved,
                 top_k=top_k,
                 sample=1,  # the figures need no round trip; one scope still checks it
                 execution=chosen,

@@ -76,9 +76,9 @@ def task_scope(item: Mapping[str, Any]) -> Scope:
 def resolve_system(name: str, given: Any = None, *, named_by: str = "the run") -> Any:
     """The system under test named `name`, from the registry (built-ins and plugins by
     entry point), or `given`, an object resolved earlier in this process, when it is that
-    system (another is refused in one line saying `named_by` names `name`). Each process resolves it once and carries the
-    object: the parent once per command (`run` and `compare` across their stages), a
-    worker process once in `init_worker`."""
+    system (another is refused in one line saying `named_by` names `name`). Each process
+    resolves it once and carries the object: the parent once per command (`run`, `compare`
+    and `protocols` across their stages and runs), a worker process once in `init_worker`."""
     if given is not None:
         if getattr(given, "name", None) != name:
             raise RecallbenchError(

@@ -217,3 +217,19 @@ def test_an_output_over_the_data_is_refused_before_any_work(data: Path, tmp_path
     assert result.exit_code == 1
     assert "would overwrite the data file this command reads" in result.stderr
     assert data.read_bytes() == before
+
+
+def test_protocols_resolves_its_system_once_for_both_units(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One registry lookup for the session-unit and the turn-unit run (was one per unit)."""
+    from plugintools import count_lookups
+
+    looked_up = count_lookups(monkeypatch)
+    result = CliRunner().invoke(
+        main,
+        ["--build-dir", str(tmp_path), "protocols", "--dataset", "locomo", "--data", str(data)]
+        + ["--system", "bm25"],
+    )
+    assert result.exit_code == 0, result.output
+    assert looked_up == ["bm25"]
