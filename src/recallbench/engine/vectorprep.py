@@ -17,7 +17,7 @@ The batches are fixed by the set of distinct texts alone:
   own tokenizer, capped at its input limit; ties by row), which keeps padding small;
 * each window cut, in that order, into batches of at most `BATCH_TEXTS` texts and at most
   `BATCH_TOKENS` padded tokens (texts x the batch's longest text, capped), each embedded as
-  one forward pass (`embed_batch`, a worker task): long texts go in small batches, short
+  one forward pass (a worker task, `embed_batches`, embeds a group of them): long texts go in small batches, short
   ones in large ones;
 * then the forms a store embeds (its `text_transform`: mem0 strips its queries) that are no
   text of the spool, by first appearance, in windows of their own, batched alike: the
