@@ -14,9 +14,9 @@ never calls it.
 
 Add: `memory.add(text, user_id=..., metadata={"memory_id", "identifier"}, infer=False)`, one
 call per memory; mem0 gives each its own uuid4 id, ours ride in the metadata. Search:
-`memory.search(query, filters={"user_id": ...}, top_k=k, threshold=0)` (its default
-threshold 0.1 drops hits) in mem0's order and score: its dense candidates (max(4k, 60) of
-them), scored additively with its BM25 half and its entity boosts where these are active.
+`memory.search(query, filters={"user_id": ...}, top_k=limit, threshold=0)` (its default
+threshold 0.1 drops hits) in mem0's order and score: its dense candidates (max(4 x limit, 60)
+of them), scored additively with its BM25 half and its entity boosts where these are active.
 Neither is, here: mem0's faiss store has no keyword search (mem0 logs so and scores the
 semantic half alone), and its entity extraction needs spaCy and a model download (spaCy is
 not installed, so no entities). The configuration records both.
