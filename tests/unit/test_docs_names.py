@@ -104,14 +104,18 @@ def unresolved(name: str) -> bool:
     return parts[0] == "recallbench"
 
 
-def _docstrings() -> Iterator[tuple[str, str]]:
+@functools.cache
+def _docstrings() -> tuple[tuple[str, str], ...]:
+    """(module:owner, docstring) of every module, class and function of the package."""
+    found = []
     for module, path in sorted(MODULES.items()):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in [tree, *ast.walk(tree)]:
+        for node in ast.walk(tree):
             if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 text = ast.get_docstring(node, clean=False)
                 if text:
-                    yield f"{module}:{getattr(node, 'name', '<module>')}", text
+                    found.append((f"{module}:{getattr(node, 'name', '<module>')}", text))
+    return tuple(found)
 
 
 def test_every_dotted_name_in_the_docs_and_the_readme_resolves() -> None:
@@ -150,24 +154,28 @@ def test_the_name_check_catches_a_moved_or_missing_name() -> None:
     assert unresolved("markdown.MAX_COLUMNS")  # report/markdown.py became report/figures.py
 
 
-def test_every_test_the_docs_cite_exists() -> None:
+def _texts() -> Iterator[tuple[str, str]]:
+    """(where, text) of every line of the docs and of every docstring."""
+    for path in DOCS:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            yield f"{path.relative_to(ROOT)}:{number}", line
+    yield from _docstrings()
+
+
+def test_every_test_the_docs_and_docstrings_cite_exists() -> None:
     tests = {p.name: p.read_text(encoding="utf-8") for p in (ROOT / "tests").rglob("test_*.py")}
     defined = {f: set(re.findall(r"def (test_\w+)", text)) for f, text in tests.items()}
     every = set().union(*defined.values())
     missing = []
-    for path in DOCS:
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            where = f"{path.relative_to(ROOT)}:{number}"
-            for file, name in re.findall(r"`(?:tests/[\w/]+/)?(test_\w+\.py)::(test_\w+)", line):
-                if name not in defined.get(file, ()):
-                    missing.append(f"{where}: {file}::{name}")
-            for name in re.findall(r"`(test_\w+)(?:\[[^`\]]*\])?`", line):
-                if name not in every:
-                    missing.append(f"{where}: {name}")
-            missing += [
-                f"{where}: {f}" for f in re.findall(r"`(test_\w+\.py)", line) if f not in tests
-            ]
-    assert not missing, "tests the docs name that do not exist:\n" + "\n".join(missing)
+    for where, text in _texts():
+        for file, name in re.findall(r"`(?:tests/[\w/]+/)?(test_\w+\.py)::(test_\w+)", text):
+            if name not in defined.get(file, ()):
+                missing.append(f"{where}: {file}::{name}")
+        for name in re.findall(r"`(test_\w+)(?:\[[^`\]]*\])?`", text):
+            if name not in every:
+                missing.append(f"{where}: {name}")
+        missing += [f"{where}: {f}" for f in re.findall(r"(test_\w+\.py)", text) if f not in tests]
+    assert not missing, "tests named that do not exist:\n" + "\n".join(missing)
 
 
 def test_every_source_path_the_docs_cite_exists() -> None:
