@@ -9,8 +9,8 @@ here, never from recallbench's internal modules:
   (`InputLimit`), what a clone path returns and raises (`PackageInfo`, `Corruption`,
   `SnapshotRejected`), `MissingVector`, `VectorLookup`, the protocols it implements
   (`System`, `Store`, `LexicalStore`, `ClonePath`, `Embedder`) and `TimedCalls`;
-* the kit (`recallbench.systems.packaging`): `records_digest`, manifest-checked packages,
-  the generic corruptions, JSON-lines records and `RecordsClone`;
+* the packaging helpers (`recallbench.systems.packaging`): `records_digest`,
+  manifest-checked packages, the generic corruptions, JSON-lines records and `RecordsClone`;
 * `RecallbenchError` (a one-line user error) and `get_system` (to borrow a built-in's
   embedder, as the LanceDB example does).
 

@@ -17,6 +17,11 @@ Nothing is written before the refusal.
 
 The checks inspect the filesystem at call time; they guard against mistakes and hostile
 directory contents, not against another process racing to swap paths.
+
+When a command claims the build directory (`recallbench.commands.claim`), a link where
+recallbench writes is refused before any work (`check_build_entries`: directly in it, anywhere
+in `CHECKED_TREES`, directly in `STORE_TREES`), and the work directories a killed `compare`
+left are removed (`remove_leftover_work`).
 """
 
 from __future__ import annotations

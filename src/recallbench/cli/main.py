@@ -5,13 +5,17 @@
       && recallbench decide
 
 Every dataset runs through the same commands: `validate --dataset NAME --data FILE` picks
-the reader, and the later stages read the dataset from validate's artifact.
+the reader, and the later stages read the dataset from validate's artifact. Beside the
+stages: prep, the in-process chain (run), compare, power, protocols, export-trec,
+check-baseline, stages, systems, check-plugin and each dataset's `generate`; the work of
+the larger ones lives in `recallbench.commands`.
 
 Errors a user can fix, and operating-system errors, print one line
 (`recallbench <command>: error: ...`) and exit non-zero: 1 for bad input, missing or stale
-artifacts and OS errors, 2 for usage errors, 3 for a failed baseline gate, 130 when
-interrupted (Ctrl-C), 143 when terminated (SIGTERM) and 129 when hung up (SIGHUP: a closed
-terminal), both cleaned up like a Ctrl-C (see `recallbench.core.signals`). Commands that write
+artifacts and OS errors, 2 for usage errors, 3 for a failed baseline gate, 4 when a
+`--fail-if-worse` gate fires (compare, check-baseline), 130 when interrupted (Ctrl-C), 143
+when terminated (SIGTERM) and 129 when hung up (SIGHUP: a closed terminal), both cleaned
+up like a Ctrl-C (see `recallbench.core.signals`). Commands that write
 into the build directory hold its lock.
 """
 

@@ -20,6 +20,12 @@ And each system's own means with 95% intervals (`report.result.system_intervals`
 Every random figure draws from a stream of its own, seeded by `seed` and the figure's names
 (`stats.stream`): a pair's figures never depend on the other systems compared, nor on
 their order; only the adjusted p-values depend on the family's size, which is recorded.
+
+The command's work, without its options and printing, is here too (`run_comparison`): run
+each system through the in-process chain (`run_compared`) or read saved results, compare
+them (`compare_results`), write compare.json, compare.md, compare.html and the plots, and
+apply the `--fail-if-worse` gates (`gate_failures`); the text of the comparison is
+`recallbench.report.comparison`'s.
 """
 
 from __future__ import annotations

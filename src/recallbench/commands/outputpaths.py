@@ -1,9 +1,11 @@
 """Where a command may write: never over one of its inputs, an artifact of the build that
 it does not make, or another of its own outputs.
 
-`check_outputs` is the one check; `run`, `report`, `compare` and `scripts/retrieval_eval.py`
-call it with their outputs (`Place`: what the option or the file is, its path) before any
-work, and a clash is one line naming both::
+`check_outputs` is the one check; `run`, `report`, `compare`, `protocols`, `check-baseline
+--markdown` and `scripts/retrieval_eval.py` call it (through `check_run_outputs`,
+`check_compare_outputs`, `check_protocols_outputs` where they share one) with their outputs
+(`Place`: what the option or the file is, its path) before any work, and a clash is one line
+naming both::
 
     --output build/scores.json would overwrite the build's scores.json (made by
     `recallbench score`); give another path

@@ -1,9 +1,9 @@
 """Ending a command's process without the interpreter's teardown.
 
 Once a command is done, Python's own exit frees every object of every imported module. With
-torch and transformers imported (a command that embedded) that teardown alone takes 1.2-1.6 s
-on a quiet core, and 0.2-0.5 s with a store library (chroma, lancedb, torch alone): time a user
-waits for after the last line is printed, paid again by every command. Nothing a command
+torch and transformers imported (a command that embedded), or a store library, that teardown
+takes a user-visible time after the last line is printed, paid again by every command (the
+figures: docs/performance.md, "The embedding path against a plain encode"). Nothing a command
 writes waits for it: every artifact, cache and store is written, closed and renamed into
 place before the command returns.
 

@@ -12,6 +12,10 @@ that signal.
 
 A library that installs its own handlers (`ray.init` does: a Python SIGTERM handler, and its
 core worker a C++ one) is called inside `handlers_kept()`, which puts ours back after it.
+
+A child that must not outlive its parent (a local worker process, a store's server) asks
+the kernel for SIGKILL when its parent dies (`die_with_parent`, `kill_me_with_parent`:
+PR_SET_PDEATHSIG, Linux only; `prepare_parent_death_signal` first, in the parent).
 """
 
 from __future__ import annotations

@@ -6,6 +6,11 @@ one line of a JSONL file). A key repeated in any object, however deeply nested, 
 ``meta["a.b"]``). Any other problem (malformed JSON, not UTF-8, NaN/Infinity, not an
 object, nested too deeply) raises ValueError with a short one-line reason. DuplicateKey is
 a ValueError too, so ``except ValueError`` catches both.
+
+For a file streamed with ijson (`recallbench.datasets.jsonstream`), ``StrictObject`` is the
+parser's ``map_type``: it notes a repeated key for the reader to refuse after the record
+(``take_repeated``), and ``interrupts_between`` holds a Ctrl-C until the parser is between
+two records (raised inside the C parser it would end the process with a SystemError).
 """
 
 from __future__ import annotations

@@ -3,9 +3,8 @@ native libraries use (`--threads`, default 1 per worker).
 
 A worker (a process, or this process for in-process runs) runs one task at a time, and
 several workers run at once: a store whose encoder or linear algebra starts a thread per
-core in every worker oversubscribes the machine (one store measured fewer than 3 of 10
-LoCoMo conversations in 5 minutes with default threads, all 10 in 147 s with one), and
-thread counts can change floating-point sums. `limit_threads(n)` sets, for the duration:
+core in every worker oversubscribes the machine (what one store measured: docs/executors.md),
+and thread counts can change floating-point sums. `limit_threads(n)` sets, for the duration:
 
 * the environment variables the native libraries read when they start (`THREAD_VARIABLES`:
   OpenMP, OpenBLAS, MKL, BLIS, Accelerate, numexpr), for libraries loaded later and for

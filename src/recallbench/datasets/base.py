@@ -4,7 +4,8 @@ Each dataset is declared once, by a `DatasetSpec` (``SPEC`` in its package's ``s
 module: name, reader, measure family, decision policy, default top-k, command-line options,
 generator command, docs page); `DATASETS` is the registry of those specs, found without
 importing any reader. The reader module exposes ``open_source(paths, options) -> Source``,
-``measures(top_k, options)`` (the measures a run is scored with) and, when the dataset has
+``measures(top_k, options, ks=None)`` (the measures a run is scored with, a call of its
+family in `recallbench.metrics.measures.FAMILIES`) and, when the dataset has
 decision rules, ``decide(evidence) -> decision`` (evidence: the scores artifact's data with
 the round trip's summary under ``"roundtrip"``, see `systems.rules.decide_run`). A `Source`:
 
@@ -107,8 +108,8 @@ class DatasetSpec:
     it without importing its reader (which `open` imports on first use).
 
     References to code are ``"module"`` or ``"module:attribute"`` strings, resolved only
-    when used. `measures` is the measure family (until the measures registry lands: the
-    reader's ``measures`` function, resolved in `dataset_measures` only). `policy` is the
+    when used. `measures` is the reader's ``measures`` function (a call of its measure family,
+    `recallbench.metrics.measures.FAMILIES`), resolved in `dataset_measures` only. `policy` is the
     decision rules (a function of the scores), `policy_name` the name suite.json records,
     `policy_systems` the systems the rules were written for (they fire for those only; empty:
     every system) and `policy_roadmap` whose plan they are (the line a system outside

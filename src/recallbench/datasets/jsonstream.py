@@ -20,6 +20,9 @@ before the parser sees them (`_DepthScan`: escapes and strings skipped, the rest
 with numpy), so a deeper file is refused in one line naming the record, in memory
 independent of its depth.
 
+`read_object(...)` reads one JSON object (a file, or a member of an archive) with the same
+checks as a record of the array's stream (LoCoMo's per-conversation layout uses it).
+
 `generated_sidecar(path, sha256)` reads the sidecar a recallbench generator writes next to
 a synthetic file (``<file>.generated.json``), when it describes these very bytes.
 """

@@ -41,6 +41,12 @@ prep therefore leaves the previous cache exactly as it was (and its own rows are
 `VectorCache.open` refuses a cache made for another embedder, source or reader options,
 or whose files do not match the manifest, with one line naming the fix; a text with
 no vector raises `MissingVector`.
+
+Vectors made elsewhere (`recallbench prep --import FILE`): a JSON-lines file, a header
+naming the embedder, the dimension and whether the vectors are normalized, then one vector
+per line named by its text's sha256, a memory id or a query id, read and checked whole
+(`read_import`, `ImportedVectors`); `vectorprep.import_vector_cache` writes a cache from it.
+`export_vectors` writes a cache's vectors in that format.
 """
 
 from __future__ import annotations

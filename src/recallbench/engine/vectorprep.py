@@ -2,12 +2,14 @@
 embedded once, in fixed batches, so per-run work needs no model. The work of `recallbench
 prep` (`stages.prep`), and of a stage that finds its system needs a cache (`vector_cache`).
 
-This is the one path every learned vector takes. `recallbench prep --cache DIR` makes a
-cache explicitly; a stage whose system's embedder is not batch-invariant (a learned model:
-its vectors depend in the last bits on the texts embedded with them) makes one in
-`BUILD/vectors/` itself when no `--cache` is given (`vector_cache`). Either way the
-vectors come from the same batches, so a run with and without `--cache`, with any number
-of workers and on any engine, gives the same bytes on one machine.
+This is the one path every learned vector recallbench computes takes (vectors made elsewhere
+come in through `import_vector_cache`, `recallbench prep --import`, into the same rows).
+`recallbench prep --cache DIR` makes a cache explicitly; a stage whose system's embedder is
+not batch-invariant (a learned model: its vectors depend in the last bits on the texts
+embedded with them) makes one in `BUILD/vectors/` itself when no `--cache` is given
+(`vector_cache`). Either way the vectors come from the same batches, so a run with and
+without `--cache`, with any number of workers and on any engine, gives the same bytes on one
+machine.
 
 The batches are fixed by the set of distinct texts alone:
 
@@ -17,8 +19,8 @@ The batches are fixed by the set of distinct texts alone:
   own tokenizer, capped at its input limit; ties by row), which keeps padding small;
 * each window cut, in that order, into batches of at most `BATCH_TEXTS` texts and at most
   `BATCH_TOKENS` padded tokens (texts x the batch's longest text, capped), each embedded as
-  one forward pass (`embed_batch`, a worker task): long texts go in small batches, short
-  ones in large ones;
+  one forward pass (a worker task, `embed_batches`, embeds a group of them): long texts go
+  in small batches, short ones in large ones;
 * then the forms a store embeds (its `text_transform`: mem0 strips its queries) that are no
   text of the spool, by first appearance, in windows of their own, batched alike: the
   texts' batches never depend on a transform, so the cache a stage made for one store
@@ -30,21 +32,22 @@ tokens), so the last tasks of a run are short ones and no worker idles long at t
 Each text is tokenized once here (its count both sorts it and feeds `Truncation`, which
 counts what the embedder never sees; hydrate counts it too).
 
-How the batches are embedded (`embedding_plan`, said on stderr and kept in the timing,
-never in the manifest): the workers asked for, never more than the batches there are (a
-process or thread that would embed nothing never starts, so no process loads the model for
-nothing) nor, on the local engine, more than this machine's cores. Locally that is one
-process embedding that many batches at a time, each on a thread of its own (`workerstate.embedding_threads`):
-one model load and one copy of the model (the figures that chose this over a process per
-batch: docs/performance.md). On Ray, an actor per worker. Every batch's
-forward pass runs on one torch thread (MiniLM fixes `torch.set_num_threads(1)`; an embedding thread runs
-its ops in its own thread), whichever process or thread runs it: the arithmetic of a batch
-is the same everywhere, which is what keeps the bytes identical. (torch's intra-op threads
-would split a batch's work by thread count; that they gave the same bytes on this machine
-is a property of its BLAS, not a guarantee, so prep never uses them.) Each process starts
-loading the model when it starts (`workerstate.init_worker` with `preload`, on a thread) while
-the spool is read and tokenized; with more than one thread the embedding runs in a process
-of its own and this one never imports torch.
+How the batches are embedded (`embedding_plan`, said on stderr and kept in the timing, never
+in the manifest): the workers asked for, never more than the batches there are (a process or
+thread that would embed nothing never starts, so no process loads the model for nothing)
+nor, on the local engine, more than this machine's cores. Locally that is one process
+embedding that many batches at a time, each on a thread of its own
+(`workerstate.embedding_threads`): one model load and one copy of the model (the figures
+that chose this over a process per batch: docs/performance.md). On Ray, an actor per worker.
+Every batch's forward pass runs on one torch thread (MiniLM fixes
+`torch.set_num_threads(1)`; an embedding thread runs its ops in its own thread), whichever
+process or thread runs it: the arithmetic of a batch is the same everywhere, which is what
+keeps the bytes identical. (torch's intra-op threads would split a batch's work by thread
+count; that they gave the same bytes on this machine is a property of its BLAS, not a
+guarantee, so prep never uses them.) Each process starts loading the model when it starts
+(`workerstate.init_worker` with `preload`, on a thread) while the spool is read and
+tokenized; with more than one thread the embedding runs in a process of its own and this one
+never imports torch.
 """
 
 from __future__ import annotations
@@ -483,9 +486,9 @@ def import_vector_cache(
     suite_env: Mapping[str, Any], cache_dir: Path, system: Any, source: Path
 ) -> dict[str, Any]:
     """Write a vector cache from a file of vectors made elsewhere (`recallbench prep
-    --import`; its format: `recallbench.engine.vectorcache.read_import`), for `system` (an object or a
-    name, resolved here once), whose embedder's
-    identity is the name the file declares: the rows and scopes prep makes (every distinct
+    --import`; its format: `recallbench.engine.vectorcache.read_import`), for `system` (an
+    object or a name, resolved here once), whose embedder's identity is the name the file
+    declares: the rows and scopes prep makes (every distinct
     text, then the forms its store embeds, `FORMS`), each text's vector found by its
     sha256, else by the id of the query or memory holding it. Every text a store of the
     system will ask for must have one (one line naming the first that has none). Returns

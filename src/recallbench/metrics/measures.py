@@ -350,7 +350,7 @@ class SessionsOfTopTurnsAny(Measure):
     the session of any of the top k turns, else 0 - "any gold session among the sessions of
     the top k turns". k counts turns, not distinct sessions: the top 5 turns may come from
     one to five sessions (`recall_any@k` of a turn run counts k distinct sessions). A
-    turn's session is its id without the position (`metrics.turn_session`: D3:4 -> D3).
+    turn's session is its id without the position (`arithmetic.turn_session`: D3:4 -> D3).
     None when no turn is gold."""
 
     stem = "sessions_any"

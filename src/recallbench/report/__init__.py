@@ -1,4 +1,9 @@
-"""The result document (`result`), its Markdown view (`markdown`) and its plots (`plots`)."""
+"""The report layer: the result document (`result`), a report section as data and its
+renderers (`sections`), the sections of run's report (`run_sections`), of compare's
+(`comparison`) and of the baseline check (`baseline_diff`), the figures they share
+(`figures`), the HTML pages (`html`, `pagedata`), the plots (`plots`), the terminal's lines
+(`summary`) and the TREC export (`trec`). Here: the outputs' directory names and where
+matplotlib keeps its font list."""
 
 from __future__ import annotations
 
@@ -21,7 +26,8 @@ _matplotlib_cache: Path | None = None
 def cache_matplotlib_in(directory: Path) -> None:
     """Let `recallbench.report.plots`, when it first imports matplotlib, keep matplotlib's
     font list in `directory` (a place under the build directory; `claim.claimed_build_dir`
-    sets it) instead of building it again in a temporary directory, about 0.2 s a process."""
+    sets it) instead of building it again in a temporary directory in every process that
+    draws (what that costs: docs/performance.md)."""
     global _matplotlib_cache
     _matplotlib_cache = Path(directory)
 

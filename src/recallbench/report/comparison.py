@@ -1,7 +1,10 @@
-"""The comparison document as text: the terminal's headlines and the sections of compare.md
-and compare.html (`compare_sections`, written once, rendered by `report.sections`).
+"""The comparison document as text: the terminal's headlines (`headline`) and the sections
+of compare.md and compare.html (`compare_sections`, written once, rendered by
+`report.sections`). compare.md is `render_markdown`: its heading, the dataset's line and
+the vector caches, written here, then those sections.
 
-It reads only the document `recallbench.commands.compare.compare_results` builds (compare.json)."""
+It reads only the document `recallbench.commands.compare.compare_results` builds
+(compare.json)."""
 
 from __future__ import annotations
 

@@ -22,8 +22,10 @@ templates (`templates/`) autoescape, after every control and format character of
 inserts every string as text (``textContent``), never as markup.
 
 Texts come from the validated scope spool: report.html's are read one scope at a time
-(`stream_report_records`), compare.html's are collected per run (`collect_texts`): the text
-of every scored query and of every unit (memory, session) at the primary level. A dataset
+(`stream_report_records`); compare.html's from each run's spool kept on disk, one scope at a
+time as the page needs them (`SpooledTexts`), or, for a saved result, from the spool beside
+it (`texts_beside`, `collect_texts`): the text of every scored query and of every unit
+(memory, session) at the primary level. A dataset
 whose spool is larger than `ALL_TEXTS_BYTES` (LongMemEval S: hundreds of thousands of turns)
 contributes only the texts of its scored queries and of the units they expected or returned;
 the page says which.

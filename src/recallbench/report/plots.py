@@ -34,7 +34,8 @@ command has a build directory (`recallbench.report.cache_matplotlib_in`), else a
 temporary directory (unless MPLCONFIGDIR is set or matplotlib is already imported), so it
 neither reads the user's matplotlibrc nor leaves a font cache in the home directory:
 recallbench writes only where it is told to. The font list is the only file matplotlib
-keeps there; reusing it saves rebuilding it (about 0.2 s) in every process that draws.
+keeps there; reusing it saves rebuilding it in every process that draws (what that costs:
+docs/performance.md).
 """
 
 from __future__ import annotations

@@ -159,7 +159,7 @@ def metrics_sections(
     result: Mapping[str, Any], plots: Sequence[tuple[str, str]] = ()
 ) -> list[Section]:
     """The Metrics section (what a cell holds, the measures' definitions), then per level
-    the means, overall and per category, in tables of at most `markdown.MAX_COLUMNS`
+    the means, overall and per category, in tables of at most `figures.MAX_COLUMNS`
     measures, the pooled slot rates apart, and the plots after the last table."""
     from recallbench.report.result import mean_measures, system_intervals
 

@@ -3,10 +3,10 @@
 A `Section` is a title and a body of blocks: paragraphs (`Para`), a `Table`, bullet points
 (`Bullets`), consecutive lines (`Lines`) and figures (`Figure`). The shorthand fields
 `paragraphs`, `table` and `bullets` come first, then the blocks of `body`, then the
-paragraphs of `after` (`Section.blocks`). Every text is `Text`: a plain string is data, escaped whole
-by the renderer for its output; a tuple of spans mixes data (`str`) with the builder's own
-wording (`Lit`), bold (`Strong`), code (`Code`) and a long list cut in the Markdown and
-the terminal (`Cut`). The renderers here turn a list of sections into Markdown
+paragraphs of `after` (`Section.blocks`). Every text is `Text`: a plain string is data,
+escaped whole by the renderer for its output; a tuple of spans mixes data (`str`) with the
+builder's own wording (`Lit`), bold (`Strong`), code (`Code`) and a long list cut in the
+Markdown and the terminal (`Cut`). The renderers here turn a list of sections into Markdown
 (`to_markdown`), terminal text (`to_terminal`) and HTML (`html_sections`, drawn by the
 template `_sections.html`). Every data string is escaped by the renderer for its output
 (`recallbench.core.escape`), never by the builder, so a builder cannot forget it; a `Lit` is

@@ -1,6 +1,6 @@
 """What `compare` keeps of each system's run on disk instead of in memory, so that its memory
 does not grow with the number of systems: the result documents (`SpooledResults`), read back
-one at a time, their per-query records streamed to compare.html (`query_lookup`); the
+one at a time, their per-query records streamed to compare.html (`QueryLookup`); the
 validated spool the texts are read from, scope by scope (`report.html.SpooledTexts`).
 
 Everything lies in one scratch directory (`Scratch`): under the build directory, named

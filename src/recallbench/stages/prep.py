@@ -1,7 +1,8 @@
 """prep: embed every distinct memory and query text of a validated dataset once, into a
 vector cache that hydrate/query/snapshot-roundtrip read, so per-run work needs no model.
 
-`recallbench prep --cache DIR` makes a cache explicitly. The making itself (the fixed
+`recallbench prep --cache DIR` makes a cache explicitly (or, with `--import FILE`, from
+vectors made elsewhere: `vectorprep.import_vector_cache`). The making itself (the fixed
 batches, each embedded as one forward pass by a worker, and the manifest) lives in
 `recallbench.engine.vectorprep`, because hydrate, query and snapshot-roundtrip make the same cache
 themselves (`vectorprep.vector_cache`) when their system's embedder is not batch-invariant

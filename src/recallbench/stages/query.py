@@ -23,12 +23,12 @@ Each task (`query_scope`, a worker task) reads its own scope from validate's spo
 parent hands out only where each scope's line lies; several scopes per task when there are
 many). Kept stores (see hydrate) are opened read-only and checked first (record count and
 content digest through the system's own API); transient stores are built, searched and
-removed inside the task, in the worker's own directory (`recallbench.engine.workerstate`). The parent
-keeps the rows on disk as they come back (`queryrows.RowSpool`), so its memory does not grow with
-queries x top-k; the envelope's `queries` reads them back one at a time, and runs.json is
-written from them in pieces. runs.json holds, per query, the ranked hits, each level's ranking and gold, and the facts that explain
-misses; latencies, the time inside the system and the harness's parts go to the timing
-sidecar.
+removed inside the task, in the worker's own directory (`recallbench.engine.workerstate`).
+The parent keeps the rows on disk as they come back (`queryrows.RowSpool`), so its memory
+does not grow with queries x top-k; the envelope's `queries` reads them back one at a time,
+and runs.json is written from them in pieces. runs.json holds, per query, the ranked hits,
+each level's ranking and gold, and the facts that explain misses; latencies, the time inside
+the system and the harness's parts go to the timing sidecar.
 """
 
 from __future__ import annotations

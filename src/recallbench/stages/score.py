@@ -1,5 +1,6 @@
-"""score: every measure of the dataset per query, per category and overall. Measures are values (`recallbench.metrics.measures`), rebuilt from suite.json's levels
-and options through the dataset's measure family; this stage only loops."""
+"""score: every measure of the dataset per query, per category and overall. Measures are
+values (`recallbench.metrics.measures`), rebuilt from suite.json's levels and options
+through the dataset's measure family; this stage only loops."""
 
 from __future__ import annotations
 

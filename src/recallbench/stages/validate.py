@@ -3,11 +3,11 @@
 The suite artifact (suite.json) records the dataset's identity (files and sha256), the
 reader options, levels, categories, drop rules with every drop and its reason, the scope
 index (scope id, memories, queries, where its line of the spool lies) and counts. Beside it,
-validate writes the scope spool (``scopes.jsonl``, see `recallbench.builddir.scopespool`): every scope as
-one line of plain JSON, exactly what a worker needs; where the dataset has structure, the
-structure spool beside it (``scopes-structure.jsonl``), read only for a structured system.
-The data file is read once, here; later stages read the spools, whose digests suite.json
-records, and never parse the data file again.
+validate writes the scope spool (``scopes.jsonl``, see `recallbench.builddir.scopespool`):
+every scope as one line of plain JSON, exactly what a worker needs; where the dataset has
+structure, the structure spool beside it (``scopes-structure.jsonl``), read only for a
+structured system. The data file is read once, here; later stages read the spools, whose
+digests suite.json records, and never parse the data file again.
 """
 
 from __future__ import annotations

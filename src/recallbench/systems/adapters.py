@@ -16,8 +16,8 @@ and the `records.jsonl` store of `bm25` and `bm25-okapi`.
   restore = verify, extract into a clean directory, load. Its corruptions: one byte flipped
   (`raw_byte`) and a record deleted through the store's own API under the old manifest
   (`stale_manifest`). Its base, `PackageClone`, serves postgres_store's pg_dump clone too.
-* `RecordsStore` / `OpensRecords`: a store kept as `records.jsonl` (the kit's
-  `RecordsClone` package) and indexed in memory: `bm25`, `bm25-okapi`.
+* `RecordsStore` / `OpensRecords`: a store kept as `records.jsonl` (the package of
+  `packaging.RecordsClone`) and indexed in memory: `bm25`, `bm25-okapi`.
 * `system_options`: a system's user-settable options (index parameters), read from the
   environment variable `RECALLBENCH_INDEX_<NAME>` (`key=value,key=value`) over the
   defaults the store ships; a system records them in its configuration and its store

@@ -17,11 +17,15 @@ stage then reports "n/a: <system> has no clone path" rather than failing):
 * `System.structured` (plugin API 1.1): the system wants structure. Its records then carry
   the dataset's turns (`Turn`) and session date where the dataset has them, and its
   stores' `search` is called with `query_date=` (the question's date, or None). A system
-  without the attribute gets neither: records as before, `search(query, limit)`.
+  without the attribute gets neither: records as before, `search(query, limit)`;
+* `System.input_limit` (`InputLimit`, plugin API 1.1): what its stores see of a text (at
+  most so many characters or tokens); runs report the share cut (`content_loss_report`);
+* `System.setup()` (plugin API 1.1): called once in each worker process, through the
+  boundary, before any store is opened there (load a model once per process).
 
 This module is what a plugin implements and what the harness calls; the helpers the
-built-in systems share (and a plugin may use) are in `recallbench.systems.packaging`. A plugin
-imports both from `recallbench.plugin`.
+built-in systems share (and a plugin may use) are in `recallbench.systems.packaging`. A
+plugin imports both from `recallbench.plugin`.
 """
 
 from __future__ import annotations
@@ -257,8 +261,9 @@ class System(Protocol):
         Directories are reused: a store may be opened where an earlier store of this process
         was closed and deleted (a worker's transient stores alternate between two), so a
         store keeps nothing per path after `close()` (`recallbench check-plugin`'s
-        `path-reuse` check). With `vectors`, the store takes every vector (stored texts and queries) from the
-        lookup instead of embedding; systems without an embedder ignore it."""
+        `path-reuse` check). With `vectors`, the store takes every vector (stored texts and
+        queries) from the lookup instead of embedding; systems without an embedder ignore
+        it."""
 
     def attach(self, directory: Path, *, vectors: VectorLookup | None = None) -> Store:
         """Reopen the store a previous `open_store` left in `directory` (FileNotFoundError).

@@ -7,7 +7,7 @@ HNSW parameter at Chroma's default, read back from Chroma into the configuration
 embedding function: Chroma's default one downloads a model, so vectors are passed in
 (`add(embeddings=...)`, `query(query_embeddings=...)`), from the pipeline's vector cache or
 from the `minilm` embedder capability. Memory ids are Chroma's ids as given; the identifier
-rides in the metadata. Search: `collection.query(n_results=top_k)` in Chroma's order
+rides in the metadata. Search: `collection.query(n_results=limit)` in Chroma's order
 (distance ascending; the score is 1 - cosine distance). Digest: (id, document) read back with
 `collection.get`. Clone: the persisted directory (`adapters.DirectoryClone`).
 

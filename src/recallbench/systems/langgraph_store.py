@@ -4,7 +4,7 @@
 
 * `langgraph`: `SqliteStore(conn, index={"dims": 384, "embed": fn, "fields": ["text"],
   "text_fields": ["text"]})` on `<store dir>/store.sqlite`; `put(("memories",), memory id,
-  {"text", "identifier"})`; search `store.search(("memories",), query=q, limit=top_k)`
+  {"text", "identifier"})`; search `store.search(("memories",), query=q, limit=limit)`
   in LangGraph's order and score (cosine similarity). `SqliteStore` reads `text_fields`,
   not `fields` (the documented key of `BaseStore`'s index config), and without it embeds the
   whole JSON value: both are given so the memory text alone is embedded.

@@ -8,7 +8,7 @@ The identifier is excluded from the embedded (and LLM) text (`excluded_embed_met
 LlamaIndex otherwise embeds metadata with the text). Embedding: a `BaseEmbedding` subclass
 (LlamaIndex's own extension point) that takes every vector from the pipeline's vector cache,
 or from the `minilm` embedder capability: LlamaIndex never loads a model of its own, and no
-LLM is used. Search: `index.as_retriever(similarity_top_k=top_k).retrieve(query)` in
+LLM is used. Search: `index.as_retriever(similarity_top_k=limit).retrieve(query)` in
 LlamaIndex's order (exact cosine over every node; its score). Digest: (node id, text) of
 the docstore. Clone: the persisted directory (`adapters.DirectoryClone`).
 """

@@ -1,5 +1,6 @@
-"""`mem0`: mem0's open-source `Memory` (`mem0ai`), through its public API (optional extra
-`mem0`).
+"""`mem0` and `mem0-qdrant`: mem0's open-source `Memory` (`mem0ai`), through its public API
+(optional extra `mem0`). Everything below is `mem0`'s; `mem0-qdrant` is the same on mem0's
+Qdrant store in local mode (last paragraph).
 
 Store: `Memory.from_config` with mem0's `faiss` vector store in the store directory
 (`path=<store dir>/faiss`, `distance_strategy="euclidean"`, `normalize_L2=True`: an exact
@@ -13,9 +14,9 @@ never calls it.
 
 Add: `memory.add(text, user_id=..., metadata={"memory_id", "identifier"}, infer=False)`, one
 call per memory; mem0 gives each its own uuid4 id, ours ride in the metadata. Search:
-`memory.search(query, filters={"user_id": ...}, top_k=k, threshold=0)` (its default
-threshold 0.1 drops hits) in mem0's order and score: its dense candidates (max(4k, 60) of
-them), scored additively with its BM25 half and its entity boosts where these are active.
+`memory.search(query, filters={"user_id": ...}, top_k=limit, threshold=0)` (its default
+threshold 0.1 drops hits) in mem0's order and score: its dense candidates (max(4 x limit, 60)
+of them), scored additively with its BM25 half and its entity boosts where these are active.
 Neither is, here: mem0's faiss store has no keyword search (mem0 logs so and scores the
 semantic half alone), and its entity extraction needs spaCy and a model download (spaCy is
 not installed, so no entities). The configuration records both.
@@ -46,6 +47,14 @@ opens, inside the build directory). Import mem0 only through `_mem0()` so both a
 
 Digest: (memory id, text) read back with `memory.get_all`. Clone: the store directory
 (`adapters.DirectoryClone`), verified by mem0's own load (`Memory.from_config` on a copy).
+
+`mem0-qdrant` (`Mem0QdrantSystem`): the same `Memory` on mem0's `qdrant` vector store in
+local mode (a `path` in the store directory: qdrant-client compares every vector by cosine,
+no HNSW). Since Qdrant local ranks ties in the order it loads its points, which differs
+after a reload, the store is reopened after every ingest, so every search (hydrate's, a
+reopened store's, a restored clone's) runs on the loaded order; one process holds a store
+at a time (Qdrant local locks its path). Its keyword half needs fastembed, which is not
+installed; the configuration records whether it is active.
 """
 
 from __future__ import annotations

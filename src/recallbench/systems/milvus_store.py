@@ -15,7 +15,7 @@ and `text` (VARCHAR), `vector` (FLOAT_VECTOR, 384), dynamic fields off; its inde
 `MilvusClient.create_collection(name, dimension=...)` makes; Milvus Lite reports it as
 `M` 18, `efConstruction` 240); `milvus-flat`: FLAT (every vector compared). Milvus Lite
 accepts FLAT, IVF_FLAT and AUTOINDEX only (HNSW is refused in its local mode). Add:
-`client.insert(rows)`; search: `client.search([vector], limit=top_k,
+`client.insert(rows)`; search: `client.search([vector], limit=limit,
 output_fields=["identifier"], search_params=...)` in Milvus's order; the score is Milvus's
 COSINE "distance", the cosine similarity.
 

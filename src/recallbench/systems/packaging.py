@@ -1,4 +1,4 @@
-"""The kit the built-in systems share, which a plugin may use too: the content digest every
+"""The packaging helpers the built-in systems share, which a plugin may use too: the content digest every
 built-in store uses (`records_digest`), manifest-checked file packages (`write_manifest`,
 `check_manifest`, `copy_package`), the generic corruptions (`raw_byte_corruption`,
 `stale_jsonl_corruption`), JSON-lines records and `RecordsClone`, a clone path over a

@@ -23,7 +23,7 @@ index is read back from the database's catalog when a store opens (`check_index`
 method, operator class, build options): one pgvector refused (LlamaIndex only logs that)
 or one the marker does not describe is one line, never an exact scan recorded as HNSW.
 pgvector 0.6.2's HNSW scan returns at most `hnsw.ef_search` rows, so a search for more
-than `ef_search` results sets the session's `hnsw.ef_search` to top-k for that search, at
+than `ef_search` results sets the session's `hnsw.ef_search` to the search's limit, at
 most pgvector's limit of 1000 (recorded as `ef_search_for_search`, `ef_search_limit` and
 `search_depth_limit`: a search deeper than 1000 gets at most 1000 hits from the index, and
 the report says so when top-k passes it), else a query of k would get about 40 hits from a

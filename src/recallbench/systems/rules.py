@@ -8,7 +8,7 @@ A run's decision comes from one of (`chosen_rules`):
   bm25` would print another package's advice as recallbench's). Rules from any other
   distribution are refused in one line naming both; so are two rule sets for one system;
 * else the dataset's own policy, for the systems it was written for (`policy_systems`);
-* else none: a one-line statement that no rule applies (`datasets.base.no_rule`).
+* else none: a one-line statement that no rule applies (`datasets.base.no_rule_decision`).
 
 A plugin's rules are code recallbench does not control, so they run at the boundary
 (`recallbench.systems.boundary`), as a system's calls do: under `--call-timeout`, whatever they

@@ -7,7 +7,7 @@ default model is a hub download; its `external` vectors method takes a transform
 here one over recallbench's vectors (the pipeline's vector cache, else the `minilm`
 embedder). Documents are `(memory id, text, None)`; `hybrid=True` adds txtai's own BM25
 keyword index and fuses its scores with the dense ones (txtai's defaults). Search:
-`embeddings.search(query, limit=top_k)` in txtai's order and score. The identifier of each
+`embeddings.search(query, limit=limit)` in txtai's order and score. The identifier of each
 memory is kept beside the index (`identifiers.json`), as txtai's search returns ids and
 text. Digest: (id, text) read back with txtai's SQL (`select id, text from txtai`). Clone:
 the saved directory (`adapters.DirectoryClone`).

@@ -12,7 +12,7 @@ systems are listed as unavailable with how to get it. One SQLite database per st
   argument (`Commands::Add { text, metadata, force }`, src/commands.rs), reads no stdin or
   file, and its CLI reference's "batch import" is a shell loop of `vipune add`;
 * search: `vipune --json --db-path DB -p recallbench search [--hybrid] --recency 0
-  -l TOP_K QUERY` (recency 0: its default 0.3 mixes in the insertion time), vipune's order
+  -l LIMIT QUERY` (recency 0: its default 0.3 mixes in the insertion time), vipune's order
   and score; `vipune` is its hybrid search (FTS5 + semantic, RRF k = 25), `vipune-semantic`
   its plain semantic search;
 * count and digest: `vipune --json ... list --limit N`.

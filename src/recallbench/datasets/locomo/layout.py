@@ -11,13 +11,13 @@
   directory of those files, as the zip itself (its ``.../locomo10_v2/<n>.json`` members), or
   as one such file (a one-conversation dataset).
 
-`conversations` yields each conversation of a per-conversation layout, in the order of its
-number (the array file's order), shaped as a sample of the array file (``sample_id``
-``conv-<n>``, the object's other keys under ``conversation``, its ``qa``), so one checker
-reads both. One member is parsed at a time (`jsonstream.read_object`: the same checks as the
-array's stream); a malformed member stops the stream with one line naming the file or
-member, e.g. ``locomo10_v2.zip: data/multimodal_dialog/locomo10_v2/26.json: invalid JSON:
-...``.
+`Conversations` (its `records`) yields each conversation of a per-conversation layout (the
+layout told by `layout_of`), in the order of its number (the array file's order), shaped as
+a sample of the array file (``sample_id`` ``conv-<n>``, the object's other keys under
+``conversation``, its ``qa``), so one checker reads both. One member is parsed at a time
+(`jsonstream.read_object`: the same checks as the array's stream); a malformed member stops
+the stream with one line naming the file or member, e.g. ``locomo10_v2.zip:
+data/multimodal_dialog/locomo10_v2/26.json: invalid JSON: ...``.
 
 Identity: the zip's (or the one file's) sha256; a directory's is the sha256 of its members'
 listing, one line ``<name> <sha256>`` per member in conversation order (`directory_digest`),
