@@ -392,8 +392,8 @@ def test_hostile_report_md_and_compare_md_stay_text_in_the_browser(
     from selenium.common.exceptions import NoAlertPresentException
 
     from recallbench.commands.compare import compare_results
-    from recallbench.commands.compare import render_markdown as render_compare
     from recallbench.core.escape import terminal
+    from recallbench.report.comparison import render_markdown as render_compare
 
     install_hostile_plugin(monkeypatch)
     corpus, queries = hostile_suite(tmp_path / "data")

@@ -15,16 +15,15 @@ from recallbench.builddir.lock import LOCK_NAME
 from recallbench.cli.main import main
 from recallbench.commands.compare import (
     compare_results,
-    headline,
     paired_stats,
     reference_first,
-    render_markdown,
     result_labels,
 )
 from recallbench.commands.pipeline import run_pipeline
 from recallbench.core.errors import RecallbenchError
 from recallbench.datasets.locomo import generator as locomo_generator
 from recallbench.datasets.longmemeval import generator as longmemeval_generator
+from recallbench.report.comparison import headline, render_markdown
 from recallbench.report.result import per_query_values
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,9 +26,9 @@ from hostile import (
 )
 
 from recallbench.commands.compare import compare_results
-from recallbench.commands.compare import render_markdown as render_compare
 from recallbench.commands.pipeline import Run
 from recallbench.core import escape, ids
+from recallbench.report.comparison import render_markdown as render_compare
 from recallbench.report.run_sections import render_markdown
 
 RENDERERS = markdown_renderers()

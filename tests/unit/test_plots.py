@@ -20,9 +20,10 @@ import pytest
 from click.testing import CliRunner
 
 from recallbench.cli.main import main
-from recallbench.commands.compare import compare_results, render_markdown
+from recallbench.commands.compare import compare_results
 from recallbench.commands.pipeline import Run, run_pipeline
 from recallbench.report import plots
+from recallbench.report.comparison import render_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "benchmarks" / "retrieval"

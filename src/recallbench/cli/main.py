@@ -909,7 +909,8 @@ def compare_cmd(
     import time
 
     check_compare_arguments(systems + ((reference,) if reference and systems else ()), result_files)
-    from recallbench.commands.compare import render_markdown, run_comparison
+    from recallbench.commands.compare import run_comparison
+    from recallbench.report.comparison import render_markdown
 
     started = time.perf_counter()
     if systems and result_files:

@@ -44,7 +44,6 @@ from recallbench.metrics import stats
 from recallbench.report.comparison import (
     ci_text,
     correction_name,
-    headline,
     p_text,
     render_markdown,
     signed,
@@ -733,10 +732,6 @@ def gate_failures(doc: Mapping[str, Any], gates: Sequence[tuple[str, float]]) ->
                     f"{p_text(o, 'p_adjusted')}"
                 )
     return out
-
-
-#: the comparison's text, written by `report.comparison`, importable from here as before
-__all__ = ["headline", "render_markdown"]
 
 
 def power_table(

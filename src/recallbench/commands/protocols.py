@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from recallbench.core.errors import RecallbenchError
-from recallbench.core.escape import html as html_text
+from recallbench.core.escape import html as escape_html
 from recallbench.core.escape import markdown_cell, terminal
 from recallbench.engine.tasks import Execution
 from recallbench.metrics.measures import value_of
@@ -416,25 +416,25 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
 def render_html(doc: Mapping[str, Any]) -> str:
     """protocols.html: the same tables as one page, self-contained (every string from data
     escaped as HTML text)."""
-    head = "".join(f"<th>{html_text(h)}</th>" for h in _HEADER)
+    head = "".join(f"<th>{escape_html(h)}</th>" for h in _HEADER)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html_text(c)}</td>" for c in row) + "</tr>"
+        "<tr>" + "".join(f"<td>{escape_html(c)}</td>" for c in row) + "</tr>"
         for row in table_rows(doc)
     )
     how = "".join(
         "<tr>"
-        + "".join(f"<td>{html_text(c)}</td>" for c in (p["name"], p["how"], p["used_by"]))
+        + "".join(f"<td>{escape_html(c)}</td>" for c in (p["name"], p["how"], p["used_by"]))
         + "</tr>"
         for p in doc["protocols"]
     )
-    notes = "".join(f"<li>{html_text(n)}</li>" for n in doc["notes"])
+    notes = "".join(f"<li>{escape_html(n)}</li>" for n in doc["notes"])
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         "<title>recallbench protocols</title><style>"
         "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left}"
         "</style></head><body>"
-        f"<h1>Protocols</h1><p>{html_text(_caption(doc, str))}</p>"
+        f"<h1>Protocols</h1><p>{escape_html(_caption(doc, str))}</p>"
         f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
         "<h2>How to get each, who uses it</h2>"
         "<table><thead><tr><th>protocol</th><th>how</th><th>used by</th></tr></thead>"
