@@ -218,20 +218,22 @@ def test_nox_has_a_session_per_dataset_with_a_data_file() -> None:
     assert "fixtures" not in sessions
 
 
+def datasets_modules_loaded_by(code: str) -> list[str]:
+    """The `recallbench.datasets.*` modules a fresh interpreter has loaded after `code`."""
+    code += "\nprint(' '.join(m for m in sys.modules if m.startswith('recallbench.datasets.')))\n"
+    return subprocess.run(
+        [sys.executable, "-c", f"import sys\n{code}"], capture_output=True, text=True, check=True
+    ).stdout.split()
+
+
 def test_listing_the_datasets_imports_no_reader() -> None:
     """`recallbench validate --help` reads the specs only: no reader, generator or system."""
-    code = (
-        "import sys\n"
+    out = datasets_modules_loaded_by(
         "from click.testing import CliRunner\n"
         "from recallbench.cli.main import main\n"
         "for command in ('validate', 'run', 'compare'):\n"
         "    assert CliRunner().invoke(main, [command, '--help']).exit_code == 0\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith('recallbench.datasets.'))\n"
-        "print(' '.join(loaded))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.split()
     specs = {f"recallbench.datasets.{name}.spec" for name in DATASETS}
     assert specs <= set(out), out
     allowed = {"recallbench.datasets.base", *specs, *(m.rsplit(".", 1)[0] for m in specs)}
@@ -241,22 +243,16 @@ def test_listing_the_datasets_imports_no_reader() -> None:
 def test_scoring_a_suite_imports_no_reader() -> None:
     """`score` rebuilds every dataset's measures from suite.json through its spec's family
     module alone: no reader (nor generator) is imported."""
-    code = (
-        "import sys\n"
-        "from recallbench.core.model import Level\n"
+    out = datasets_modules_loaded_by(
         "from recallbench.datasets.base import DATASETS\n"
         "from recallbench.stages.score import suite_measures\n"
         "levels = [{'name': 'session', 'prefix': ''}, {'name': 'turn', 'prefix': 'turn_'},\n"
         "          {'name': 'answer_ids', 'prefix': 'answer_ids_'}]\n"
+        "options = {'unit': 'turn', 'gold': 'official'}\n"
         "for name in DATASETS:\n"
-        "    options = {'unit': 'turn', 'gold': 'official'}\n"
         "    suite = {'dataset': name, 'levels': levels, 'options': options}\n"
         "    assert suite_measures(suite, 10)\n"
-        "print(' '.join(sorted(m for m in sys.modules if m.startswith('recallbench.datasets.'))))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.split()
     families = {f"recallbench.datasets.{name}.measures" for name in DATASETS}
     assert families <= set(out), out
     assert [m for m in out if m.endswith((".reader", ".generator"))] == []
