@@ -6,8 +6,9 @@ generator command, docs page); `DATASETS` is the registry of those specs, found 
 importing any reader. The package's ``measures`` module holds its measure family,
 ``family(levels, top_k, ks, options) -> list[Measure]`` (the measures a run is scored with,
 found by `family_measures` without the reader). The reader module exposes
-``open_source(paths, options) -> Source`` and, when the dataset has decision rules, ``decide(evidence) -> decision`` (evidence: the scores artifact's data with
-the round trip's summary under ``"roundtrip"``, see `systems.rules.decide_run`). A `Source`:
+``open_source(paths, options) -> Source`` and, when the dataset has decision rules,
+``decide(evidence) -> decision`` (evidence: the scores artifact's data with the round
+trip's summary under ``"roundtrip"``, see `systems.rules.decide_run`). A `Source`:
 
 * identifies its data (`identity()`, complete once `stream()` has been exhausted, since
   file digests are computed on the same pass that parses the bytes);
