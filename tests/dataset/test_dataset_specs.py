@@ -122,7 +122,7 @@ TOY = DatasetSpec(
     name="toy",
     title="Toy",
     reader=__name__,
-    measures=f"{__name__}:measures",
+    measures=f"{__name__}:family",
     top_k=3,
     options=(
         DatasetOption("--toy-file", "file", "The toy file", role="data", required=True),
@@ -140,7 +140,8 @@ def open_source(paths: Mapping[str, Path], options: Mapping[str, Any]) -> Any:
     raise RecallbenchError(f"toy reader: paths {sorted(paths)}, options {dict(options)}")
 
 
-def measures(top_k: int, options: Mapping[str, Any], ks: Any = None) -> list[Any]:
+def family(levels: Any, top_k: int, ks: Any, options: Mapping[str, Any]) -> list[Any]:
+    """The toy's measure family: none."""
     return []
 
 
@@ -217,21 +218,41 @@ def test_nox_has_a_session_per_dataset_with_a_data_file() -> None:
     assert "fixtures" not in sessions
 
 
+def datasets_modules_loaded_by(code: str) -> list[str]:
+    """The `recallbench.datasets.*` modules a fresh interpreter has loaded after `code`."""
+    code += "\nprint(' '.join(m for m in sys.modules if m.startswith('recallbench.datasets.')))\n"
+    return subprocess.run(
+        [sys.executable, "-c", f"import sys\n{code}"], capture_output=True, text=True, check=True
+    ).stdout.split()
+
+
 def test_listing_the_datasets_imports_no_reader() -> None:
     """`recallbench validate --help` reads the specs only: no reader, generator or system."""
-    code = (
-        "import sys\n"
+    out = datasets_modules_loaded_by(
         "from click.testing import CliRunner\n"
         "from recallbench.cli.main import main\n"
         "for command in ('validate', 'run', 'compare'):\n"
         "    assert CliRunner().invoke(main, [command, '--help']).exit_code == 0\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith('recallbench.datasets.'))\n"
-        "print(' '.join(loaded))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.split()
     specs = {f"recallbench.datasets.{name}.spec" for name in DATASETS}
     assert specs <= set(out), out
     allowed = {"recallbench.datasets.base", *specs, *(m.rsplit(".", 1)[0] for m in specs)}
     assert [m for m in out if m not in allowed] == []
+
+
+def test_scoring_a_suite_imports_no_reader() -> None:
+    """`score` rebuilds every dataset's measures from suite.json through its spec's family
+    module alone: no reader (nor generator) is imported."""
+    out = datasets_modules_loaded_by(
+        "from recallbench.datasets.base import DATASETS\n"
+        "from recallbench.stages.score import suite_measures\n"
+        "levels = [{'name': 'session', 'prefix': ''}, {'name': 'turn', 'prefix': 'turn_'},\n"
+        "          {'name': 'answer_ids', 'prefix': 'answer_ids_'}]\n"
+        "options = {'unit': 'turn', 'gold': 'official'}\n"
+        "for name in DATASETS:\n"
+        "    suite = {'dataset': name, 'levels': levels, 'options': options}\n"
+        "    assert suite_measures(suite, 10)\n"
+    )
+    families = {f"recallbench.datasets.{name}.measures" for name in DATASETS}
+    assert families <= set(out), out
+    assert [m for m in out if m.endswith((".reader", ".generator"))] == []

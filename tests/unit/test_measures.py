@@ -10,18 +10,14 @@ from pathlib import Path
 import pytest
 import pytrec_eval
 
+from recallbench.core.errors import RecallbenchError
 from recallbench.core.model import Level, Memory, level_ranking
+from recallbench.datasets.base import DATASETS, family_measures
 from recallbench.datasets.fixtures import reader as fixtures
 from recallbench.metrics.arithmetic import Ratio
 from recallbench.metrics.measures import (
-    FAMILIES,
     FIXTURE_DUPLICATES,
     FIXTURE_NO_ANSWER,
-    FIXTURES,
-    LOCOMO,
-    LONGMEMEVAL,
-    LONGMEMEVAL_DEFAULT_RULE_LEVEL,
-    LONGMEMEVAL_GOLD_OFFICIAL,
     MEASURE_CLASSES,
     NDCG,
     DuplicateSlotRate,
@@ -37,7 +33,6 @@ from recallbench.metrics.measures import (
     SessionsOfTopTurnsAny,
     aggregate,
     conversational_measures,
-    family_measures,
     from_record,
     parse,
     per_query_value,
@@ -492,8 +487,13 @@ def test_conversational_measures_session_and_turn() -> None:
     assert not any(m.pooled or m.categories for m in at10)
 
 
+def fixture_measures(top_k: int) -> list[Measure]:
+    """The fixture family at the fixture suite's level."""
+    return family_measures("fixtures", fixtures.LEVELS, top_k)
+
+
 def test_fixture_measures() -> None:
-    names = [m.name for m in fixtures.measures(5, {})]
+    names = [m.name for m in fixture_measures(5)]
     assert names == [
         "recall@1",
         "recall@5",
@@ -503,14 +503,14 @@ def test_fixture_measures() -> None:
         "duplicate_slot_rate@5",
     ]
     # recall@1 once when k is 1
-    assert [m.name for m in fixtures.measures(1, {})] == [
+    assert [m.name for m in fixture_measures(1)] == [
         "recall@1",
         "mrr@1",
         "ndcg@1",
         "fp_rate@1",
         "duplicate_slot_rate@1",
     ]
-    by_name = {m.name: m for m in fixtures.measures(5, {})}
+    by_name = {m.name: m for m in fixture_measures(5)}
     assert by_name["fp_rate@5"].categories == {"negative_or_no_answer"}
     assert by_name["duplicate_slot_rate@5"].categories == {"near_duplicate_diversity"}
     assert by_name["recall@5"].categories is None
@@ -647,25 +647,24 @@ def test_recall_ndcg_rr_and_recall_any_equal_trec_eval(tmp_path: Path, seed: int
 
 
 def every_produced_measure() -> list[tuple[str, list[Level], Measure]]:
-    """Every measure the project produces today: each dataset reader's measures() for each
-    of its options, top-k and cutoffs, and each preset's own, with the levels it scores."""
-    from recallbench.datasets.locomo import reader as locomo
+    """Every measure the project produces today: each dataset's measure family for each of
+    its options, top-k and cutoffs, and each preset's own, with the levels it scores."""
     from recallbench.datasets.longmemeval import reader as lme
 
     out = []
     for top_k in (1, 5, 10, 50):
-        for m in fixtures.measures(top_k, {}):
+        for m in fixture_measures(top_k):
             out.append(("fixtures", list(fixtures.LEVELS), m))
         for ks in (None, (1, 3, 5, 10, 30, 50)):
             ks = [k for k in ks if k <= top_k] if ks else None
             for unit in ("session", "turn"):
                 levels = [Level("session")] + ([Level("turn", "turn_")] if unit == "turn" else [])
-                for m in locomo.measures(top_k, {"unit": unit}, ks):
+                for m in family_measures("locomo", levels, top_k, ks, {"unit": unit}):
                     out.append(("locomo", levels, m))
                 for gold in ("answer_session_ids", "official"):
                     options = {"unit": unit, "gold": gold}
                     levels = list(lme._levels(unit, gold))
-                    for m in lme.measures(top_k, options, ks):
+                    for m in family_measures("longmemeval", levels, top_k, ks, options):
                         out.append(("longmemeval", levels, m))
     # the presets' own measures, parsed against the levels of the suite they read
     from recallbench.commands.presets import PRESETS
@@ -784,29 +783,38 @@ def test_aggregation_is_the_measures_own() -> None:
     assert (pooled["numerator"], pooled["denominator"], pooled["queries"]) == (3, 5, 2)
 
 
-def test_families_rebuild_every_readers_measures() -> None:
-    """A family over suite.json's level records gives the reader's measures, without the
-    reader; the families' dataset constants are the readers' own."""
-    from recallbench.datasets.longmemeval import pairs
+def test_each_dataset_declares_its_family_in_its_own_package() -> None:
+    """A dataset's measure family is `family` in its package's measures module (the spec
+    names it); the slot rates' default categories are the fixture suite's own."""
+    from recallbench.datasets.fixtures import measures as fixture_family
 
-    assert fixtures.NEGATIVE_CATEGORY == FIXTURE_NO_ANSWER
-    assert fixtures.DUPLICATE_CATEGORY == FIXTURE_DUPLICATES
-    assert pairs.GOLD_OFFICIAL == LONGMEMEVAL_GOLD_OFFICIAL
-    assert pairs.DEFAULT_RULE_LEVEL == LONGMEMEVAL_DEFAULT_RULE_LEVEL
+    assert fixture_family.NEGATIVE_CATEGORY == FIXTURE_NO_ANSWER
+    assert fixture_family.DUPLICATE_CATEGORY == FIXTURE_DUPLICATES
+    assert fixtures.NEGATIVE_CATEGORY == fixture_family.NEGATIVE_CATEGORY
+    for name, spec in DATASETS.items():
+        assert spec.measures == f"recallbench.datasets.{name}.measures:family"
+
+
+def test_families_rebuild_from_the_suite_alone() -> None:
+    """A family over suite.json's level records gives the measures of its Level values; the
+    suite's `measure_family` names the family, else its dataset; an unknown one is one line."""
     records = [
         {"name": lv.name, "prefix": lv.prefix, "description": lv.description}
         for lv in fixtures.LEVELS
     ]
-    assert family_measures(FIXTURES, records, 5) == fixtures.measures(5, {})
-    assert set(FAMILIES) == {FIXTURES, LOCOMO, LONGMEMEVAL}
-    suite = {"dataset": "not-a-reader", "measure_family": LOCOMO, "options": {}}
+    assert family_measures("fixtures", records, 5) == fixture_measures(5)
+    suite = {"dataset": "not-a-reader", "measure_family": "locomo", "options": {"unit": "turn"}}
     suite["levels"] = [{"name": "session", "prefix": ""}, {"name": "turn", "prefix": "turn_"}]
-    from recallbench.datasets.locomo import reader as locomo
-
-    assert suite_measures(suite, 10) == locomo.measures(10, {"unit": "turn"})
+    turn = [Level("session"), Level("turn", "turn_")]
+    assert suite_measures(suite, 10) == family_measures("locomo", turn, 10, None, {"unit": "turn"})
     assert [m.name for m in suite_measures(suite, 10, names=["turn_recall(rel=3)@5"])] == [
         "turn_recall(rel=3)@5"
     ]
+    known = ", ".join(DATASETS)
+    with pytest.raises(RecallbenchError, match=rf"^no measure family 'nope' \(known: {known}\)$"):
+        suite_measures({**suite, "measure_family": "nope"}, 10)
+    with pytest.raises(RecallbenchError, match="^no measure family 'not-a-reader'"):
+        suite_measures({**suite, "measure_family": None}, 10)
 
 
 def test_measures_imports_no_dataset_module() -> None:
@@ -827,7 +835,7 @@ def test_measures_imports_no_dataset_module() -> None:
 def test_consumers_select_by_fields() -> None:
     records = [
         m.record()
-        for m in family_measures(LONGMEMEVAL, [Level("session"), Level("turn", "turn_")], 10)
+        for m in family_measures("longmemeval", [Level("session"), Level("turn", "turn_")], 10)
     ]
     records.append(Recall("session", 10, rel=3).record())
     assert select(records, stem="recall", k=10, level="session") == [

@@ -8,7 +8,8 @@ import math
 import pytest
 
 from recallbench.core.model import Level
-from recallbench.datasets.longmemeval.reader import measures as lme_measures
+from recallbench.datasets.base import family_measures
+from recallbench.datasets.longmemeval.reader import _levels as lme_levels
 from recallbench.metrics import longmemeval as om
 from recallbench.metrics.arithmetic import recall_at_k
 from recallbench.metrics.measures import (
@@ -125,8 +126,10 @@ def test_conversational_measure_names_and_cutoffs() -> None:
     assert {m.k for m in conversational_measures(5, levels)} == {1, 5}
     # the run's own top-k is always a cutoff too: nothing between 1 and top-k goes unscored
     assert {m.k for m in conversational_measures(3, levels)} == {1, 3}
-    assert [m.name for m in lme_measures(10, {"unit": "session"})] == names[:12]
-    assert [m.name for m in lme_measures(10, {"unit": "turn"})] == names
+    for unit, expected in (("session", names[:12]), ("turn", names)):
+        levels = lme_levels(unit, "answer_session_ids")
+        chosen = family_measures("longmemeval", levels, 10, None, {"unit": unit})
+        assert [m.name for m in chosen] == expected
 
 
 def test_aggregate_cells() -> None:

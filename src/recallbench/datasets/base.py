@@ -3,11 +3,12 @@
 Each dataset is declared once, by a `DatasetSpec` (``SPEC`` in its package's ``spec``
 module: name, reader, measure family, decision policy, default top-k, command-line options,
 generator command, docs page); `DATASETS` is the registry of those specs, found without
-importing any reader. The reader module exposes ``open_source(paths, options) -> Source``,
-``measures(top_k, options, ks=None)`` (the measures a run is scored with, a call of its
-family in `recallbench.metrics.measures.FAMILIES`) and, when the dataset has
-decision rules, ``decide(evidence) -> decision`` (evidence: the scores artifact's data with
-the round trip's summary under ``"roundtrip"``, see `systems.rules.decide_run`). A `Source`:
+importing any reader. The package's ``measures`` module holds its measure family,
+``family(levels, top_k, ks, options) -> list[Measure]`` (the measures a run is scored with,
+found by `family_measures` without the reader). The reader module exposes
+``open_source(paths, options) -> Source`` and, when the dataset has decision rules,
+``decide(evidence) -> decision`` (evidence: the scores artifact's data with the round
+trip's summary under ``"roundtrip"``, see `systems.rules.decide_run`). A `Source`:
 
 * identifies its data (`identity()`, complete once `stream()` has been exhausted, since
   file digests are computed on the same pass that parses the bytes);
@@ -35,6 +36,7 @@ from recallbench.core.errors import RecallbenchError
 
 if TYPE_CHECKING:  # the CLI imports this module for its names: keep start-up light
     from recallbench.core.model import Drop, Level, Scope
+    from recallbench.metrics.measures import Measure
 
 DEFAULT_DATASET = "fixtures"
 #: what one memory of a conversational dataset is (`--unit`)
@@ -108,8 +110,8 @@ class DatasetSpec:
     it without importing its reader (which `open` imports on first use).
 
     References to code are ``"module"`` or ``"module:attribute"`` strings, resolved only
-    when used. `measures` is the reader's ``measures`` function (a call of its measure family,
-    `recallbench.metrics.measures.FAMILIES`), resolved in `dataset_measures` only. `policy` is the
+    when used. `measures` is the measure family, a function of (levels, top_k, ks, options)
+    in a module that imports no reader (resolved in `family_measures` only). `policy` is the
     decision rules (a function of the scores), `policy_name` the name suite.json records,
     `policy_systems` the systems the rules were written for (they fire for those only; empty:
     every system) and `policy_roadmap` whose plan they are (the line a system outside
@@ -232,15 +234,23 @@ def open_source(
     return dataset_spec(name).open_source(paths, dict(options or {}))
 
 
-def dataset_measures(
-    name: str, top_k: int, options: Mapping[str, Any], ks: Sequence[int] | None = None
-) -> list[Any]:
-    """The measures dataset `name` scores a run with (its spec's measure family), at the
-    run's own cutoffs `ks` when it has them (`--k`), else at the dataset's defaults."""
-    family = resolve(dataset_spec(name).measures)
-    if not ks:
-        return family(top_k, dict(options))
-    return family(top_k, dict(options), ks=list(ks))
+def family_measures(
+    name: str,
+    levels: Sequence[Level | Mapping[str, Any]],
+    top_k: int,
+    ks: Sequence[int] | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> list[Measure]:
+    """The measures of dataset `name`'s measure family (its spec's `measures`) for these
+    levels (Level values or suite.json's level records, the primary level first), the run's
+    top-k, its own cutoffs `ks` (`--k`; None: the family's defaults) and reader options.
+    Imports the family's module only, never the reader."""
+    from recallbench.metrics.measures import as_level, distinct
+
+    if name not in DATASETS:
+        raise RecallbenchError(f"no measure family {name!r} (known: {', '.join(DATASETS)})")
+    family = resolve(DATASETS[name].measures)
+    return distinct(family([as_level(lv) for lv in levels], top_k, ks or None, dict(options or {})))
 
 
 def dataset_policy(name: str) -> Callable[[Mapping[str, Any]], dict[str, Any]] | None:

@@ -23,8 +23,10 @@ The slot rates' default categories are the fixture suite's (``fp_rate`` applies 
 a value with a separator (``,|()=@``) or whitespace, or a parameter the stem does not read
 is refused in one line.
 
-Measure families (`FAMILIES`): a dataset's measure set is one registered function of
-(levels, top_k, ks, options), so `score` rebuilds the measures from suite.json alone.
+Measure families: a dataset's measure set is one function of (levels, top_k, ks,
+options) in the dataset's own package (``datasets/<name>/measures.py``, named by its spec),
+built from the pieces here (`conversational_measures`, the classes, `distinct`); `score`
+rebuilds the measures from suite.json alone (`recallbench.datasets.base.family_measures`).
 
 Aggregation (`aggregate`) gives every measure the same cell shape::
 
@@ -49,8 +51,9 @@ from recallbench.core.model import RELEVANT_GRADE, Level, relevant_ids
 from recallbench.metrics import arithmetic as m
 from recallbench.metrics import longmemeval as official
 
-#: the fixture suite's categories its slot rates apply to (fixtures.NEGATIVE_CATEGORY and
-#: DUPLICATE_CATEGORY; a test ties them): the slot rates' default categories
+#: the fixture suite's categories its slot rates apply to (datasets.fixtures.measures'
+#: NEGATIVE_CATEGORY and DUPLICATE_CATEGORY; a test ties them): the slot rates' default
+#: categories, which a name does not spell out (`fp_rate@5`)
 FIXTURE_NO_ANSWER = "negative_or_no_answer"
 FIXTURE_DUPLICATES = "near_duplicate_diversity"
 #: a parameter value in a name: no separator of the name grammar, no whitespace
@@ -547,7 +550,8 @@ def _default_level(prefix: str) -> str:
     return prefix[:-1] if prefix else "session"
 
 
-def _level_of(level: Level | Mapping[str, Any]) -> Level:
+def as_level(level: Level | Mapping[str, Any]) -> Level:
+    """A Level, or suite.json's record of one, as a Level."""
     if isinstance(level, Level):
         return level
     return Level(level["name"], level.get("prefix", ""), level.get("description", ""))
@@ -598,7 +602,7 @@ def parse(text: str, levels: Sequence[Level | Mapping[str, Any]] | None = None) 
             raise RecallbenchError(f"{text!r}: only ndcg_any takes reads/depth")
         cls = NDCGAnyTurn2Session
     if levels is not None:
-        prefix = _resolve_level(text, prefix, params, [_level_of(lv) for lv in levels])
+        prefix = _resolve_level(text, prefix, params, [as_level(lv) for lv in levels])
     elif "level" not in params:
         params["level"] = _default_level(prefix)
     try:
@@ -695,100 +699,6 @@ def preferred_measures(names: Iterable[str], k: int) -> list[str]:
     return select(names, stem="ndcg", k=k, prefix="") + select(
         names, stem="recall", k=k, prefix="", rel=RELEVANT_GRADE
     )
-
-
-# --- measure families: a dataset's measure set from (levels, top_k, ks, options) ---------
-
-Family = Callable[[Sequence[Level], int, Sequence[int] | None, Mapping[str, Any]], list[Measure]]
-#: family name -> function(levels, top_k, ks, options) -> measures
-FAMILIES: dict[str, Family] = {}
-#: the family names (a dataset declaration names its family; score reads it from suite.json,
-#: or takes the dataset's name)
-FIXTURES = "fixtures"
-LOCOMO = "locomo"
-LONGMEMEVAL = "longmemeval"
-#: LongMemEval's gold rule and default-rule level (longmemeval.pairs.GOLD_OFFICIAL,
-#: DEFAULT_RULE_LEVEL; the fixture categories are at the top): measures.py imports no dataset
-LONGMEMEVAL_GOLD_OFFICIAL = "official"
-LONGMEMEVAL_DEFAULT_RULE_LEVEL = "answer_ids"
-
-
-def family(name: str) -> Callable[[Family], Family]:
-    """Register a measure family under `name`."""
-
-    def register(fn: Family) -> Family:
-        FAMILIES[name] = fn
-        return fn
-
-    return register
-
-
-def family_measures(
-    name: str,
-    levels: Sequence[Level | Mapping[str, Any]],
-    top_k: int,
-    ks: Sequence[int] | None = None,
-    options: Mapping[str, Any] | None = None,
-) -> list[Measure]:
-    """The measures of family `name` for these levels (Level values or suite.json's level
-    records, the primary level first), run top-k, cutoffs and reader options."""
-    if name not in FAMILIES:
-        raise RecallbenchError(f"no measure family {name!r} (known: {', '.join(FAMILIES)})")
-    chosen = FAMILIES[name](
-        [_level_of(lv) for lv in levels], top_k, ks or None, dict(options or {})
-    )
-    return distinct(chosen)
-
-
-@family(FIXTURES)
-def fixture_family(levels, top_k, ks, options):
-    """Recall@1, Recall@k, MRR@k, nDCG@k, fp_rate@k (no-answer queries) and
-    duplicate_slot_rate@k (near-duplicate queries) at the primary level; recall@1 once when
-    k is 1. The cutoffs are fixed: a run's own k values (`--k`) are refused."""
-    if ks:
-        raise RecallbenchError(
-            "the fixture suite's cutoffs are fixed (1 and --top-k); --k is for the "
-            "conversational datasets"
-        )
-    level = levels[0].name
-    chosen = [
-        Recall(level, 1),
-        Recall(level, top_k),
-        ReciprocalRank(level, top_k),
-        NDCG(level, top_k),
-        FalsePositiveRate(level, top_k, categories=frozenset({FIXTURE_NO_ANSWER})),
-        DuplicateSlotRate(level, top_k, categories=frozenset({FIXTURE_DUPLICATES})),
-    ]
-    return distinct(chosen)
-
-
-@family(LOCOMO)
-def locomo_family(levels, top_k, ks, options):
-    """recall, recall_any, recall_all, ndcg_any at k = 1, 5, 10 (up to top-k) and top-k (or
-    at the run's own `ks`), per level."""
-    return conversational_measures(top_k, levels, ks)
-
-
-@family(LONGMEMEVAL)
-def longmemeval_family(levels, top_k, ks, options):
-    """recall, recall_any, recall_all, ndcg_any at k = 1, 5, 10 (up to top-k) and top-k (or
-    at the run's own `ks`), per level. With gold "official" the official levels score
-    questions without gold vacuously and list recall_all and ndcg_any first; the default
-    rule's level beside them does not; a turn run's session nDCG is LongMemEval's
-    evaluate_retrieval_turn2session (from the turn ranking)."""
-    if (options.get("gold") or "answer_session_ids") != LONGMEMEVAL_GOLD_OFFICIAL:
-        return conversational_measures(top_k, levels, ks)
-    official_levels = [lv for lv in levels if lv.name != LONGMEMEVAL_DEFAULT_RULE_LEVEL]
-    default = [lv for lv in levels if lv.name == LONGMEMEVAL_DEFAULT_RULE_LEVEL]
-    chosen = conversational_measures(top_k, official_levels, ks, official=True)
-    if options.get("unit") == "turn":
-        chosen = [
-            NDCGAnyTurn2Session(m.level, m.k, m.prefix, empty_gold=m.empty_gold, depth=top_k)
-            if type(m) is NDCGAny and m.level == "session"
-            else m
-            for m in chosen
-        ]
-    return chosen + conversational_measures(top_k, default, ks)
 
 
 def per_query_value(value: float | m.Ratio | None) -> float | dict[str, Any] | None:

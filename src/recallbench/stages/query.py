@@ -312,10 +312,9 @@ def run_query(
         raise RecallbenchError(f"--repeat must be at least 1, got {repeat}")
     require_made_from(hydrate_env, suite_env)
     if ks:  # refused here, not after the searches, when the dataset takes no cutoffs
-        from recallbench.datasets.base import dataset_measures
+        from recallbench.stages.score import suite_measures
 
-        suite = suite_env["data"]
-        dataset_measures(suite["dataset"], top_k, suite["options"], ks)
+        suite_measures(suite_env["data"], top_k, ks)
     execution = execution or Execution()
     watch = Stopwatch()
     hyd = hydrate_env["data"]

@@ -9,14 +9,8 @@ from typing import Any
 
 from recallbench.builddir.artifacts import envelope, inputs_of, require_made_from
 from recallbench.core.errors import RecallbenchError
-from recallbench.metrics.measures import (
-    Measure,
-    aggregate,
-    distinct,
-    family_measures,
-    parse,
-    per_query_value,
-)
+from recallbench.datasets.base import family_measures
+from recallbench.metrics.measures import Measure, aggregate, distinct, parse, per_query_value
 
 
 def score_rows(rows: Sequence[Mapping[str, Any]], measures: Sequence[Measure]) -> list[dict]:

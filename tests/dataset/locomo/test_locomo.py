@@ -15,7 +15,7 @@ import pytest
 from recallbench.core.errors import RecallbenchError
 from recallbench.core.ids import opaque_id
 from recallbench.core.model import Drop, Scope
-from recallbench.datasets.base import dataset_policy
+from recallbench.datasets.base import dataset_policy, family_measures
 from recallbench.datasets.locomo.generator import _TEMPLATES, generate
 from recallbench.datasets.locomo.reader import (
     CATEGORIES,
@@ -26,7 +26,6 @@ from recallbench.datasets.locomo.reader import (
     parse_evidence,
     turn_text,
 )
-from recallbench.metrics.measures import LOCOMO, family_measures
 
 # -- a hand-written file -------------------------------------------------------------------
 
@@ -206,15 +205,15 @@ def test_declared_categories_levels_and_measures(tiny: Path) -> None:
     notes = " ".join(source.notes)
     assert "differently" in notes and "Category 5" in notes and "blip_caption" in notes
     assert [lv.name for lv in source.levels] == ["session"]
-    names = [m.name for m in family_measures(LOCOMO, source.levels, 10)]
+    names = [m.name for m in family_measures("locomo", source.levels, 10)]
     assert names[:4] == ["recall@1", "recall_any@1", "recall_all@1", "ndcg_any@1"]
     assert "ndcg_any@10" in names and not any(n.startswith("turn_") for n in names)
 
     turn = open_source({"data": tiny}, {"unit": "turn"})
     assert [(lv.name, lv.prefix) for lv in turn.levels] == [("session", ""), ("turn", "turn_")]
-    names = [m.name for m in family_measures(LOCOMO, turn.levels, 10)]
+    names = [m.name for m in family_measures("locomo", turn.levels, 10)]
     assert names[0] == "recall@1" and "turn_recall_all@5" in names and len(names) == 24
-    assert [m.name for m in family_measures(LOCOMO, turn.levels, 5)][-1] == "turn_ndcg_any@5"
+    assert [m.name for m in family_measures("locomo", turn.levels, 5)][-1] == "turn_ndcg_any@5"
 
 
 # -- evidence parsing ----------------------------------------------------------------------

@@ -1,2 +1,2 @@
-"""LoCoMo: the reader (`reader`), a format-faithful generator (`generator`) and the
-dataset's declaration (`spec`)."""
+"""LoCoMo: the reader (`reader`), its measure family (`measures`), a format-faithful generator
+(`generator`) and the dataset's declaration (`spec`)."""

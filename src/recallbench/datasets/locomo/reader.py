@@ -88,8 +88,6 @@ from recallbench.datasets.jsonstream import (
 )
 from recallbench.datasets.jsonstream import type_name as _type_name
 from recallbench.datasets.sniff import refuse_other
-from recallbench.metrics.measures import LOCOMO as LOCOMO_FAMILY
-from recallbench.metrics.measures import family_measures
 
 NAME = "locomo"
 #: HotMem's project/organisation scope for every stored memory.
@@ -736,11 +734,3 @@ def open_source(paths: Mapping[str, Path], options: Mapping[str, Any]) -> LoCoMo
     if unit is None:
         unit = DEFAULT_UNIT
     return LoCoMoSource(Path(paths["data"]), unit, options.get("categories") or CATEGORIES_DEFAULT)
-
-
-def measures(top_k: int, options: Mapping[str, Any], ks: Sequence[int] | None = None) -> list[Any]:
-    """The `measures.LOCOMO` family at the session level (and the turn level with unit turn)."""
-    levels = [Level("session")]
-    if (options.get("unit") or DEFAULT_UNIT) == "turn":
-        levels.append(Level("turn", "turn_"))
-    return family_measures(LOCOMO_FAMILY, levels, top_k, ks, options)

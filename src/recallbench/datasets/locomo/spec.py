@@ -7,7 +7,7 @@ SPEC = DatasetSpec(
     order=2,
     title="LoCoMo",
     reader="recallbench.datasets.locomo.reader",
-    measures="recallbench.datasets.locomo.reader:measures",
+    measures="recallbench.datasets.locomo.measures:family",
     top_k=10,
     options=(
         DATA_OPTION,

@@ -15,7 +15,7 @@ and the field path, e.g.::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -178,14 +178,6 @@ def _levels(unit: str, gold: str = "answer_session_ids") -> tuple:
             )
         )
     return tuple(levels)
-
-
-def measures(top_k: int, options: dict[str, Any], ks: Sequence[int] | None = None) -> list[Any]:
-    """The `measures.LONGMEMEVAL` family at this file's levels (see its docstring)."""
-    from recallbench.metrics.measures import LONGMEMEVAL, family_measures
-
-    levels = _levels(options.get("unit", "session"), options.get("gold") or "answer_session_ids")
-    return family_measures(LONGMEMEVAL, levels, top_k, ks, options)
 
 
 class LongMemEvalSource:

@@ -7,7 +7,7 @@ SPEC = DatasetSpec(
     order=1,
     title="LongMemEval",
     reader="recallbench.datasets.longmemeval.reader",
-    measures="recallbench.datasets.longmemeval.reader:measures",
+    measures="recallbench.datasets.longmemeval.measures:family",
     top_k=10,
     options=(
         DATA_OPTION,
