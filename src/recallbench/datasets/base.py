@@ -234,6 +234,12 @@ def open_source(
     return dataset_spec(name).open_source(paths, dict(options or {}))
 
 
+def suite_family(suite: Mapping[str, Any]) -> str:
+    """The measure family a suite (suite.json's data) is scored with: its ``measure_family``,
+    else its dataset's name."""
+    return suite.get("measure_family") or suite["dataset"]
+
+
 def family_measures(
     name: str,
     levels: Sequence[Level | Mapping[str, Any]],

@@ -311,10 +311,11 @@ def run_query(
     if repeat < 1:
         raise RecallbenchError(f"--repeat must be at least 1, got {repeat}")
     require_made_from(hydrate_env, suite_env)
-    if ks:  # refused here, not after the searches, when the dataset takes no cutoffs
-        from recallbench.stages.score import suite_measures
+    if ks:  # refused here, not after the searches, when the dataset's family takes no cutoffs
+        from recallbench.datasets.base import family_measures, suite_family
 
-        suite_measures(suite_env["data"], top_k, ks)
+        suite = suite_env["data"]
+        family_measures(suite_family(suite), suite["levels"], top_k, ks, suite["options"])
     execution = execution or Execution()
     watch = Stopwatch()
     hyd = hydrate_env["data"]

@@ -9,7 +9,7 @@ from typing import Any
 
 from recallbench.builddir.artifacts import envelope, inputs_of, require_made_from
 from recallbench.core.errors import RecallbenchError
-from recallbench.datasets.base import family_measures
+from recallbench.datasets.base import family_measures, suite_family
 from recallbench.metrics.measures import Measure, aggregate, distinct, parse, per_query_value
 
 
@@ -84,8 +84,7 @@ def suite_measures(
                     f"--measure {measure.name}: k {measure.k} is above --top-k {top_k}"
                 )
         return distinct(chosen)
-    family = suite.get("measure_family") or suite["dataset"]
-    return family_measures(family, suite["levels"], top_k, ks, suite["options"])
+    return family_measures(suite_family(suite), suite["levels"], top_k, ks, suite["options"])
 
 
 def run_score(
