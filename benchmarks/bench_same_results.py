@@ -43,7 +43,7 @@ LAUNCH = (
     "try:\n"
     "    from recallbench.cli.main import console_main\n"
     "except ImportError:\n"
-    "    from recallbench.cli.main import console_main\n"
+    "    from recallbench.cli import console_main  # before the packages by layer\n"
     "sys.argv[0] = 'recallbench'\n"
     "console_main()\n"
 )
@@ -139,12 +139,10 @@ def main() -> int:
             before = run(args, work / f"before-{name}", work / "rev" / "src")
             after = run(args, work / f"after-{name}", None)
             differing = [f for f in before if before[f] != after[f]]
-            verdict = (
-                "identical"
-                if not differing
-                else "DIFFERS "
-                + first_difference(differing[0], before[differing[0]], after[differing[0]])
-            )
+            verdict = "identical"
+            if differing:
+                first = first_difference(differing[0], before[differing[0]], after[differing[0]])
+                verdict = f"DIFFERS in {', '.join(differing)}; first: {first}"
             report[name] = verdict
             print(f"{name:22s} {verdict}", flush=True)
     same = sum(v == "identical" for v in report.values())
