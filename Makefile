@@ -145,7 +145,7 @@ bench-same-results: $(STAMP)
 bench-compare: $(STAMP)  # a generated LoCoMo file (10 conversations): about 5 minutes on 2 cores
 	$(BIN)/python benchmarks/bench_compare.py
 
-bench-embed: $(STAMP)  # prep at 1/2 workers and on Ray against a plain encode (--all: the older lanes)
+bench-embed: $(STAMP)  # prep at 1/2 workers and on Ray against a plain encode (--all: the older measurements)
 	$(BIN)/python benchmarks/bench_embed.py
 
 # generated LongMemEval S/M files x bm25-okapi/minilm x top-k 10/50: time and peak RSS per

@@ -102,7 +102,7 @@ def docs(session: nox.Session) -> None:
 
 @shared
 def retrieval(session: nox.Session) -> None:
-    """Every stage of the fixture lane as a separate command (the core environment).
+    """Every stage on the fixture suite as a separate command (the core environment).
 
     posargs go to `query`, e.g. `nox -s retrieval -- --top-k 3 --repeat 20`. The baseline gate runs only with
     the default options, which are what the committed baseline was made with.

@@ -1,4 +1,4 @@
-"""The cost of the learned-embedding lane on this machine, against its limit.
+"""The cost of the learned-embedding path on this machine, against its limit.
 
 The headline (`make bench-embed`, about 6 minutes on 2 quiet cores): `recallbench prep` of a
 generated LoCoMo file (`locomo generate --conversations 10 --seed 3`, session unit) at 1 and
@@ -17,7 +17,7 @@ third process encodes the same texts in prep's own batches with its allocator se
 (`x of encode in prep's batches`: what prep adds to its forward passes). `--repeat N` runs
 the pairs in N rounds and takes medians, each round's ratio kept beside.
 
-`--all` adds the older lanes: prep of a LongMemEval S-shaped file and a LoCoMo turn-unit
+`--all` adds the older measurements: prep of a LongMemEval S-shaped file and a LoCoMo turn-unit
 file with and without length sorting, and `compare` of three learned systems with the shared
 cache against three separate runs. Written to build/bench_embed.json.
 
@@ -144,8 +144,8 @@ def plain_encode(build: Path, threads: int, out: Path, like_prep: bool = False) 
                 chunk, batch_size=len(chunk), normalize_embeddings=True, show_progress_bar=False
             )
 
-        with ThreadPoolExecutor(threads) as lanes:
-            list(lanes.map(encode, order))
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(encode, order))
     else:
         model.encode(
             ordered, batch_size=PLAIN_BATCH, normalize_embeddings=True, show_progress_bar=False
@@ -292,7 +292,9 @@ def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def lane(label: str, validate: list[str], work: Path, repeat: int, ray: bool) -> dict[str, Any]:
+def dataset_prep_figures(
+    label: str, validate: list[str], work: Path, repeat: int, ray: bool
+) -> dict[str, Any]:
     build = work / f"{label}-build"
     measured([RB, "--build-dir", str(build), "-q", "validate", *validate])
     out: dict[str, Any] = {"prep": {}}
@@ -361,7 +363,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs per figure (median)")
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray figures")
     parser.add_argument(
-        "--all", action="store_true", help="also the older lanes (several more minutes)"
+        "--all", action="store_true", help="also the older measurements (several more minutes)"
     )
     parser.add_argument(
         "--questions", type=int, default=10, help="--all: LongMemEval S-shaped questions"
@@ -393,13 +395,13 @@ def main() -> None:
             data, work, args.repeat, not args.no_ray
         )
         if args.all:
-            older_lanes(results, work, args)
+            older_measurements(results, work, args)
     results["machine_after"] = machine()
     write_json(ROOT / "build" / "bench_embed.json", results)
     print(f"wrote {ROOT / 'build' / 'bench_embed.json'}")
 
 
-def older_lanes(results: dict[str, Any], work: Path, args: argparse.Namespace) -> None:
+def older_measurements(results: dict[str, Any], work: Path, args: argparse.Namespace) -> None:
     """prep with and without length sorting and compare's shared cache (`--all`)."""
     s_file, l_file = work / "s.json", work / "locomo.json"
     measured(
@@ -420,10 +422,10 @@ def older_lanes(results: dict[str, Any], work: Path, args: argparse.Namespace) -
         ]
     )
     measured([RB, "locomo", "generate", "--conversations", "2", "--out", str(l_file)])
-    results["LongMemEval S-shaped, session unit"] = lane(
+    results["LongMemEval S-shaped, session unit"] = dataset_prep_figures(
         "s", ["--dataset", "longmemeval", "--data", str(s_file)], work, args.repeat, not args.no_ray
     )
-    results["LoCoMo, turn unit"] = lane(
+    results["LoCoMo, turn unit"] = dataset_prep_figures(
         "locomo",
         ["--dataset", "locomo", "--data", str(l_file), "--unit", "turn"],
         work,
