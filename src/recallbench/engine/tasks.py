@@ -124,9 +124,9 @@ def run_tasks(
     Ray) gets its name and resolves it once, in `workerstate.init_worker` (a system object need
     not pickle; a plugin's entry point loads in every worker).
     """
-    from recallbench.engine.executor import make_executor
+    from recallbench.engine.executor import make_executor, runs_here
 
-    serial = execution.executor == "local" and execution.workers == 1 and not own_process
+    serial = runs_here(execution.executor, execution.workers, own_process)
     config = {
         "system": system.name,
         # in this process only (the serial engine runs `init_worker` here): never pickled
