@@ -224,9 +224,7 @@ def check_same_options(
     if not held:
         return
     guard = system_boundary(system, call_timeout)
-    now = configured_options(
-        guard.configuration(guard.call("configuration", None, system.configuration))
-    )
+    now = configured_options(guard.configuration_of(system))
     if now != held:
         raise RecallbenchError(
             f"{hyd['system']}: hydrate ran with options {_shown(held)}, "
