@@ -756,12 +756,6 @@ def embed_batches(group: list[list[str]]) -> dict[str, Any]:
     }
 
 
-def embed_batch(texts: list[str]) -> dict[str, Any]:
-    """A worker task: one fixed batch (`embed_batches` of one), as one result."""
-    result = embed_batches([texts])
-    return {**result.pop("batches")[0], **result}
-
-
 def _embed_one(texts: list[str]) -> dict[str, Any]:
     """One batch, one forward pass: {"blob", "dimension", "texts"}."""
     from recallbench.engine.vectorcache import pack_vectors
