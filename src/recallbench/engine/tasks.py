@@ -119,7 +119,7 @@ def run_tasks(
     tasks that embed, so that each worker loads it once, while its first tasks are read).
     `own_process`: one local worker is still a process of its own (`make_executor`).
 
-    `system` is the stage's system object, resolved once (`workerstate.resolve_system`): the
+    `system` is the stage's system object, resolved once (`registry.resolve_system`): the
     in-process worker of the serial engine uses it as it is; a worker process (local or
     Ray) gets its name and resolves it once, in `workerstate.init_worker` (a system object need
     not pickle; a plugin's entry point loads in every worker).

@@ -68,6 +68,7 @@ from recallbench.core.errors import RecallbenchError
 from recallbench.engine import workerstate
 from recallbench.engine.tasks import Execution, run_tasks
 from recallbench.systems.boundary import Boundary, system_boundary
+from recallbench.systems.registry import resolve_system
 
 #: where a stage keeps the vector caches it makes itself (`vector_cache`), in the build dir
 VECTORS_DIR = "vectors"
@@ -583,8 +584,7 @@ def import_vector_cache(
 def embedding_system(system: Any) -> Any:
     """The system whose embedder makes a cache: `system` itself, or the system of that name
     (resolved once, here); one line when it has no embedder."""
-    if isinstance(system, str):
-        system = workerstate.resolve_system(system)
+    system = resolve_system(system)
     if system.embedder is None:
         raise RecallbenchError(f"{system.name} has no embedder: it needs no vector cache")
     return system

@@ -23,6 +23,7 @@ from recallbench.engine.tasks import Execution, Stopwatch, run_tasks, stores_roo
 from recallbench.engine.vectorprep import ContentLoss, Truncation, cache_spec, counted, vector_cache
 from recallbench.systems.base import structured
 from recallbench.systems.boundary import system_boundary
+from recallbench.systems.registry import resolve_system
 
 
 def hydrate_scope(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -86,7 +87,7 @@ def run_hydrate(
     across its stages); None: resolved once, here. Either is carried to what needs it."""
     execution = execution or Execution()
     watch = Stopwatch()
-    system = workerstate.resolve_system(system_name, system)
+    system = resolve_system(system_name, system)
     scopes = suite_env["data"]["counts"]["scopes"]
     keep = scopes == 1 if keep is None else keep
     wants_structure = structured(system)
