@@ -88,7 +88,9 @@ def init_worker(config: Mapping[str, Any]) -> None:
     first tasks are read and tokenized (a worker that will embed: prep's; its tasks wait for
     the load with `embedder_ready`),
     "threads": None | BLAS / OpenMP / torch threads for the system (`recallbench.core.threads`),
-    set before the system is built and kept until `close_worker`}
+    set before the system is built (a name resolved here) or, for a passed-in "instance"
+    (built in the parent), before its `setup()` when that runs here; kept until
+    `close_worker`}
 
     Then the system's optional `setup()` runs, once per system object, through the
     boundary: a plugin loads its model there (once per worker process) rather than in
