@@ -205,9 +205,9 @@ def run_compared(
     from recallbench.core.embedding import needs_cache
     from recallbench.core.peakrss import PeakRSS
     from recallbench.engine.vectorcache import read_manifest
-    from recallbench.engine.workerstate import resolve_system
     from recallbench.report.html import SpooledTexts
     from recallbench.report.spooled import Scratch, SpooledResults
+    from recallbench.systems.registry import resolve_system
 
     execution = execution or Execution()
     given = None

@@ -81,7 +81,6 @@ def run_pipeline(
     """
     from recallbench.builddir.scopespool import SPOOL
     from recallbench.commands.presets import resolve_top_k
-    from recallbench.engine.workerstate import resolve_system
     from recallbench.stages.decide import run_decide
     from recallbench.stages.hydrate import run_hydrate
     from recallbench.stages.query import run_query
@@ -89,6 +88,7 @@ def run_pipeline(
     from recallbench.stages.roundtrip import DEFAULT_SAMPLE, run_roundtrip
     from recallbench.stages.score import run_score
     from recallbench.stages.validate import place_spool, run_validate
+    from recallbench.systems.registry import resolve_system
     from recallbench.systems.rules import chosen_rules, decide_envelopes
 
     execution = execution or Execution()

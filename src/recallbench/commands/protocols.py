@@ -199,7 +199,7 @@ def run_units(
     import tempfile
 
     from recallbench.commands.pipeline import run_pipeline
-    from recallbench.engine.workerstate import resolve_system
+    from recallbench.systems.registry import resolve_system
 
     execution = execution or Execution()
     resolved = resolve_system(system)  # once for every unit's run

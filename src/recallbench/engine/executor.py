@@ -23,7 +23,8 @@ The contract the stages rely on, and all an engine has to honour::
   `RecallbenchError`, never a Ray traceback); work not yet started is cancelled.
 
 Engines (``kind``), one module each; this module holds only the contract, the `Executor`
-protocol and `make_executor`:
+protocol, `make_executor` and its one rule of which engine runs the tasks in this process
+(`runs_here`):
 
 ``local``
     ``workers == 1``: `SerialExecutor` (`recallbench.engine.serial`), everything in this
@@ -113,6 +114,12 @@ class Executor(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+def runs_here(kind: str, workers: int, own_process: bool = False) -> bool:
+    """Whether `make_executor` runs the tasks in this process (the serial engine): one local
+    worker that need not be a process of its own."""
+    return kind == "local" and workers == 1 and not own_process
+
+
 def make_executor(
     kind: str = "local",
     workers: int = 1,
@@ -123,7 +130,7 @@ def make_executor(
     ray_address: str | None = None,
     max_in_flight: int | None = None,
     own_process: bool = False,
-) -> SerialExecutor | ProcessExecutor | RayExecutor:
+) -> Executor:
     """The executor for ``--executor KIND --workers N [--ray-address ADDR]``.
 
     ``own_process``: a local worker is a process of its own even when there is one (prep's
@@ -151,6 +158,6 @@ def make_executor(
         )
     if ray_address:
         raise RecallbenchError("--ray-address needs --executor ray")
-    if workers == 1 and not own_process:
+    if runs_here(kind, workers, own_process):
         return SerialExecutor(initializer, initargs, finalizer)
     return ProcessExecutor(workers, initializer, initargs, finalizer, max_in_flight=max_in_flight)

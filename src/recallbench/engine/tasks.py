@@ -119,14 +119,14 @@ def run_tasks(
     tasks that embed, so that each worker loads it once, while its first tasks are read).
     `own_process`: one local worker is still a process of its own (`make_executor`).
 
-    `system` is the stage's system object, resolved once (`workerstate.resolve_system`): the
+    `system` is the stage's system object, resolved once (`registry.resolve_system`): the
     in-process worker of the serial engine uses it as it is; a worker process (local or
     Ray) gets its name and resolves it once, in `workerstate.init_worker` (a system object need
     not pickle; a plugin's entry point loads in every worker).
     """
-    from recallbench.engine.executor import make_executor
+    from recallbench.engine.executor import make_executor, runs_here
 
-    serial = execution.executor == "local" and execution.workers == 1 and not own_process
+    serial = runs_here(execution.executor, execution.workers, own_process)
     config = {
         "system": system.name,
         # in this process only (the serial engine runs `init_worker` here): never pickled
@@ -224,9 +224,7 @@ def check_same_options(
     if not held:
         return
     guard = system_boundary(system, call_timeout)
-    now = configured_options(
-        guard.configuration(guard.call("configuration", None, system.configuration))
-    )
+    now = configured_options(guard.configuration_of(system))
     if now != held:
         raise RecallbenchError(
             f"{hyd['system']}: hydrate ran with options {_shown(held)}, "

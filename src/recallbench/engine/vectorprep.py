@@ -67,7 +67,8 @@ from recallbench.core import progress
 from recallbench.core.errors import RecallbenchError
 from recallbench.engine import workerstate
 from recallbench.engine.tasks import Execution, run_tasks
-from recallbench.systems.boundary import system_boundary
+from recallbench.systems.boundary import Boundary, system_boundary
+from recallbench.systems.registry import resolve_system
 
 #: where a stage keeps the vector caches it makes itself (`vector_cache`), in the build dir
 VECTORS_DIR = "vectors"
@@ -306,7 +307,8 @@ def make_vector_cache(
     transforms = text_transforms(embedder)  # {} for a store that embeds texts as given
     if kept is not None:
         transforms = joined_transforms(kept.get("text_transforms"), transforms) or {}
-    tally = Truncation(system, execution.call_timeout)  # counted on the same pass over the spool
+    boundary = system_boundary(system, execution.call_timeout)
+    tally = Truncation(system, boundary)  # counted on the same pass over the spool
     rows: dict[bytes, int] = {}  # text key -> its row, in order of first appearance
     windows: deque[_Window] = deque()
     placed: deque[tuple[_Window, list[int]]] = deque()  # each batch's window and positions
@@ -317,7 +319,6 @@ def make_vector_cache(
     loads: dict[int, float] = {}  # each embedding process's model load, seconds
 
     row_tokens: list[int] = []  # each text's token count, by row (tokenized once)
-    boundary = system_boundary(system, execution.call_timeout)
 
     def window_batches(pending: _Pending) -> Iterator[list[str]]:
         texts, tokens = pending.texts, pending.tokens
@@ -583,8 +584,7 @@ def import_vector_cache(
 def embedding_system(system: Any) -> Any:
     """The system whose embedder makes a cache: `system` itself, or the system of that name
     (resolved once, here); one line when it has no embedder."""
-    if isinstance(system, str):
-        system = workerstate.resolve_system(system)
+    system = resolve_system(system)
     if system.embedder is None:
         raise RecallbenchError(f"{system.name} has no embedder: it needs no vector cache")
     return system
@@ -756,12 +756,6 @@ def embed_batches(group: list[list[str]]) -> dict[str, Any]:
     }
 
 
-def embed_batch(texts: list[str]) -> dict[str, Any]:
-    """A worker task: one fixed batch (`embed_batches` of one), as one result."""
-    result = embed_batches([texts])
-    return {**result.pop("batches")[0], **result}
-
-
 def _embed_one(texts: list[str]) -> dict[str, Any]:
     """One batch, one forward pass: {"blob", "dimension", "texts"}."""
     from recallbench.engine.vectorcache import pack_vectors
@@ -877,16 +871,17 @@ def cache_source(suite_env: Mapping[str, Any]) -> dict[str, Any]:
 
 class Truncation:
     """Counts, scope by scope as the stage streams them, how many stored texts exceed the
-    system's embedder input limit and the share of their tokens the model never sees.
+    system's embedder input limit and the share of their tokens the model never sees, its
+    token counts called through `guard` (the caller's boundary around `system`).
     `report()` is None when the system has no embedder or no limit."""
 
     COUNTS = ("texts", "texts_over_limit", "tokens_total", "tokens_unseen", "tokens_of_long_texts")
 
-    def __init__(self, system: Any, call_timeout: float | None = None) -> None:
+    def __init__(self, system: Any, guard: Boundary) -> None:
         embedder = getattr(system, "embedder", None)
         limited = embedder is not None and getattr(embedder, "max_tokens", None) is not None
         self._embedder = embedder if limited else None
-        self._guard = system_boundary(getattr(system, "name", "?"), call_timeout)
+        self._guard = guard
         self._total: dict[str, Any] = {}
 
     @property
@@ -935,13 +930,14 @@ class Truncation:
 class ContentLoss:
     """Counts, scope by scope as the stage streams them, the stored texts a system's stores
     cannot have seen whole under the input limit the system declares (`System.input_limit`,
-    `base.content_cuts`). `report()` is None when it declares none."""
+    `base.content_cuts`), its token counts called through `guard` (the caller's boundary
+    around `system`). `report()` is None when it declares none."""
 
-    def __init__(self, system: Any, call_timeout: float | None = None) -> None:
+    def __init__(self, system: Any, guard: Boundary) -> None:
         from recallbench.systems.base import declared_input_limit
 
         self._limit = declared_input_limit(system)
-        self._guard = system_boundary(getattr(system, "name", "?"), call_timeout)
+        self._guard = guard
         self._total: dict[str, int] = {}
 
     @property

@@ -14,7 +14,7 @@ def task_label(fn: Callable[..., Any], item: Any) -> str:
     """The task `fn(item)` in a few words, for a message: the function and, when the item
     says, its scope (a stage task's items) and query slice."""
     name = getattr(fn, "__name__", repr(fn))
-    if isinstance(item, dict) and "fn" in item and "items" in item:  # worker.run_batch
+    if isinstance(item, dict) and "fn" in item and "items" in item:  # workerstate.run_batch
         inner = [task_label(item["fn"], i) for i in item["items"]]
         if len(inner) == 1:
             return inner[0]

@@ -33,6 +33,7 @@ from recallbench.core.errors import RecallbenchError
 from recallbench.core.model import Query, Scope
 from recallbench.systems.base import structured as base_structured
 from recallbench.systems.boundary import Boundary, system_boundary
+from recallbench.systems.registry import resolve_system
 
 _STATE: dict[str, Any] = {}
 if hasattr(os, "register_at_fork"):  # a forked worker builds its own state (init_worker)
@@ -73,24 +74,6 @@ def task_scope(item: Mapping[str, Any]) -> Scope:
     return Scope.from_dict(raw, item.get("queries"))
 
 
-def resolve_system(name: str, given: Any = None, *, named_by: str = "the run") -> Any:
-    """The system under test named `name`, from the registry (built-ins and plugins by
-    entry point), or `given`, an object resolved earlier in this process, when it is that
-    system (another is refused in one line saying `named_by` names `name`). Each process
-    resolves it once and carries the object: the parent once per command (`run`, `compare`
-    and `protocols` across their stages and runs), a worker process once in `init_worker`."""
-    if given is not None:
-        if getattr(given, "name", None) != name:
-            raise RecallbenchError(
-                f"the system given is {getattr(given, 'name', None)!r}, but {named_by} names "
-                f"{name!r}: pass the system of that name"
-            )
-        return given
-    from recallbench.systems import registry
-
-    return registry.get_system(name)
-
-
 def init_worker(config: Mapping[str, Any]) -> None:
     """Build this worker's system and open the vector cache when `config` names one.
 
@@ -105,7 +88,9 @@ def init_worker(config: Mapping[str, Any]) -> None:
     first tasks are read and tokenized (a worker that will embed: prep's; its tasks wait for
     the load with `embedder_ready`),
     "threads": None | BLAS / OpenMP / torch threads for the system (`recallbench.core.threads`),
-    set before the system is built and kept until `close_worker`}
+    set before the system is built (a name resolved here) or, for a passed-in "instance"
+    (built in the parent), before its `setup()` when that runs here; kept until
+    `close_worker`}
 
     Then the system's optional `setup()` runs, once per system object, through the
     boundary: a plugin loads its model there (once per worker process) rather than in
@@ -118,9 +103,7 @@ def init_worker(config: Mapping[str, Any]) -> None:
     settings = contextlib.ExitStack()
     settings.enter_context(limit_threads(config.get("threads")))
     _STATE["settings"] = settings
-    system = config.get("instance")
-    if system is None:
-        system = resolve_system(config["system"])
+    system = resolve_system(config["system"], config.get("instance"))
     guard = system_boundary(config["system"], config.get("call_timeout"))
     setup = getattr(system, "setup", None)
     if callable(setup) and _SET_UP.get(id(system)) is not system:

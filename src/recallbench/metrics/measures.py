@@ -52,7 +52,7 @@ from recallbench.metrics import arithmetic as m
 from recallbench.metrics import longmemeval as official
 
 #: the fixture suite's categories its slot rates apply to (datasets.fixtures.measures'
-#: NEGATIVE_CATEGORY and DUPLICATE_CATEGORY; a test ties them): the slot rates' default
+#: NEGATIVE_CATEGORY and DUPLICATE_CATEGORY are these): the slot rates' default
 #: categories, which a name does not spell out (`fp_rate@5`)
 FIXTURE_NO_ANSWER = "negative_or_no_answer"
 FIXTURE_DUPLICATES = "near_duplicate_diversity"

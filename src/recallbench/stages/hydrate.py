@@ -22,6 +22,8 @@ from recallbench.engine import workerstate
 from recallbench.engine.tasks import Execution, Stopwatch, run_tasks, stores_root
 from recallbench.engine.vectorprep import ContentLoss, Truncation, cache_spec, counted, vector_cache
 from recallbench.systems.base import structured
+from recallbench.systems.boundary import system_boundary
+from recallbench.systems.registry import resolve_system
 
 
 def hydrate_scope(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -85,7 +87,7 @@ def run_hydrate(
     across its stages); None: resolved once, here. Either is carried to what needs it."""
     execution = execution or Execution()
     watch = Stopwatch()
-    system = workerstate.resolve_system(system_name, system)
+    system = resolve_system(system_name, system)
     scopes = suite_env["data"]["counts"]["scopes"]
     keep = scopes == 1 if keep is None else keep
     wants_structure = structured(system)
@@ -100,9 +102,10 @@ def run_hydrate(
     # reads the same cache, and a bad --cache is refused here, not later
     execution, timing["vector_cache"] = vector_cache(execution, system, suite_env, build_dir)
     cache = cache_spec(execution, system, suite_env)
-    tally = Truncation(system, execution.call_timeout)
+    guard = system_boundary(system, execution.call_timeout)  # the stage's one boundary
+    tally = Truncation(system, guard)
     # what the store declares it cannot see of a long text
-    loss = ContentLoss(system, execution.call_timeout)
+    loss = ContentLoss(system, guard)
     if keep:
         resolved = root.resolve()  # once, not per scope
         items = (
@@ -147,16 +150,12 @@ def run_hydrate(
     if not keep and recount:
         for _ in counted(stream_scopes(suite_env), *recount):
             pass
-    from recallbench.systems.boundary import system_boundary
     from recallbench.systems.registry import provider
 
-    guard = system_boundary(system, execution.call_timeout)
     provided_by = provider(system_name)
     data = {
         "system": system.name,
-        "configuration": guard.configuration(
-            guard.call("configuration", None, system.configuration)
-        ),
+        "configuration": guard.configuration_of(system),
         # which distribution provided the system, where the code under test comes from
         # and the per-call time limit: recorded beside the result document (in the results
         # envelope), never compared by a baseline

@@ -63,6 +63,7 @@ from recallbench.engine.tasks import (
 from recallbench.engine.vectorprep import cache_spec, vector_cache
 from recallbench.metrics.arithmetic import percentile
 from recallbench.systems.base import structured
+from recallbench.systems.registry import resolve_system
 
 #: Per-call search limit (the scope document's MAX_SEARCH_LIMIT).
 MAX_SEARCH_LIMIT = 10_000
@@ -320,7 +321,7 @@ def run_query(
     watch = Stopwatch()
     hyd = hydrate_env["data"]
     # once: carried to what needs it
-    system = workerstate.resolve_system(hyd["system"], system, named_by="hydrate.json")
+    system = resolve_system(hyd["system"], system, named_by="hydrate.json")
     check_same_options(hyd, system, execution.call_timeout)
     kept = hyd["mode"] == "kept"
     levels = [lv["name"] for lv in suite_env["data"]["levels"]]

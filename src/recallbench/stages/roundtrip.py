@@ -35,6 +35,7 @@ from recallbench.engine.tasks import (
 )
 from recallbench.engine.vectorprep import cache_spec, vector_cache
 from recallbench.systems.base import structured
+from recallbench.systems.registry import resolve_system
 
 DEFAULT_SAMPLE = 20
 ROUNDTRIP_DIR = "roundtrip"
@@ -296,7 +297,7 @@ def run_roundtrip(
     watch = Stopwatch()
     hyd, runs = hydrate_env["data"], runs_env["data"]
     # once: carried to what needs it
-    system = workerstate.resolve_system(hyd["system"], system, named_by="hydrate.json")
+    system = resolve_system(hyd["system"], system, named_by="hydrate.json")
     check_same_options(hyd, system, execution.call_timeout)  # transient sources are rebuilt here
     work = safe_child(Path(build_dir), ROUNDTRIP_DIR)
     if work.exists():

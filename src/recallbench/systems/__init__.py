@@ -1,5 +1,5 @@
 """Systems under test, behind one seam (`base.System`), looked up by name (`get_system`):
-a stage resolves its system once per process (`recallbench.engine.workerstate.resolve_system`).
+a stage resolves its system once per process (`registry.resolve_system`).
 
 Names come from the registry (`registry.py`): the built-ins, each registered in its own
 module, and third-party systems installed as entry points (group `recallbench.systems`).

@@ -253,7 +253,10 @@ class System(Protocol):
     # once per process there, not in every `open_store`
 
     def configuration(self) -> dict[str, Any]:
-        """The configuration actually in use, read from the system (never retyped)."""
+        """The configuration actually in use, read from the system (never retyped). It must
+        not depend on `setup()`: the harness may read it before or after (hydrate records it
+        from the parent's object, which `setup()` has run on with one in-process worker and
+        not with worker processes), and the two must record the same configuration."""
 
     def open_store(self, directory: Path, *, vectors: VectorLookup | None = None) -> Store:
         """A fresh, empty store inside `directory` (FileExistsError if one is there).

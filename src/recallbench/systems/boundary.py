@@ -319,6 +319,11 @@ class Boundary:
             )
         return list(value)
 
+    def configuration_of(self, system: Any) -> dict[str, Any]:
+        """`system.configuration()`, called through this boundary and checked
+        (`configuration`)."""
+        return self.configuration(self.call("configuration", None, system.configuration))
+
     def configuration(self, value: Any) -> dict[str, Any]:
         """`configuration()`: a JSON object (it is written into every artifact)."""
         if not isinstance(value, dict):

@@ -363,6 +363,27 @@ def get_system(name: str = DEFAULT_SYSTEM) -> System:
     return system
 
 
+def resolve_system(
+    system: str | System, given: System | None = None, *, named_by: str = "the run"
+) -> System:
+    """The system under test `system`: a name is looked up here (`get_system`: built-ins and
+    plugins by entry point), an object (resolved earlier in this process) is returned as it
+    is. `given`, an object resolved earlier, is returned instead of a lookup when it is the
+    system `system` names (another is refused in one line saying `named_by` names that
+    name). Each process resolves its system once and carries the object: the parent once
+    per command (`run`, `compare` and `protocols` across their stages and runs), a worker
+    process once in `recallbench.engine.workerstate.init_worker`."""
+    if given is None:
+        return get_system(system) if isinstance(system, str) else system
+    name = system if isinstance(system, str) else system.name
+    if getattr(given, "name", None) != name:
+        raise RecallbenchError(
+            f"the system given is {getattr(given, 'name', None)!r}, but {named_by} names "
+            f"{name!r}: pass the system of that name"
+        )
+    return given
+
+
 def _refuse_unread_index_options(name: str) -> None:
     """A `RECALLBENCH_INDEX_<NAME>` set for a built-in that takes no index options
     (`INDEX_OPTION_SYSTEMS`) is refused in one line: a run must not look configured when the
