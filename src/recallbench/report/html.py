@@ -53,9 +53,6 @@ ALL_TEXTS_BYTES = 8 * 2**20
 #: characters of a text shown before its "show all" button
 SHORT_TEXT = 480
 
-#: the page's rule for text (control and format characters as U+XXXX), `escape.html_text`
-visible = html_text
-
 
 def json_for_script(obj: Any) -> str:
     """JSON that can stand inside a <script> element (`escape.script_json`)."""
@@ -302,7 +299,7 @@ def _environment() -> Any:
     def finalize(value: Any) -> Any:
         if isinstance(value, Markup) or value is None:
             return "" if value is None else value
-        return visible(value)
+        return html_text(value)
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("recallbench.report", "templates"),
@@ -313,7 +310,6 @@ def _environment() -> Any:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters["visible"] = visible
     return env
 
 
