@@ -33,7 +33,6 @@ the page says which.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -321,14 +320,6 @@ def _asset(name: str) -> Any:
     if re.search(r"</(script|style)", text, re.IGNORECASE):
         raise ValueError(f"{name} would end its own element")
     return Markup(text)
-
-
-def _image(name: str, svg: bytes, caption: str) -> dict[str, str]:
-    return {
-        "name": name,
-        "caption": caption,
-        "src": "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii"),
-    }
 
 
 def _data_markup(obj: Mapping[str, Any], inline: Sequence[str] = ()) -> Any:
@@ -889,7 +880,7 @@ def render_compare_page(
     from recallbench.report import COMPARE_DATA_DIR
     from recallbench.report.comparison import compare_sections
     from recallbench.report.plots import caption
-    from recallbench.report.sections import html_sections
+    from recallbench.report.sections import html_sections, image_entry
 
     if not isinstance(texts, Texts):
         texts = merged(results[0]["dataset"]["levels"][0]["name"], texts)
@@ -918,7 +909,7 @@ def render_compare_page(
                 f"{doc['seed']}, {doc['resamples']:,} resamples"
             ),
             sections=html_sections(compare_sections(doc)),
-            images=[_image(n, svg, caption(n)) for n, svg in (plots or {}).items()],
+            images=[image_entry(n, svg, caption(n)) for n, svg in (plots or {}).items()],
             categories=[tuple(c) for c in data["categories"]],
             text_note=_text_note(stats, COMPARE_DATA_DIR),
             data=_data_markup(data, inline),

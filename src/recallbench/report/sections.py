@@ -343,6 +343,16 @@ def to_terminal(sections: Sequence[Section], *, bullets: bool = True) -> str:
     return "\n".join(out).rstrip("\n")
 
 
+def image_entry(name: str, svg: bytes, caption: str) -> dict[str, str]:
+    """A plot as the template `_images.html` draws it: its name, its caption and its SVG
+    bytes inline (a data: URI)."""
+    return {
+        "name": name,
+        "caption": caption,
+        "src": "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii"),
+    }
+
+
 def html_sections(
     sections: Sequence[Section], images: Mapping[str, bytes] | None = None
 ) -> list[dict]:
@@ -382,12 +392,7 @@ def html_sections(
                     entries = [html_markup(i) for i in block.items]
                     blocks.append({"kind": "lines", "entries": entries})
             elif block.path in images:
-                figure = {
-                    "name": block.path,
-                    "caption": block.caption,
-                    "src": "data:image/svg+xml;base64,"
-                    + base64.b64encode(images[block.path]).decode("ascii"),
-                }
+                figure = image_entry(block.path, images[block.path], block.caption)
                 if blocks and blocks[-1]["kind"] == "figures":  # side by side
                     blocks[-1]["images"].append(figure)
                 else:
