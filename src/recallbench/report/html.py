@@ -641,19 +641,15 @@ def render_report_page(
     fingerprint: str = "",
     version: str = "",
     scratch: Path | None = None,
-    rules: Any = None,
-    source: str = "",
     sections: Sequence[Any] | None = None,
 ) -> Page:
     """report.html and its data files: the result document, its plots inline, the per-query
     table, the texts of the first queries inline and the others in data files
     (`report.pagedata`). `texts`: a `Texts` in memory, or the suite envelope whose spool
     is read scope by scope (`stream_report_records`; a missing spool: ids only).
-    `scratch`: where the data files are staged (the build directory). `rules`: where the
-    decision rules came from (`systems.rules.RulesSource`), named in the Conclusion;
-    `source`: where the code under test came from (`source.describe_source`), a
-    configuration row; `sections`: the report's sections as report.md has them
-    (`report.run_sections`; default: made here from the result)."""
+    `scratch`: where the data files are staged (the build directory). `sections`: the
+    report's sections as report.md has them (`report.run_sections`; default: made here
+    from the result alone, without the decision rules' origin or the system's source)."""
     from recallbench.report import REPORT_DATA_DIR
 
     deep = deep or {}
@@ -689,9 +685,7 @@ def render_report_page(
         for i, q in enumerate(queries)
     ]
     page_data = report_page_data(result, rows, inline, data, fingerprint, level)
-    html = _render_report(
-        result, page_data, inline, stats, plots, fingerprint, version, rules, source, sections
-    )
+    html = _render_report(result, page_data, inline, stats, plots, fingerprint, version, sections)
     return Page(html, data, REPORT_DATA_DIR, stats)
 
 
@@ -720,8 +714,6 @@ def _render_report(
     plots: Mapping[str, bytes] | None,
     fingerprint: str,
     version: str,
-    rules: Any = None,
-    source: str = "",
     sections: Sequence[Any] | None = None,
 ) -> bytes:
     """report.html: the report's sections (`sections`, else `run_sections` of the result;
@@ -735,7 +727,7 @@ def _render_report(
         from recallbench.report.run_sections import run_sections
 
         links = [(name, caption(name)) for name in plots or {}]
-        sections = run_sections(result, {}, "", version, links, rules, source)
+        sections = run_sections(result, {}, "", version, links)
     ds = result["dataset"]
     labels = ds["category_labels"]
     page = (
