@@ -39,6 +39,7 @@ from recallbench.report.sections import (
     Span,
     Strong,
     Text,
+    capped,
     fmt,
     spans_of,
     table,
@@ -335,7 +336,7 @@ def misses_section(result: Mapping[str, Any]) -> Section:
     misses = [(q, why) for q in result["queries"] for why in q["why_missed"]]
     if not misses:
         return Section("missed", title, paragraphs=("No relevant item was missed.",))
-    limit = 3 * LIST_LIMIT
+    shown, more = capped(misses, 3 * LIST_LIMIT)
     bullets: list[Text] = [
         fmt(
             "{query} ({category}): {why}",
@@ -343,10 +344,10 @@ def misses_section(result: Mapping[str, Any]) -> Section:
             category=labels.get(q["category"], q["category"]),
             why=why,
         )
-        for q, why in misses[:limit]
+        for q, why in shown
     ]
-    if len(misses) > limit:
-        bullets.append(Lit(f"... and {len(misses) - limit} more; all in results.json"))
+    if more:
+        bullets.append(Lit(more))
     return Section("missed", title, bullets=tuple(bullets))
 
 
@@ -457,6 +458,7 @@ def roundtrip_section(result: Mapping[str, Any]) -> Section:
     )
     drift = rt["drift"]
     if drift:
+        shown, more = capped(list(drift.items()))
         items: list[Text] = [
             fmt(
                 "{q}: positions {moved} changed, max score drift {d}, now {now}",
@@ -465,10 +467,10 @@ def roundtrip_section(result: Mapping[str, Any]) -> Section:
                 d=Lit(f"{d['max_score_drift']:.4f}"),
                 now=Cut(tuple(d["after"])),
             )
-            for qid, d in list(drift.items())[:LIST_LIMIT]
+            for qid, d in shown
         ]
-        if len(drift) > LIST_LIMIT:
-            items.append(Lit(f"... and {len(drift) - LIST_LIMIT} more; all in results.json"))
+        if more:
+            items.append(Lit(more))
         body.append(Bullets(tuple(items)))
     else:
         body.append(Para("No query changed order or score after the round trip."))

@@ -23,13 +23,15 @@ import base64
 import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from recallbench.core.escape import html_text, markdown_code, terminal
 from recallbench.core.escape import markdown as md
 
 #: how many items of a long list report.md shows (`Cut`)
 LIST_LIMIT = 10
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -64,12 +66,21 @@ class Cut:
     where: str = "results.json"
 
 
+def capped(
+    items: Sequence[T], limit: int = LIST_LIMIT, where: str = "results.json"
+) -> tuple[Sequence[T], str]:
+    """The first `limit` items and the line that says what was left out ("... and N more;
+    all in results.json"; "" when nothing was)."""
+    if len(items) <= limit:
+        return items, ""
+    return items[:limit], f"... and {len(items) - limit} more; all in {where}"
+
+
 def cut(items: Sequence[str], limit: int = LIST_LIMIT, where: str = "results.json") -> str:
-    """The first `limit` items, comma-separated, and "... and N more; all in results.json"."""
-    shown = ", ".join(items[:limit])
-    if len(items) > limit:
-        shown += f" ... and {len(items) - limit} more; all in {where}"
-    return shown
+    """The first `limit` items, comma-separated, and "... and N more; all in results.json"
+    (`capped`)."""
+    shown, more = capped(items, limit, where)
+    return ", ".join(shown) + (f" {more}" if more else "")
 
 
 Span = str | Lit | Strong | Code | Cut
