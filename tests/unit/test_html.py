@@ -23,7 +23,6 @@ from recallbench.report.html import (
     render_compare_html,
     render_report_html,
     render_report_page,
-    visible,
 )
 
 DATA = re.compile(r'<script type="application/json" id="rb-data">(.*?)</script>', re.S)
@@ -255,12 +254,18 @@ def test_compare_of_saved_results_reads_the_texts_beside_them(tmp_path: Path) ->
 # --- escaping ------------------------------------------------------------------------------
 
 
-def test_visible_and_json_for_script() -> None:
-    from recallbench.core import escape
+def test_page_text_rule_and_json_for_script() -> None:
+    from markupsafe import escape as autoescape
 
-    assert visible is escape.html_text  # the page's rule is escape's, not one of its own
-    assert visible("a\u202eb\u200bc\x00d\ne\tf") == "aU+202EbU+200BcU+0000d\ne\tf"
-    assert visible("plain <b> & 'quotes'") == "plain <b> & 'quotes'"
+    from recallbench.core import escape
+    from recallbench.report.html import _environment
+
+    # the templates write every string by escape's rule (not one of their own), then escape it
+    render = _environment().from_string("{{ t }}").render
+    for t in ("a\u202eb\u200bc\x00d\ne\tf", "plain <b> & 'quotes'"):
+        assert render(t=t) == str(autoescape(escape.html_text(t)))
+    assert render(t="a\u202eb\u200bc\x00d\ne\tf") == "aU+202EbU+200BcU+0000d\ne\tf"
+    assert render(t="plain <b> & 'quotes'") == "plain &lt;b&gt; &amp; &#39;quotes&#39;"
     text = json_for_script({"t": "</script><!-- & \u2028"})
     assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
     assert orjson.loads(text) == {"t": "</script><!-- & \u2028"}

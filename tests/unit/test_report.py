@@ -22,7 +22,7 @@ from recallbench.core import escape
 from recallbench.core.errors import ArtifactError
 from recallbench.datasets.fixtures.reader import CATEGORIES
 from recallbench.datasets.longmemeval import generator as longmemeval_generator
-from recallbench.report.figures import MAX_COLUMNS, cell_text
+from recallbench.report.figures import cell_text
 from recallbench.report.result import (
     RESULT_SCHEMA,
     RESULT_SCHEMA_VERSION,
@@ -31,7 +31,7 @@ from recallbench.report.result import (
     mean_measures,
     per_query_values,
 )
-from recallbench.report.run_sections import render_markdown
+from recallbench.report.run_sections import MAX_COLUMNS, render_markdown
 from recallbench.report.sections import LIST_LIMIT, cut
 from recallbench.stages.report import build_report
 from recallbench.stages.roundtrip import run_roundtrip

@@ -33,7 +33,6 @@ the page says which.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -52,9 +51,6 @@ from recallbench.report.pagedata import DataFiles, PageChunks
 ALL_TEXTS_BYTES = 8 * 2**20
 #: characters of a text shown before its "show all" button
 SHORT_TEXT = 480
-
-#: the page's rule for text (control and format characters as U+XXXX), `escape.html_text`
-visible = html_text
 
 
 def json_for_script(obj: Any) -> str:
@@ -302,7 +298,7 @@ def _environment() -> Any:
     def finalize(value: Any) -> Any:
         if isinstance(value, Markup) or value is None:
             return "" if value is None else value
-        return visible(value)
+        return html_text(value)
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("recallbench.report", "templates"),
@@ -313,7 +309,6 @@ def _environment() -> Any:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters["visible"] = visible
     return env
 
 
@@ -325,14 +320,6 @@ def _asset(name: str) -> Any:
     if re.search(r"</(script|style)", text, re.IGNORECASE):
         raise ValueError(f"{name} would end its own element")
     return Markup(text)
-
-
-def _image(name: str, svg: bytes, caption: str) -> dict[str, str]:
-    return {
-        "name": name,
-        "caption": caption,
-        "src": "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii"),
-    }
 
 
 def _data_markup(obj: Mapping[str, Any], inline: Sequence[str] = ()) -> Any:
@@ -654,19 +641,15 @@ def render_report_page(
     fingerprint: str = "",
     version: str = "",
     scratch: Path | None = None,
-    rules: Any = None,
-    source: str = "",
     sections: Sequence[Any] | None = None,
 ) -> Page:
     """report.html and its data files: the result document, its plots inline, the per-query
     table, the texts of the first queries inline and the others in data files
     (`report.pagedata`). `texts`: a `Texts` in memory, or the suite envelope whose spool
     is read scope by scope (`stream_report_records`; a missing spool: ids only).
-    `scratch`: where the data files are staged (the build directory). `rules`: where the
-    decision rules came from (`systems.rules.RulesSource`), named in the Conclusion;
-    `source`: where the code under test came from (`source.describe_source`), a
-    configuration row; `sections`: the report's sections as report.md has them
-    (`report.run_sections`; default: made here from the result)."""
+    `scratch`: where the data files are staged (the build directory). `sections`: the
+    report's sections as report.md has them (`report.run_sections`; default: made here
+    from the result alone, without the decision rules' origin or the system's source)."""
     from recallbench.report import REPORT_DATA_DIR
 
     deep = deep or {}
@@ -702,9 +685,7 @@ def render_report_page(
         for i, q in enumerate(queries)
     ]
     page_data = report_page_data(result, rows, inline, data, fingerprint, level)
-    html = _render_report(
-        result, page_data, inline, stats, plots, fingerprint, version, rules, source, sections
-    )
+    html = _render_report(result, page_data, inline, stats, plots, fingerprint, version, sections)
     return Page(html, data, REPORT_DATA_DIR, stats)
 
 
@@ -733,8 +714,6 @@ def _render_report(
     plots: Mapping[str, bytes] | None,
     fingerprint: str,
     version: str,
-    rules: Any = None,
-    source: str = "",
     sections: Sequence[Any] | None = None,
 ) -> bytes:
     """report.html: the report's sections (`sections`, else `run_sections` of the result;
@@ -748,7 +727,7 @@ def _render_report(
         from recallbench.report.run_sections import run_sections
 
         links = [(name, caption(name)) for name in plots or {}]
-        sections = run_sections(result, {}, "", version, links, rules, source)
+        sections = run_sections(result, {}, "", version, links)
     ds = result["dataset"]
     labels = ds["category_labels"]
     page = (
@@ -893,7 +872,7 @@ def render_compare_page(
     from recallbench.report import COMPARE_DATA_DIR
     from recallbench.report.comparison import compare_sections
     from recallbench.report.plots import caption
-    from recallbench.report.sections import html_sections
+    from recallbench.report.sections import html_sections, image_entry
 
     if not isinstance(texts, Texts):
         texts = merged(results[0]["dataset"]["levels"][0]["name"], texts)
@@ -922,7 +901,7 @@ def render_compare_page(
                 f"{doc['seed']}, {doc['resamples']:,} resamples"
             ),
             sections=html_sections(compare_sections(doc)),
-            images=[_image(n, svg, caption(n)) for n, svg in (plots or {}).items()],
+            images=[image_entry(n, svg, caption(n)) for n, svg in (plots or {}).items()],
             categories=[tuple(c) for c in data["categories"]],
             text_note=_text_note(stats, COMPARE_DATA_DIR),
             data=_data_markup(data, inline),

@@ -197,8 +197,11 @@ INTERVAL_SEED = 0
 INTERVAL_RESAMPLES = 10_000
 
 
-#: the intervals last computed (two), with the result they were computed for (report.md, the
-#: terminal table and report.html ask for the same ones; a result is not changed once built)
+#: the intervals last computed (two), with the result they were computed for: the report's
+#: sections (`run_sections`, report.md and report.html) and then the terminal's headline
+#: table or --json (`summary.headline_intervals`) ask for the same ones of the same result
+#: when the headline measures are all its means (the fixtures); a result is not changed once
+#: built
 _INTERVALS: list[tuple[Any, tuple, dict]] = []
 
 
@@ -215,8 +218,8 @@ def system_intervals(
     `categories`, per category: {level: {metric: Interval or None}}. The stream of each
     figure is named by ("mean", metric, level) alone, so a figure does not depend on the
     system's label, the other metrics or the order they are computed in. The last two
-    results' intervals are remembered (by identity and arguments): report.md and
-    report.html ask for the same ones."""
+    results' intervals are remembered (by identity and arguments): the report's sections
+    and the terminal's headline table may ask for the same ones (`_INTERVALS`)."""
     key = (tuple(metrics), seed, resamples, categories)
     for held, held_key, intervals in _INTERVALS:
         if held is result and held_key == key:

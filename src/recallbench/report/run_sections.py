@@ -14,17 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from recallbench.metrics.measures import RELEVANT_GRADE, from_record, select, value_of
-from recallbench.report.figures import (
-    cell_text,
-    column_groups,
-    format_setting,
-    is_generated,
-    primary_ranked,
-    rate_rows,
-    search_depth_note,
-    value_text,
-    worst_queries,
-)
+from recallbench.report.figures import cell_text, format_setting, value_text
 from recallbench.report.sections import (
     LIST_LIMIT,
     Block,
@@ -39,11 +29,16 @@ from recallbench.report.sections import (
     Span,
     Strong,
     Text,
+    capped,
     fmt,
     spans_of,
     table,
     to_markdown,
 )
+
+#: a metric table holds at most this many measure columns (wider ones are split by cutoff
+#: k), so it fits a 1280 px window
+MAX_COLUMNS = 5
 
 
 def joined(items: Sequence[Text], sep: str = ", ") -> tuple[Span, ...]:
@@ -54,6 +49,73 @@ def joined(items: Sequence[Text], sep: str = ", ") -> tuple[Span, ...]:
             out.append(Lit(sep))
         out.extend(item if isinstance(item, tuple) else (item,))
     return tuple(out)
+
+
+def column_groups(cols: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """The measure columns of one level in tables of at most `MAX_COLUMNS`: all in one when
+    they fit, else split by cutoff k (consecutive ks joined while they fit)."""
+    if len(cols) <= MAX_COLUMNS:
+        return [list(cols)] if cols else []
+    by_k: dict[int, list[Mapping[str, Any]]] = {}
+    for m in cols:
+        by_k.setdefault(m["k"], []).append(m)
+    groups: list[list[Mapping[str, Any]]] = []
+    for ms in by_k.values():
+        for i in range(0, len(ms), MAX_COLUMNS):
+            chunk = ms[i : i + MAX_COLUMNS]
+            if groups and len(groups[-1]) + len(chunk) <= MAX_COLUMNS:
+                groups[-1].extend(chunk)
+            else:
+                groups.append(list(chunk))
+    return groups
+
+
+def search_depth_note(result: Mapping[str, Any]) -> str | None:
+    """What a reader must know when top-k passes the depth the system's index can return
+    (its configuration's `search_depth_limit`: pgvector's HNSW scan returns at most
+    `hnsw.ef_search` rows, at most 1000); None otherwise."""
+    depth, k = result["system"].get("search_depth_limit"), result["run"]["top_k"]
+    if not isinstance(depth, int) or isinstance(depth, bool) or k <= depth:
+        return None
+    return (
+        f"top-k {k} is above the {depth:,} hits {result['system']['name']}'s index can "
+        f"return (search depth limit): past rank {depth:,} a ranking may be cut short, so "
+        f"the figures at cutoffs above {depth:,} are approximate at that depth"
+    )
+
+
+def is_generated(result: Mapping[str, Any]) -> bool:
+    """Whether the data file was written by a recallbench generator (synthetic data)."""
+    identity = result["dataset"]["identity"]
+    release = identity.get("release")
+    return bool(identity.get("generated")) or (
+        isinstance(release, dict) and release.get("kind") == "synthetic"
+    )
+
+
+def primary_ranked(result: Mapping[str, Any]) -> list[str]:
+    """The primary level's mean measures at the run's top-k (for ordering worst queries)."""
+    k = result["run"]["top_k"]
+    primary = result["dataset"]["levels"][0]["name"]
+    names = [
+        m["name"]
+        for m in result["run"]["measures"]
+        if m["level"] == primary and not m["pooled"] and m["k"] == k
+    ]
+    ndcg = select(names, stem=("ndcg", "ndcg_any"))
+    return ndcg + [n for n in names if n not in ndcg]
+
+
+def worst_queries(result: Mapping[str, Any], n: int = 5) -> list[dict[str, Any]]:
+    """The `n` graded queries lowest on the `primary_ranked` measures (ties: by id)."""
+    names = primary_ranked(result)
+
+    def number(q: Mapping[str, Any], name: str) -> float:
+        v = value_of(q["metrics"].get(name))
+        return 1.0 if v is None else v
+
+    graded = [q for q in result["queries"] if q["expected"]]
+    return sorted(graded, key=lambda q: (*(number(q, m) for m in names), q["query_id"]))[:n]
 
 
 def head_section(result: Mapping[str, Any], generated_at: str, version: str) -> Section:
@@ -159,8 +221,9 @@ def metrics_sections(
     result: Mapping[str, Any], plots: Sequence[tuple[str, str]] = ()
 ) -> list[Section]:
     """The Metrics section (what a cell holds, the measures' definitions), then per level
-    the means, overall and per category, in tables of at most `figures.MAX_COLUMNS`
-    measures, the pooled slot rates apart, and the plots after the last table."""
+    the means, overall and per category, in tables of at most `MAX_COLUMNS`
+    measures, the pooled slot rates apart (`slot_rates_section`), and the plots after the
+    last table."""
     from recallbench.report.result import mean_measures, system_intervals
 
     definitions: dict[str, str] = {}
@@ -226,36 +289,60 @@ def metrics_sections(
                 )
             header = ("category", "queries", *(m["name"] for m in cols))
             out.append(Section(f"metrics-{len(out)}", title, table=table(header, rows), level=3))
-    rates = rate_rows(result)
-    if rates:
-        rows = [
-            [
-                r["name"],
-                r["level"],
-                fmt(
-                    "{on} ({n} queries)",
-                    on=", ".join(r["measured_on"]) or "no query",
-                    n=r["queries"],
-                ),
-                Lit(r["value"]),
-                r["meaning"],
-            ]
-            for r in rates
-        ]
-        header = ("rate", "level", "measured on", "value (slots)", "what it counts")
-        out.append(
-            Section(
-                "slot-rates",
-                "Slot rates (pooled over returned slots, not means: not in the rows above)",
-                table=table(header, rows),
-                level=3,
-            )
-        )
+    out += slot_rates_section(result)
     if plots:
         last = out[-1]
         figures = tuple(Figure(path, caption) for path, caption in plots)
         out[-1] = replace(last, body=last.body + figures)
     return out
+
+
+def slot_rates_section(result: Mapping[str, Any]) -> list[Section]:
+    """The pooled slot rates (false positives on no-answer queries, duplicate slots), kept
+    apart from the means: per rate its level, the categories it was measured on (those whose
+    cell has slots), the queries and slots behind it and what its value means (none without
+    a pooled measure)."""
+    labels = result["dataset"]["category_labels"]
+    counts = result["counts"]["per_category"]
+    rows: list[list[Text]] = []
+    for m in result["run"]["measures"]:
+        if not m["pooled"]:
+            continue
+        cats = [
+            c
+            for c in result["dataset"]["categories"]
+            if (result["metrics"]["per_category"][c].get(m["name"]) or {}).get("denominator")
+        ]
+        queries = sum(counts.get(c, {}).get("scored", 0) for c in cats)
+        cell = result["metrics"]["overall"].get(m["name"])
+        no_answer = m["name"].startswith("fp_rate")
+        measured_on = ", ".join(labels.get(c, c) for c in cats) or "no query"
+        rows.append(
+            [
+                m["name"],
+                m["level"],
+                fmt("{on} ({n} queries)", on=measured_on, n=queries),
+                Lit(cell_text(cell, m)),
+                (
+                    "share of returned slots holding an ungraded id; on no-answer queries "
+                    "every returned item is one, so 100% means the system returned results "
+                    "where nothing was to be found (lower is better)"
+                    if no_answer
+                    else f"{m['definition']}; lower is better"
+                ),
+            ]
+        )
+    if not rows:
+        return []
+    header = ("rate", "level", "measured on", "value (slots)", "what it counts")
+    return [
+        Section(
+            "slot-rates",
+            "Slot rates (pooled over returned slots, not means: not in the rows above)",
+            table=table(header, rows),
+            level=3,
+        )
+    ]
 
 
 def truncation_section(result: Mapping[str, Any]) -> list[Section]:
@@ -335,7 +422,7 @@ def misses_section(result: Mapping[str, Any]) -> Section:
     misses = [(q, why) for q in result["queries"] for why in q["why_missed"]]
     if not misses:
         return Section("missed", title, paragraphs=("No relevant item was missed.",))
-    limit = 3 * LIST_LIMIT
+    shown, more = capped(misses, 3 * LIST_LIMIT)
     bullets: list[Text] = [
         fmt(
             "{query} ({category}): {why}",
@@ -343,10 +430,10 @@ def misses_section(result: Mapping[str, Any]) -> Section:
             category=labels.get(q["category"], q["category"]),
             why=why,
         )
-        for q, why in misses[:limit]
+        for q, why in shown
     ]
-    if len(misses) > limit:
-        bullets.append(Lit(f"... and {len(misses) - limit} more; all in results.json"))
+    if more:
+        bullets.append(Lit(more))
     return Section("missed", title, bullets=tuple(bullets))
 
 
@@ -457,6 +544,7 @@ def roundtrip_section(result: Mapping[str, Any]) -> Section:
     )
     drift = rt["drift"]
     if drift:
+        shown, more = capped(list(drift.items()))
         items: list[Text] = [
             fmt(
                 "{q}: positions {moved} changed, max score drift {d}, now {now}",
@@ -465,10 +553,10 @@ def roundtrip_section(result: Mapping[str, Any]) -> Section:
                 d=Lit(f"{d['max_score_drift']:.4f}"),
                 now=Cut(tuple(d["after"])),
             )
-            for qid, d in list(drift.items())[:LIST_LIMIT]
+            for qid, d in shown
         ]
-        if len(drift) > LIST_LIMIT:
-            items.append(Lit(f"... and {len(drift) - LIST_LIMIT} more; all in results.json"))
+        if more:
+            items.append(Lit(more))
         body.append(Bullets(tuple(items)))
     else:
         body.append(Para("No query changed order or score after the round trip."))

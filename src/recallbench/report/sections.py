@@ -23,13 +23,15 @@ import base64
 import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from recallbench.core.escape import html_text, markdown_code, terminal
 from recallbench.core.escape import markdown as md
 
 #: how many items of a long list report.md shows (`Cut`)
 LIST_LIMIT = 10
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -64,12 +66,21 @@ class Cut:
     where: str = "results.json"
 
 
+def capped(
+    items: Sequence[T], limit: int = LIST_LIMIT, where: str = "results.json"
+) -> tuple[Sequence[T], str]:
+    """The first `limit` items and the line that says what was left out ("... and N more;
+    all in results.json"; "" when nothing was)."""
+    if len(items) <= limit:
+        return items, ""
+    return items[:limit], f"... and {len(items) - limit} more; all in {where}"
+
+
 def cut(items: Sequence[str], limit: int = LIST_LIMIT, where: str = "results.json") -> str:
-    """The first `limit` items, comma-separated, and "... and N more; all in results.json"."""
-    shown = ", ".join(items[:limit])
-    if len(items) > limit:
-        shown += f" ... and {len(items) - limit} more; all in {where}"
-    return shown
+    """The first `limit` items, comma-separated, and "... and N more; all in results.json"
+    (`capped`)."""
+    shown, more = capped(items, limit, where)
+    return ", ".join(shown) + (f" {more}" if more else "")
 
 
 Span = str | Lit | Strong | Code | Cut
@@ -343,6 +354,16 @@ def to_terminal(sections: Sequence[Section], *, bullets: bool = True) -> str:
     return "\n".join(out).rstrip("\n")
 
 
+def image_entry(name: str, svg: bytes, caption: str) -> dict[str, str]:
+    """A plot as the template `_images.html` draws it: its name, its caption and its SVG
+    bytes inline (a data: URI)."""
+    return {
+        "name": name,
+        "caption": caption,
+        "src": "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii"),
+    }
+
+
 def html_sections(
     sections: Sequence[Section], images: Mapping[str, bytes] | None = None
 ) -> list[dict]:
@@ -382,12 +403,7 @@ def html_sections(
                     entries = [html_markup(i) for i in block.items]
                     blocks.append({"kind": "lines", "entries": entries})
             elif block.path in images:
-                figure = {
-                    "name": block.path,
-                    "caption": block.caption,
-                    "src": "data:image/svg+xml;base64,"
-                    + base64.b64encode(images[block.path]).decode("ascii"),
-                }
+                figure = image_entry(block.path, images[block.path], block.caption)
                 if blocks and blocks[-1]["kind"] == "figures":  # side by side
                     blocks[-1]["images"].append(figure)
                 else:

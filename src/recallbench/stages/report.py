@@ -212,8 +212,6 @@ def build_report(
             fingerprint=env["fingerprint"],
             version=__version__,
             scratch=scratch,
-            rules=rules,
-            source=source_text,
             sections=sections,
         )
         page, data, stats = made.html, made.data, made.stats
