@@ -647,8 +647,9 @@ def check_baseline_cmd(
     -> after with the paired test against the baseline's per-query values, the queries that
     won and lost, the decision before -> after, how many values differ, and one next step."""
     from recallbench.builddir.artifacts import publish, require_current
-    from recallbench.commands.baseline import check, fail, load_result_envelope
+    from recallbench.commands.baseline import check, fail
     from recallbench.commands.outputpaths import Place, build_places, check_outputs
+    from recallbench.report.result import load_result_envelope
 
     if markdown_path is not None:
         check_outputs(
@@ -925,12 +926,11 @@ def compare_cmd(
             param_hint="'--reference'",
         )
     paths, options = ({}, {}) if result_files else dataset_inputs(dataset, dataset_args)
-    from recallbench.commands.baseline import load_result_envelope  # a baseline is a result too
     from recallbench.commands.presets import resolve_top_k
 
     compared = run_comparison(
         ctx.build_dir,
-        saved=[(path, load_result_envelope(path)) for path in result_files],
+        saved=result_files,
         dataset=dataset,
         paths=paths,
         options=options,
@@ -1028,8 +1028,8 @@ def power_cmd(
     and, with --effect, how many questions that difference needs at the same spread."""
     if len(result_files) < 2:
         raise click.UsageError("power needs two or more results: add another `--result PATH`")
-    from recallbench.commands.baseline import load_result_envelope  # a baseline is a result too
     from recallbench.commands.compare import power_table, result_labels
+    from recallbench.report.result import load_result_envelope  # a baseline is a result too
     from recallbench.report.sections import table, terminal_table
 
     results = [load_result_envelope(p)["data"] for p in result_files]
