@@ -403,13 +403,11 @@ def score_cmd(
     inputs = ctx.inputs("score")
     suite = inputs["suite"]
     if preset is not None:
-        from recallbench.commands.presets import PRESETS, check_suite
+        from recallbench.commands.presets import check_suite, resolve_top_k
 
-        check_suite(preset, suite["data"]["dataset"], suite["data"]["options"])
-        if ks is not None and tuple(ks) != PRESETS[preset].ks:
-            raise click.UsageError(
-                f"--preset {preset} uses --k {','.join(map(str, PRESETS[preset].ks))}"
-            )
+        suite_dataset = suite["data"]["dataset"]
+        check_suite(preset, suite_dataset, suite["data"]["options"])
+        resolve_top_k(preset, suite_dataset, None, ks)  # a usage error when --k differs
     measures = measure_names(preset, measures)
     env = run_score(*inputs.values(), ks=ks, measure_names=measures)
     path = ctx.write(env)
