@@ -644,7 +644,7 @@ def check_baseline_cmd(
     in order: what changed in the configuration, the headline measures per category before
     -> after with the paired test against the baseline's per-query values, the queries that
     won and lost, the decision before -> after, how many values differ, and one next step."""
-    from recallbench.builddir.artifacts import publish, require_current
+    from recallbench.builddir.artifacts import publish
     from recallbench.commands.baseline import check, fail
     from recallbench.commands.outputpaths import Place, build_places, check_outputs
     from recallbench.report.result import load_result_envelope
@@ -659,8 +659,7 @@ def check_baseline_cmd(
             build_places(ctx.build_dir)[1],
         )
     if result_path is None:
-        result = ctx.read("results")
-        require_current(ctx.build_dir, result)
+        result = ctx.load(("results",))["results"]
     else:
         result = load_result_envelope(result_path)
     found = check(
