@@ -1235,7 +1235,7 @@ def check_plugin_cmd(
     )
     failed = ran = 0
     with scratch() as work, limit_threads(1):
-        for outcome in run_checks(name, data, work, only, listed):
+        for outcome in run_checks(name, listed, data, work, only):
             click.echo(outcome.line())
             ran += outcome.status != "n/a"
             failed += outcome.status == "FAIL"
