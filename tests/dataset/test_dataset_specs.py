@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from recallbench.cli.main import main
-from recallbench.cli.options import DEFAULT_TOP_K, dataset_inputs
+from recallbench.cli.options import dataset_inputs
 from recallbench.core.errors import RecallbenchError
 from recallbench.datasets import base
 from recallbench.datasets.base import DATASETS, DatasetOption, DatasetSpec, dataset_spec
@@ -60,7 +60,11 @@ def test_dataset_options_arrive_as_one_mapping(command: str) -> None:
 
 def test_specs_declare_what_the_cli_used_to_hard_code() -> None:
     assert list(DATASETS) == ["fixtures", "longmemeval", "locomo"]
-    assert DEFAULT_TOP_K == {"fixtures": 5, "longmemeval": 10, "locomo": 10}
+    assert {n: s.top_k for n, s in DATASETS.items()} == {
+        "fixtures": 5,
+        "longmemeval": 10,
+        "locomo": 10,
+    }
     assert dataset_spec("fixtures").policy_name == "hotmem-fixture-rules"
     assert {s.name for s in DATASETS.values() if s.generator} == {"longmemeval", "locomo"}
     for spec in DATASETS.values():

@@ -271,7 +271,8 @@ def test_contradicting_options_are_one_line_usage_errors(
 
 def test_the_stage_commands_take_the_preset(locomo_file: Path, tmp_path: Path) -> None:
     """validate, query and score --preset give run --preset's figures; score --preset on a
-    suite validated another way is a one-line usage error naming the option."""
+    suite validated another way, or with other --k, is a one-line usage error naming the
+    option."""
     runner = CliRunner()
     build = ["--build-dir", str(tmp_path / "stages"), "-q"]
     preset = ["--preset", "locomo-sessions-of-top-turns"]
@@ -284,6 +285,10 @@ def test_the_stage_commands_take_the_preset(locomo_file: Path, tmp_path: Path) -
     ):
         result = runner.invoke(main, build + args)
         assert result.exit_code == 0, (args, result.output)
+    other_ks = runner.invoke(main, build + ["score", *preset, "--k", "1"])
+    assert other_ks.exit_code == 2
+    assert "--preset locomo-sessions-of-top-turns uses --k 1,5,10 (see " in other_ks.stderr
+    assert len(other_ks.stderr.strip().splitlines()) == 1
     scores = json.loads((tmp_path / "stages" / "scores.json").read_text())["data"]
     whole = _run(tmp_path / "run", "locomo", locomo_file, "locomo-sessions-of-top-turns")
     assert scores["overall"] == whole["results"]["metrics"]["overall"]

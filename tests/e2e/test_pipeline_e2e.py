@@ -118,7 +118,8 @@ def test_each_artifact_records_the_inputs_its_stage_declares(
     staged_build: Path, fixture_run: Run
 ) -> None:
     """Through the CLI (`load_inputs`) and in process (`run_pipeline`), each stage's
-    artifact is made from exactly the artifacts its `Stage.inputs` declares."""
+    artifact is made from exactly the artifacts its `Stage.inputs` declares; run_pipeline
+    makes every stage's artifact, in the order of STAGES (a stage added there is chained)."""
     for s in STAGES:
         for made in (read_artifact(staged_build, s.kind), fixture_run.envelopes[s.kind]):
             assert sorted(k for k in made["inputs"] if k in ARTIFACTS) == sorted(s.inputs), (

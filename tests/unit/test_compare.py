@@ -349,6 +349,24 @@ def test_compare_result_refuses_what_it_cannot_read_in_one_line(
     assert not (tmp_path / "b" / "compare.json").exists()
 
 
+def test_compare_checks_its_outputs_before_it_reads_a_result(tmp_path: Path) -> None:
+    """--output naming a --result file is refused as such before that file is read (an
+    unreadable result's error came first while compare read the results before the check)."""
+    good = _saved_result(tmp_path / "good" / "results.json")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json\n", encoding="utf-8")
+    r = CliRunner().invoke(
+        main,
+        ["--build-dir", str(tmp_path / "b"), "compare", "--result", str(good)]
+        + ["--result", str(broken), "--output", str(broken)],
+    )
+    assert r.exit_code == 1, r.output
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"recallbench compare: error: --output {broken} would overwrite ")
+    assert "the --result file" in line
+    assert broken.read_text(encoding="utf-8") == "{not json\n"
+
+
 # --- framing: one reference, every other a challenger; labels by system -----------------------
 
 
@@ -456,14 +474,13 @@ def test_run_comparison_is_compare_over_plain_values(tmp_path: Path) -> None:
     """compare's orchestration (`compare.run_comparison`) without the command: the saved
     results put in order, every file written, the figures returned; the command writes
     the same compare.json and compare.md."""
-    from recallbench.commands.baseline import load_result_envelope
     from recallbench.commands.compare import run_comparison
 
     old = _saved_result(tmp_path / "old" / "results.json")
     new = _saved_result(tmp_path / "new" / "results.json")
     compared = run_comparison(
         tmp_path / "f",
-        saved=[(p, load_result_envelope(p)) for p in (old, new)],
+        saved=[old, new],
         reference="hotmem (new)",
         resamples=200,
         gates=[("ndcg@5", 0.0)],

@@ -488,17 +488,12 @@ def stale(kind: str, up_kind: str) -> ArtifactError:
     )
 
 
-def require_current(build_dir: Path, env: Mapping[str, Any]) -> None:
-    """Refuse `env` unless every artifact it was made from, and everything those were made
-    from, is still the one in `build_dir` (a rerun upstream stage makes it stale)."""
-    _require_consistent(build_dir, {env["artifact"]: env})
-
-
 def load_inputs(build_dir: Path, kinds: Sequence[str]) -> dict[str, dict[str, Any]]:
     """The artifacts `kinds` (a stage's `Stage.inputs`) from `build_dir`, in that order:
     each read and checked (`read_artifact`: missing, foreign or damaged is refused) and
-    current (`require_current`: each was made from the others, and from what lies in
-    `build_dir` now). Every refusal is one line naming the command to run (again)."""
+    current: each was made from the others, and everything it was made from is still the
+    one in `build_dir` (a rerun upstream stage makes it stale). Every refusal is one line
+    naming the command to run (again)."""
     loaded = {kind: read_artifact(build_dir, kind) for kind in kinds}
     _require_consistent(build_dir, loaded)
     return loaded

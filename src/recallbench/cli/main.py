@@ -403,13 +403,11 @@ def score_cmd(
     inputs = ctx.inputs("score")
     suite = inputs["suite"]
     if preset is not None:
-        from recallbench.commands.presets import PRESETS, check_suite
+        from recallbench.commands.presets import check_suite, resolve_top_k
 
-        check_suite(preset, suite["data"]["dataset"], suite["data"]["options"])
-        if ks is not None and tuple(ks) != PRESETS[preset].ks:
-            raise click.UsageError(
-                f"--preset {preset} uses --k {','.join(map(str, PRESETS[preset].ks))}"
-            )
+        suite_dataset = suite["data"]["dataset"]
+        check_suite(preset, suite_dataset, suite["data"]["options"])
+        resolve_top_k(preset, suite_dataset, None, ks)  # a usage error when --k differs
     measures = measure_names(preset, measures)
     env = run_score(*inputs.values(), ks=ks, measure_names=measures)
     path = ctx.write(env)
@@ -646,9 +644,10 @@ def check_baseline_cmd(
     in order: what changed in the configuration, the headline measures per category before
     -> after with the paired test against the baseline's per-query values, the queries that
     won and lost, the decision before -> after, how many values differ, and one next step."""
-    from recallbench.builddir.artifacts import publish, require_current
-    from recallbench.commands.baseline import check, fail, load_result_envelope
+    from recallbench.builddir.artifacts import publish
+    from recallbench.commands.baseline import check, fail
     from recallbench.commands.outputpaths import Place, build_places, check_outputs
+    from recallbench.report.result import load_result_envelope
 
     if markdown_path is not None:
         check_outputs(
@@ -660,8 +659,7 @@ def check_baseline_cmd(
             build_places(ctx.build_dir)[1],
         )
     if result_path is None:
-        result = ctx.read("results")
-        require_current(ctx.build_dir, result)
+        result = ctx.load(("results",))["results"]
     else:
         result = load_result_envelope(result_path)
     found = check(
@@ -925,12 +923,11 @@ def compare_cmd(
             param_hint="'--reference'",
         )
     paths, options = ({}, {}) if result_files else dataset_inputs(dataset, dataset_args)
-    from recallbench.commands.baseline import load_result_envelope  # a baseline is a result too
     from recallbench.commands.presets import resolve_top_k
 
     compared = run_comparison(
         ctx.build_dir,
-        saved=[(path, load_result_envelope(path)) for path in result_files],
+        saved=result_files,
         dataset=dataset,
         paths=paths,
         options=options,
@@ -1028,8 +1025,8 @@ def power_cmd(
     and, with --effect, how many questions that difference needs at the same spread."""
     if len(result_files) < 2:
         raise click.UsageError("power needs two or more results: add another `--result PATH`")
-    from recallbench.commands.baseline import load_result_envelope  # a baseline is a result too
     from recallbench.commands.compare import power_table, result_labels
+    from recallbench.report.result import load_result_envelope  # a baseline is a result too
     from recallbench.report.sections import table, terminal_table
 
     results = [load_result_envelope(p)["data"] for p in result_files]
@@ -1238,7 +1235,7 @@ def check_plugin_cmd(
     )
     failed = ran = 0
     with scratch() as work, limit_threads(1):
-        for outcome in run_checks(name, data, work, only, listed):
+        for outcome in run_checks(name, listed, data, work, only):
             click.echo(outcome.line())
             ran += outcome.status != "n/a"
             failed += outcome.status == "FAIL"

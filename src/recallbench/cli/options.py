@@ -24,8 +24,6 @@ DEFAULT_BASELINE = FIXTURE_DIR / "baseline.json"
 EXECUTORS = ("local", "ray")
 #: where a learned embedder computes (`recallbench.engine.tasks.DEVICES`)
 DEVICES = ("auto", "cpu", "cuda")
-#: the default top-k of each dataset (its spec's), e.g. the fixture suite's 5
-DEFAULT_TOP_K = {name: spec.top_k for name, spec in DATASETS.items()}
 #: the parameter that collects a command's dataset options: option param -> value
 DATASET_ARGS = "dataset_args"
 

@@ -23,10 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from recallbench.core.errors import GateFailed, RecallbenchError
-from recallbench.report.result import RESULT_SCHEMA
+from recallbench.report.result import load_result_envelope
 
 #: the labels of the two sides in the paired comparison
 BASELINE_LABEL = "baseline"
@@ -41,30 +39,6 @@ def normalize(result: dict[str, Any]) -> dict[str, Any]:
 def load_result(path: Path) -> dict[str, Any]:
     """Read a baseline (a result document) or a results.json envelope; return the document."""
     return load_result_envelope(path)["data"]
-
-
-def load_result_envelope(path: Path) -> dict[str, Any]:
-    """A results.json envelope (checked: schema version, fingerprint) as it is, or a bare
-    result document (a baseline) as ``{"data": document, "inputs": {}}``: so a baseline is
-    a result to `compare` and `power`. Anything else is a one-line error."""
-    try:
-        doc = orjson.loads(Path(path).read_bytes())
-    except FileNotFoundError:
-        raise RecallbenchError(f"{path}: not found") from None
-    except IsADirectoryError:
-        raise RecallbenchError(f"{path}: is a directory, not a result") from None
-    except orjson.JSONDecodeError as exc:
-        raise RecallbenchError(f"{path}: not valid JSON ({exc})") from None
-    if isinstance(doc, dict) and doc.get("artifact") == "results":
-        from recallbench.builddir.artifacts import check_envelope
-
-        return check_envelope(doc, "results", str(path), "recallbench report")
-    if not isinstance(doc, dict) or doc.get("schema") != RESULT_SCHEMA:
-        raise RecallbenchError(
-            f"{path}: not a {RESULT_SCHEMA} document nor a results.json; "
-            "regenerate it with `make baseline` or `recallbench report`"
-        )
-    return {"data": doc, "inputs": {}}
 
 
 def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:

@@ -797,19 +797,15 @@ def applies(check: Check, system: Any) -> bool:
 
 def run_checks(
     name: str,
+    system: Any,
     data: CheckData,
     work: Path,
     only: Sequence[str] | None = None,
-    system: Any = None,
 ) -> Iterator[Outcome]:
     """Every check (or those named in `only`) on system `name`, each in a directory of its
     own under `work`: one `Outcome` each, as it finishes. `system`: an instance of `name`
-    the caller already resolved (None: resolved here) to read its capabilities; each
-    check still runs on fresh instances of its own."""
-    if system is None:
-        from recallbench.systems import get_system
-
-        system = get_system(name)  # an unknown or broken system: one line, before any check
+    the caller resolved, to read its capabilities; each check still runs on fresh
+    instances of its own."""
     for check in CHECKS:
         if only and check.name not in only:
             continue

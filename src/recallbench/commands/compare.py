@@ -820,7 +820,7 @@ class Compared:
 def run_comparison(
     build_dir: Path,
     *,
-    saved: Sequence[tuple[Path, Mapping[str, Any]]] = (),
+    saved: Sequence[Path] = (),
     dataset: str = "fixtures",
     paths: Mapping[str, Path] | None = None,
     options: Mapping[str, Any] | None = None,
@@ -840,28 +840,31 @@ def run_comparison(
     say: Callable[[str], Any] | None = None,
 ) -> Compared:
     """`recallbench compare` without its options and printing: compare the `saved` results
-    ((path, envelope) each, as `baseline.load_result_envelope` reads them) or, without
+    (results.json files or baselines, read by `result.load_result_envelope`) or, without
     them, run `systems` (none: the core systems) on the dataset's `paths`, with `reference`
     first; then write compare.json (`output`), compare.md (`report_path`), its plots and
     compare.html with its data files (None: each under `build_dir`), together, and the
-    timing sidecar of a run. The outputs are checked before any work."""
+    timing sidecar of a run. The outputs are checked before any work (before a saved result
+    is read)."""
     from recallbench.builddir.artifacts import dumps, publish
     from recallbench.commands.outputpaths import check_compare_outputs
     from recallbench.report.html import render_compare_page, texts_beside
     from recallbench.report.plots import caption, compare_plots
+    from recallbench.report.result import load_result_envelope
     from recallbench.stages.report import html_path
 
     execution = execution or Execution()
-    result_files = [path for path, _ in saved]
-    paths = {} if saved else dict(paths or {})
+    result_files = list(saved)
+    paths = dict(paths or {})
     check_compare_outputs(build_dir, output, report_path, result_files, paths, execution.cache)
     vectors: list[dict[str, Any]] = []
     timing: dict[str, Any] | None = None
     costs: list[dict[str, Any]] | None = None
     if saved:
-        results = [env["data"] for _, env in saved]
-        builds = [env.get("embedder_build") for _, env in saved]
-        texts = [texts_beside(path, env) for path, env in saved]
+        envelopes = [load_result_envelope(path) for path in result_files]
+        results = [env["data"] for env in envelopes]
+        builds = [env.get("embedder_build") for env in envelopes]
+        texts = [texts_beside(path, env) for path, env in zip(result_files, envelopes, strict=True)]
         labels = result_labels(result_files, results)
         if reference is not None:
             order = reference_first(labels, reference, "--result labels")

@@ -40,7 +40,7 @@ from recallbench.core.escape import markdown_cell, terminal
 from recallbench.engine.tasks import Execution
 from recallbench.metrics.measures import value_of
 
-SCHEMA = "recallbench.commands.protocols"
+SCHEMA = "recallbench.protocols"
 SCHEMA_VERSION = 1
 #: the dataset `protocols` covers (the LongMemEval protocols are presets of `run`)
 DATASET = "locomo"

@@ -8,14 +8,42 @@ and the committed baseline is exactly this document for the fixture suite.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+import orjson
+
+from recallbench.core.errors import RecallbenchError
 from recallbench.metrics.measures import value_of
 
 RESULT_SCHEMA = "recallbench.result"
 RESULT_SCHEMA_VERSION = 3
 #: the fields of a scores.json measure record a result keeps
 RESULT_MEASURE_FIELDS = ("name", "level", "k", "pooled", "definition", "empty_gold")
+
+
+def load_result_envelope(path: Path) -> dict[str, Any]:
+    """A results.json envelope (checked: schema version, fingerprint) as it is, or a bare
+    result document (a baseline) as ``{"data": document, "inputs": {}}``: so a baseline is
+    a result to `compare` and `power`. Anything else is a one-line error."""
+    try:
+        doc = orjson.loads(Path(path).read_bytes())
+    except FileNotFoundError:
+        raise RecallbenchError(f"{path}: not found") from None
+    except IsADirectoryError:
+        raise RecallbenchError(f"{path}: is a directory, not a result") from None
+    except orjson.JSONDecodeError as exc:
+        raise RecallbenchError(f"{path}: not valid JSON ({exc})") from None
+    if isinstance(doc, dict) and doc.get("artifact") == "results":
+        from recallbench.builddir.artifacts import check_envelope
+
+        return check_envelope(doc, "results", str(path), "recallbench report")
+    if not isinstance(doc, dict) or doc.get("schema") != RESULT_SCHEMA:
+        raise RecallbenchError(
+            f"{path}: not a {RESULT_SCHEMA} document nor a results.json; "
+            "regenerate it with `make baseline` or `recallbench report`"
+        )
+    return {"data": doc, "inputs": {}}
 
 
 def explain_miss(entry: Mapping[str, Any], row: Mapping[str, Any], level: str, top_k: int) -> str:

@@ -85,6 +85,13 @@ def test_the_table_prints_every_protocol(table: dict[str, Any]) -> None:
     assert "wrote " in table["stderr"]
 
 
+def test_the_json_names_its_schema(table: dict[str, Any]) -> None:
+    """protocols.json's schema name is a format name readers match on, not a module path:
+    moving the module must not change it."""
+    assert table["doc"]["schema"] == "recallbench.protocols"
+    assert table["doc"]["schema_version"] == 1
+
+
 def test_the_parts_sum_to_the_difference(table: dict[str, Any]) -> None:
     """Every figure: difference = figure - default, = the sum of its four parts; a part is
     zero where its choice is the default's; some part of each kind is not zero."""
