@@ -96,7 +96,7 @@ def run_pipeline(
     work_dir = Path(work_dir)
     name = system if isinstance(system, str) else system.name
     chosen_rules(dataset, name)  # rules the run may not use are refused before any work
-    under_test = resolve_system(name) if isinstance(system, str) else system
+    under_test = resolve_system(system)  # a name looked up once, an object used as it is
     timings: dict[str, dict[str, Any]] = {}
     envelopes: dict[str, dict[str, Any]] = {}
 
