@@ -900,26 +900,20 @@ class Truncation:
             self._embedder,
             [m["text"] for m in scope["memories"]],
         )
-        for key in self.COUNTS:
-            self._total[key] = self._total.get(key, 0) + part[key]
-        self._total["max_tokens"] = part["max_tokens"]
+        self._sum(part)
 
     def add_counts(self, token_counts: Sequence[int]) -> None:
         """Add stored texts by their token counts (what `add` would count of them)."""
         if self._embedder is None:
             return
-        limit = int(self._embedder.max_tokens)
-        over = [c for c in token_counts if c > limit]
-        part = {
-            "texts": len(token_counts),
-            "texts_over_limit": len(over),
-            "tokens_total": sum(token_counts),
-            "tokens_unseen": sum(c - limit for c in over),
-            "tokens_of_long_texts": sum(over),
-        }
+        from recallbench.systems.base import truncation_counts
+
+        self._sum(truncation_counts(int(self._embedder.max_tokens), token_counts))
+
+    def _sum(self, part: Mapping[str, Any]) -> None:
         for key in self.COUNTS:
             self._total[key] = self._total.get(key, 0) + part[key]
-        self._total["max_tokens"] = limit
+        self._total["max_tokens"] = part["max_tokens"]
 
     def report(self) -> dict[str, Any] | None:
         from recallbench.systems.base import truncation_shares

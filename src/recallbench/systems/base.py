@@ -313,17 +313,21 @@ def truncation_report(embedder: Embedder | None, texts: Sequence[str]) -> dict[s
         return None
     limit = int(embedder.max_tokens)
     counts = [int(c) for c in embedder.token_counts(texts)]
-    over = [c for c in counts if c > limit]
-    return truncation_shares(
-        {
-            "max_tokens": limit,
-            "texts": len(counts),
-            "texts_over_limit": len(over),
-            "tokens_total": sum(counts),
-            "tokens_unseen": sum(c - limit for c in over),
-            "tokens_of_long_texts": sum(over),
-        }
-    )
+    return truncation_shares(truncation_counts(limit, counts))
+
+
+def truncation_counts(limit: int, token_counts: Sequence[int]) -> dict[str, int]:
+    """The counts behind `truncation_report` of texts with these token counts under `limit`
+    (summable over scopes; `truncation_shares` adds the shares)."""
+    over = [c for c in token_counts if c > limit]
+    return {
+        "max_tokens": limit,
+        "texts": len(token_counts),
+        "texts_over_limit": len(over),
+        "tokens_total": sum(token_counts),
+        "tokens_unseen": sum(c - limit for c in over),
+        "tokens_of_long_texts": sum(over),
+    }
 
 
 def truncation_shares(counts: Mapping[str, Any]) -> dict[str, Any]:
